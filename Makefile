@@ -1,0 +1,46 @@
+# agentmem -- the two commands a user runs:
+#   make test   install what is missing, build, run every test suite
+#   make demo   install what is missing, build, create and print demo.agentmem
+# Other targets: build, deps, asan, clean.
+SHELL := /bin/bash
+BUILD ?= build
+DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
+                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test demo asan clean
+
+all: build
+
+# Installs only the packages that are missing; never asks questions.
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja: | deps
+	meson setup $(BUILD) --buildtype=release -Dtest_hooks=true
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+test: build
+	tests/run_all.sh $(BUILD)
+
+demo: build
+	$(BUILD)/cli/agentmem-demo demo/sample_conversation.tsv demo.agentmem
+
+# The quick suites under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: deps
+	[ -f build-asan/build.ninja ] || meson setup build-asan --buildtype=debug \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
+	ninja -C build-asan
+	tests/run_all.sh build-asan
+
+clean:
+	rm -rf $(BUILD) build-asan demo.agentmem

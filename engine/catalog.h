@@ -1,0 +1,80 @@
+// engine/catalog.h -- the in-memory map from keys to where records live in the
+// file: episodes by id, per user (and per session), block versions by (user,
+// name), facts by id and user, and the file's meta settings. Built by the
+// recovery scan and extended by each commit; never holds record bodies.
+//
+// Thread safety: none; the owning Database serialises access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "format/records.h"
+
+namespace agentmem::engine {
+
+// Where a record lives: the page's offset and the record's index in it.
+struct RecordLoc {
+  uint64_t page_offset = 0;
+  uint32_t slot = 0;
+};
+
+struct EpisodeEntry {
+  RecordLoc loc;
+  uint32_t user = 0;  // index into Catalog::users()
+  int64_t ts = 0;
+  bool present = false;
+};
+
+struct BlockVersion {
+  RecordLoc loc;
+  uint64_t version = 0;
+};
+
+struct UserEntry {
+  std::string user_id;
+  std::vector<uint64_t> episode_ids;                           // increasing
+  std::map<std::string, std::vector<uint64_t>, std::less<>> sessions;  // session -> ids
+  std::map<std::string, std::vector<BlockVersion>, std::less<>> blocks;  // name -> versions
+  std::vector<uint64_t> fact_ids;                              // increasing
+};
+
+class Catalog {
+ public:
+  void AddEpisode(const format::EpisodeRecord& r, RecordLoc loc);
+  void AddBlock(const format::BlockRecord& r, RecordLoc loc);
+  void AddFact(const format::FactRecord& r, RecordLoc loc);
+  void SetMeta(const std::string& key, const std::string& value) { meta_[key] = value; }
+
+  const EpisodeEntry* FindEpisode(uint64_t id) const;
+  const UserEntry* FindUser(std::string_view user_id) const;
+  const RecordLoc* FindFact(uint64_t id) const;
+  const std::vector<UserEntry>& users() const { return users_; }
+  const std::map<std::string, std::string>& meta() const { return meta_; }
+  const std::string* Meta(const std::string& key) const;
+
+  uint64_t episode_count() const { return episode_count_; }
+  uint64_t fact_count() const { return facts_.size(); }
+  uint64_t block_count() const { return block_count_; }
+  uint64_t block_version_count() const { return block_version_count_; }
+  uint64_t text_bytes() const { return text_bytes_; }
+
+ private:
+  UserEntry* UserFor(const std::string& user_id, uint32_t* index);
+
+  std::vector<EpisodeEntry> episodes_;  // by id - 1
+  std::unordered_map<uint64_t, RecordLoc> facts_;
+  std::vector<UserEntry> users_;
+  std::unordered_map<std::string, uint32_t> user_index_;
+  std::map<std::string, std::string> meta_;
+  uint64_t episode_count_ = 0;
+  uint64_t block_count_ = 0;
+  uint64_t block_version_count_ = 0;
+  uint64_t text_bytes_ = 0;
+};
+
+}  // namespace agentmem::engine

@@ -1,0 +1,732 @@
+// engine/database.cc -- snapshots, transactions and the commit protocol.
+//
+// The commit protocol (docs/architecture.md keeps the same numbered list):
+//  (1) Only the write-lock holder appends. It takes the lock, then brings its
+//      snapshot to the last commit in the file and cuts off any torn tail.
+//  (2) A transaction's records are encoded into record pages, followed by one
+//      commit page, and appended with a single write at the end of the last
+//      commit. Nothing already written is ever overwritten.
+//  (3) The commit page records txn_start, page_count, commit_seq (previous+1)
+//      and durable_through (every byte before it was synced before this write).
+//  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
+//      only after it returns. sync=NORMAL: synced at close; OFF: never.
+//  (5) The in-memory snapshot moves to the new commit only after (4).
+//  (6) A failed write or sync makes the handle's error sticky: no further
+//      writes until reopen; fsync is never retried (the transaction is in
+//      doubt: after reopen it is wholly present or wholly absent).
+//  (7) Before the first write under a newly taken lock the file is synced
+//      once, so that durable_through never vouches for bytes another handle
+//      wrote but did not sync.
+//
+//    state:   idle --Begin--> txn --write--> txn+lock --Commit--> idle
+//               \--write (autocommit)--> lock --commit--> idle
+//             any failed write/sync --> sticky (reads only) --reopen--> idle
+#include "engine/database.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "engine/validate.h"
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::BlockRecord;
+using format::EpisodeRecord;
+using format::FactRecord;
+using format::PageType;
+
+namespace {
+
+constexpr size_t kPageCacheEntries = 512;
+
+uint64_t NewSalt() {
+  std::random_device rd;
+  uint64_t s = 0;
+  while (s == 0) s = (uint64_t{rd()} << 32) ^ rd();
+  return s;
+}
+
+format::MetaRecord SpaceMeta(const VectorSpace& s) {
+  format::MetaRecord m;
+  m.entries = {{"vector.embedder", s.embedder},
+               {"vector.dim", std::to_string(s.dim)},
+               {"vector.metric", s.metric},
+               {"created_by", std::string("agentmem ") + AGENTMEM_VERSION}};
+  return m;
+}
+
+// Keeps a snapshot's read position when a pending record is read back.
+template <typename T>
+const T* FindPending(const std::vector<T>& v, uint64_t T::*key, uint64_t id) {
+  for (const T& r : v)
+    if (r.*key == id) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+Database::Database(std::string path, Options opts) : path_(std::move(path)), opts_(std::move(opts)) {
+  env_ = opts_.env ? opts_.env : Env::Posix();
+}
+
+Database::~Database() { Close().IgnoreError(); }
+
+int64_t Database::Now() const {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// ------------------------------------------------------------------ open
+
+Status Database::Open(const std::string& path, const Options& opts,
+                      std::unique_ptr<Database>* out) {
+  out->reset();
+  std::unique_ptr<Database> db(new Database(path, opts));
+  AGENTMEM_RETURN_IF_ERROR(db->OpenFile());
+  *out = std::move(db);
+  return Status::OK();
+}
+
+Status Database::OpenFile() {
+  if (!env_->Exists(path_)) {
+    if (opts_.read_only || !opts_.create) {
+      return Status(kCantOpen, "unable to open " + path_ + ": no such file");
+    }
+    // The new file holds its header, superblocks and a first transaction that
+    // records the vector space, created atomically (env/env.h).
+    header_.salt = NewSalt();
+    header_.page_size = opts_.page_size;
+    header_.created_at = Now();
+    std::string init = format::EncodeFileHeader(header_);
+    format::Superblock sb;
+    sb.generation = 1;
+    sb.salt = header_.salt;
+    init.resize(format::kSuperblockOffset[0], '\0');
+    init += format::EncodeSuperblock(sb);
+    init.resize(format::kSuperblockOffset[1], '\0');
+    sb.generation = 0;
+    init += format::EncodeSuperblock(sb);
+    init.resize(format::kFirstPageOffset, '\0');
+    std::string meta;
+    format::EncodeMeta(SpaceMeta(opts_.space), &meta);
+    std::string payload;
+    format::AppendRecord(meta, &payload);
+    init += format::EncodePage(PageType::kMeta, init.size(), header_.salt, 1, payload, false);
+    format::CommitRecord c;
+    c.commit_seq = 1;
+    c.txn_start = format::kFirstPageOffset;
+    c.durable_through = format::kFirstPageOffset;
+    c.page_count = 1;
+    c.commit_ts = header_.created_at;
+    init += format::EncodePage(PageType::kCommit, init.size(), header_.salt, 1,
+                               format::EncodeCommit(c), false);
+    Status s = env_->CreateAtomic(path_, init);
+    if (!s.ok() && s.code() != kCantOpenExists) return s;
+  }
+  AGENTMEM_RETURN_IF_ERROR(env_->Open(path_, OpenMode{opts_.read_only}, &file_));
+
+  std::string head;
+  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(0, format::kFirstPageOffset, &head));
+  if (head.empty()) return Status(kNotADb, "file is not an agentmem database: " + path_ + " is empty");
+  AGENTMEM_RETURN_IF_ERROR(format::DecodeFileHeader(head, &header_));
+  if (head.size() < format::kFirstPageOffset) {
+    return AGENTMEM_CORRUPTION(kCorruptHeader, 0, "file is cut short inside its header (%zu bytes)",
+                               head.size());
+  }
+  // The newest valid superblock says where the scan starts.
+  std::optional<format::Superblock> best;
+  Status last_error;
+  for (uint64_t off : format::kSuperblockOffset) {
+    format::Superblock sb;
+    Status s = format::DecodeSuperblock(std::string_view(head).substr(off, format::kSuperblockSize),
+                                        header_.salt, &sb);
+    if (s.ok() && (!best || sb.generation > best->generation)) best = sb;
+    if (!s.ok()) last_error = s;
+  }
+  if (!best) {
+    return AGENTMEM_CORRUPTION(kCorruptSuperblock, 0, "both superblocks are invalid (%s)",
+                               last_error.message().c_str());
+  }
+  end_ = best->scan_from;
+  seq_ = best->commit_seq;
+  next_episode_id_ = best->next_episode_id;
+  next_fact_id_ = best->next_fact_id;
+  AGENTMEM_RETURN_IF_ERROR(Refresh(false));
+  if (seq_ == 0 && !opts_.read_only) AGENTMEM_RETURN_IF_ERROR(WriteInitialMeta());
+  return LoadSpace();
+}
+
+// A file whose first transaction never landed (it can only come from a
+// version that created files non-atomically, or from a copy cut short) gets
+// its settings on the first writable open.
+Status Database::WriteInitialMeta() {
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  if (seq_ == 0) pending_meta_ = SpaceMeta(opts_.space);
+  return FinishWrite(CommitPending());
+}
+
+Status Database::LoadSpace() {
+  VectorSpace s;
+  if (const std::string* v = catalog_.Meta("vector.embedder")) s.embedder = *v;
+  if (const std::string* v = catalog_.Meta("vector.metric")) s.metric = *v;
+  if (const std::string* v = catalog_.Meta("vector.dim")) {
+    s.dim = static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
+  }
+  if (opts_.space_given && !(s == opts_.space)) {
+    return StatusF(kMismatch,
+                   "vector space mismatch: the file records %s/%u/%s, the open asked for %s/%u/%s",
+                   s.embedder.c_str(), s.dim, s.metric.c_str(), opts_.space.embedder.c_str(),
+                   opts_.space.dim, opts_.space.metric.c_str());
+  }
+  space_ = s;
+  return Status::OK();
+}
+
+Status Database::Close() {
+  if (closed_) return Status::OK();
+  closed_ = true;
+  if (explicit_txn_ || !pending_episodes_.empty() || !pending_blocks_.empty() ||
+      !pending_facts_.empty()) {
+    ClearPending();
+    explicit_txn_ = false;
+  }
+  Status s;
+  if (file_ && !opts_.read_only && sticky_.ok() && opts_.sync == SyncMode::kNormal &&
+      synced_through_ < end_) {
+    s = Sync();
+  }
+  ReleaseWriteLock();
+  file_.reset();
+  return s;
+}
+
+// ------------------------------------------------------------------ snapshots
+
+Status Database::ApplyScanned(ScannedTxn& txn) {
+  std::vector<std::string_view> records;
+  for (DecodedPage& page : txn.pages) {
+    int64_t page_no = static_cast<int64_t>(page.header.page_no);
+    AGENTMEM_RETURN_IF_ERROR(
+        format::SplitRecords(page.payload, page.header.record_count, page_no, &records));
+    for (uint32_t slot = 0; slot < records.size(); slot++) {
+      RecordLoc loc{page.offset, slot};
+      switch (static_cast<PageType>(page.header.type)) {
+        case PageType::kEpisodes: {
+          EpisodeRecord r;
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(records[slot], page_no, &r));
+          if (r.id == 0 || r.id >= txn.commit.next_episode_id) {
+            return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: episode id %llu out of range",
+                                       static_cast<long long>(page_no),
+                                       static_cast<unsigned long long>(r.id));
+          }
+          catalog_.AddEpisode(r, loc);
+          break;
+        }
+        case PageType::kBlocks: {
+          BlockRecord r;
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeBlock(records[slot], page_no, &r));
+          catalog_.AddBlock(r, loc);
+          break;
+        }
+        case PageType::kFacts: {
+          FactRecord r;
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeFact(records[slot], page_no, &r));
+          catalog_.AddFact(r, loc);
+          break;
+        }
+        case PageType::kMeta: {
+          format::MetaRecord m;
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeMeta(records[slot], page_no, &m));
+          for (auto& [k, v] : m.entries) catalog_.SetMeta(k, v);
+          break;
+        }
+        case PageType::kCommit:
+          return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: commit page inside a transaction",
+                                     static_cast<long long>(page_no));
+      }
+    }
+  }
+  next_episode_id_ = txn.commit.next_episode_id;
+  next_fact_id_ = txn.commit.next_fact_id;
+  next_block_version_ = txn.commit.next_block_version;
+  return Status::OK();
+}
+
+Status Database::Refresh(bool exclusive) {
+  auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
+  ScanResult res;
+  Status s;
+  // A reader racing a writer can see a page half-written and then a later
+  // commit; one more scan from the same place settles it.
+  for (int attempt = 0; attempt < 2; attempt++) {
+    s = ScanLog(file_.get(), header_, end_, seq_, apply, &res);
+    end_ = res.end;
+    seq_ = res.commit_seq;
+    pages_ += res.pages;
+    if (s.ok() || s.primary() != kCorrupt || exclusive) break;
+  }
+  AGENTMEM_RETURN_IF_ERROR(s);
+  scanned_size_ = res.file_size;
+  torn_bytes_ = res.torn_bytes;
+  if (exclusive && res.torn_bytes > 0) {
+    Status t = file_->Truncate(end_);
+    if (!t.ok()) {
+      sticky_ = t;
+      return t;
+    }
+    scanned_size_ = end_;
+    torn_bytes_ = 0;
+  }
+  return Status::OK();
+}
+
+Status Database::RefreshForRead() {
+  if (closed_) return Status(kMisuse, "database is closed");
+  if (explicit_txn_ || write_locked_) return Status::OK();  // keep the transaction's snapshot
+  uint64_t size = 0;
+  AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
+  if (size == scanned_size_) return Status::OK();
+  return Refresh(false);
+}
+
+// ------------------------------------------------------------------ transactions
+
+Status Database::CheckWritable() const {
+  if (closed_) return Status(kMisuse, "database is closed");
+  if (opts_.read_only) return Status(kReadOnlyFile, "attempt to write a database opened read-only");
+  if (!sticky_.ok()) {
+    return Status(kIoErrSticky, "an earlier write or sync failed (" + sticky_.message() +
+                                    "); close and reopen the database");
+  }
+  return Status::OK();
+}
+
+Status Database::AcquireWriteLock() {
+  if (write_locked_) return Status::OK();
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + std::chrono::milliseconds(opts_.busy_timeout_ms);
+  int delay_us = 100;
+  for (;;) {
+    bool acquired = false;
+    AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+    if (acquired) break;
+    if (clock::now() >= deadline) {
+      return StatusF(kBusyTimeout,
+                     "database is locked: another writer holds the write lock (waited %d ms)",
+                     opts_.busy_timeout_ms);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    delay_us = std::min(delay_us * 2, 5000);
+  }
+  write_locked_ = true;
+  Status s = Refresh(true);
+  // Invariant (7): under sync=FULL, make the bytes before this transaction
+  // durable before the next commit record vouches for them. This is a no-op
+  // sync unless another handle wrote without syncing, or this handle is new.
+  if (s.ok() && opts_.sync == SyncMode::kFull && synced_through_ < end_) {
+    s = Sync();
+    if (s.ok()) synced_through_ = end_;
+  }
+  if (!s.ok()) ReleaseWriteLock();
+  return s;
+}
+
+void Database::ReleaseWriteLock() {
+  if (!write_locked_) return;
+  write_locked_ = false;
+  if (file_) file_->UnlockWrite().IgnoreError();
+}
+
+Status Database::Begin() {
+  if (closed_) return Status(kMisuse, "database is closed");
+  if (explicit_txn_) return Status(kMisuse, "cannot start a transaction within a transaction");
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  explicit_txn_ = true;
+  return Status::OK();
+}
+
+Status Database::Commit() {
+  if (closed_) return Status(kMisuse, "database is closed");
+  if (!explicit_txn_) return Status(kMisuse, "cannot commit: no transaction is active");
+  explicit_txn_ = false;
+  Status s = write_locked_ ? CommitPending() : Status::OK();
+  ClearPending();
+  ReleaseWriteLock();
+  return s;
+}
+
+Status Database::Rollback() {
+  if (closed_) return Status(kMisuse, "database is closed");
+  if (!explicit_txn_) return Status(kMisuse, "cannot roll back: no transaction is active");
+  explicit_txn_ = false;
+  ClearPending();
+  ReleaseWriteLock();
+  return Status::OK();
+}
+
+// Ends an autocommit write: commits on success, discards on failure.
+Status Database::FinishWrite(Status s) {
+  if (explicit_txn_) return s;  // the transaction decides at Commit()
+  if (s.ok()) s = CommitPending();
+  ClearPending();
+  ReleaseWriteLock();
+  return s;
+}
+
+void Database::ClearPending() {
+  pending_episodes_.clear();
+  pending_blocks_.clear();
+  pending_facts_.clear();
+  pending_meta_.entries.clear();
+}
+
+Status Database::Sync() {
+  syncs_++;
+  Status s = file_->Sync();
+  if (!s.ok()) sticky_ = s;
+  return s;
+}
+
+// Packs the pending records into pages starting at end_, then the commit page.
+Status Database::EncodePending(std::string* buf, uint32_t* pages) {
+  uint64_t pos = end_;
+  *pages = 0;
+  auto emit = [&](PageType type, const std::string& payload, uint32_t count) {
+    std::string page = format::EncodePage(type, pos, header_.salt, count, payload, true);
+    pos += page.size();
+    *buf += page;
+    (*pages)++;
+  };
+  auto pack = [&](PageType type, size_t n, auto encode_one) {
+    std::string payload, rec;
+    uint32_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+      rec.clear();
+      encode_one(i, &rec);
+      if (count > 0 && payload.size() + rec.size() + 5 > header_.page_size) {
+        emit(type, payload, count);
+        payload.clear();
+        count = 0;
+      }
+      format::AppendRecord(rec, &payload);
+      count++;
+    }
+    if (count > 0) emit(type, payload, count);
+  };
+  if (!pending_meta_.entries.empty()) {
+    pack(PageType::kMeta, 1, [&](size_t, std::string* r) { format::EncodeMeta(pending_meta_, r); });
+  }
+  pack(PageType::kEpisodes, pending_episodes_.size(),
+       [&](size_t i, std::string* r) { format::EncodeEpisode(pending_episodes_[i], r); });
+  pack(PageType::kBlocks, pending_blocks_.size(),
+       [&](size_t i, std::string* r) { format::EncodeBlock(pending_blocks_[i], r); });
+  pack(PageType::kFacts, pending_facts_.size(),
+       [&](size_t i, std::string* r) { format::EncodeFact(pending_facts_[i], r); });
+
+  format::CommitRecord c;
+  c.commit_seq = seq_ + 1;
+  c.txn_start = end_;
+  c.durable_through = std::min(synced_through_, end_);
+  c.page_count = *pages;
+  c.commit_ts = Now();
+  c.next_episode_id = next_episode_id_ + pending_episodes_.size();
+  c.next_fact_id = next_fact_id_ + pending_facts_.size();
+  c.next_block_version = next_block_version_ + pending_blocks_.size();
+  *buf += format::EncodePage(PageType::kCommit, pos, header_.salt, 1, format::EncodeCommit(c), false);
+  return Status::OK();
+}
+
+// The commit path: invariants (2)-(6) above. REQUIRES: write lock held.
+Status Database::CommitPending() {
+  if (pending_episodes_.empty() && pending_blocks_.empty() && pending_facts_.empty() &&
+      pending_meta_.entries.empty()) {
+    return Status::OK();
+  }
+  std::string buf;
+  uint32_t pages = 0;
+  AGENTMEM_RETURN_IF_ERROR(EncodePending(&buf, &pages));
+  Status s = file_->WriteAt(end_, buf);
+  if (!s.ok()) {
+    sticky_ = s;
+    return s;
+  }
+  uint64_t new_end = end_ + buf.size();
+  if (opts_.sync == SyncMode::kFull) {
+    AGENTMEM_RETURN_IF_ERROR(Sync());
+    synced_through_ = new_end;
+  }
+  // The bytes are durable per the sync mode: move the snapshot.
+  ScanResult res;
+  // Re-reading what was just written costs a read of bytes in the page cache
+  // and keeps one code path (ApplyScanned) for every way records enter the
+  // catalog; it also proves the commit decodes.
+  auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
+  s = ScanLog(file_.get(), header_, end_, seq_, apply, &res);
+  if (!s.ok() || res.commit_seq != seq_ + 1) {
+    sticky_ = s.ok() ? Status(kInternal, "commit did not read back") : s;
+    return sticky_;
+  }
+  end_ = res.end;
+  seq_ = res.commit_seq;
+  pages_ += res.pages;
+  scanned_size_ = res.file_size;
+  torn_bytes_ = res.torn_bytes;
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ writes
+
+Status Database::Remember(EpisodeRecord r, uint64_t* id) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (r.text.size() > opts_.max_text_bytes) {
+    return StatusF(kTooBig, "episode text is %zu bytes; the limit is %llu (max_text_bytes)",
+                   r.text.size(), static_cast<unsigned long long>(opts_.max_text_bytes));
+  }
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.session_id, "session_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.role, "role"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.text, "text"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.metadata, "metadata"));
+  AGENTMEM_RETURN_IF_ERROR(CheckJson(r.metadata, "metadata"));
+  if (!r.vector.empty() && r.vector.size() != space_.dim) {
+    return StatusF(kMismatchDimension,
+                   "vector has %zu dimensions; this file's vector space (%s, %s) has %u",
+                   r.vector.size(), space_.embedder.c_str(), space_.metric.c_str(), space_.dim);
+  }
+  for (float f : r.vector) {
+    if (!std::isfinite(f)) return Status(kRange, "vector contains a NaN or infinite value");
+  }
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  r.id = next_episode_id_ + pending_episodes_.size();
+  r.created_at = Now();
+  if (r.ts == 0) r.ts = r.created_at;
+  uint64_t assigned = r.id;
+  pending_episodes_.push_back(std::move(r));
+  Status s = FinishWrite(Status::OK());
+  if (s.ok() && id) *id = assigned;
+  return s;
+}
+
+Status Database::SetBlock(BlockRecord r) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (r.name.empty()) return Status(kConstraint, "block name must not be empty");
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.name, "block name"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.value, "block value"));
+  if (r.value.size() > opts_.max_text_bytes) {
+    return StatusF(kTooBig, "block value is %zu bytes; the limit is %llu (max_text_bytes)",
+                   r.value.size(), static_cast<unsigned long long>(opts_.max_text_bytes));
+  }
+  size_t chars = Utf8Length(r.value);
+  if (r.limit > 0 && chars > r.limit) {
+    return StatusF(kConstraint, "block \"%s\" value is %zu characters; its limit is %u",
+                   r.name.c_str(), chars, r.limit);
+  }
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  r.version = next_block_version_ + pending_blocks_.size();
+  r.updated_at = Now();
+  pending_blocks_.push_back(std::move(r));
+  return FinishWrite(Status::OK());
+}
+
+Status Database::AssertFact(FactRecord r, uint64_t* id) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (r.subject.empty() || r.predicate.empty() || r.object.empty()) {
+    return Status(kConstraint, "fact subject, predicate and object must not be empty");
+  }
+  for (const std::string* f : {&r.user_id, &r.subject, &r.predicate, &r.object}) {
+    AGENTMEM_RETURN_IF_ERROR(CheckUtf8(*f, "fact field"));
+  }
+  if (!(r.confidence >= 0.0f && r.confidence <= 1.0f)) {
+    return Status(kRange, "fact confidence must be between 0 and 1");
+  }
+  int64_t now = Now();
+  if (r.valid_from == 0) r.valid_from = now;
+  if (r.valid_to == 0) r.valid_to = format::kForever;
+  if (r.valid_to <= r.valid_from) return Status(kRange, "fact valid_to must be after valid_from");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  r.id = next_fact_id_ + pending_facts_.size();
+  r.recorded_at = now;
+  r.expired_at = format::kForever;
+  uint64_t assigned = r.id;
+  pending_facts_.push_back(std::move(r));
+  Status s = FinishWrite(Status::OK());
+  if (s.ok() && id) *id = assigned;
+  return s;
+}
+
+// ------------------------------------------------------------------ reads
+
+Status Database::ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
+                                 std::vector<std::string_view>* records) {
+  auto it = page_cache_.find(offset);
+  if (it != page_cache_.end()) {
+    *payload = it->second.payload;
+    *records = it->second.records;
+    return Status::OK();
+  }
+  std::string head;
+  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(offset, format::kPageHeaderSize, &head));
+  format::PageHeader h;
+  AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, offset, header_.salt, &h));
+  std::string whole;
+  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(offset, format::PaddedPageSize(h.length), &whole));
+  auto body = std::make_shared<std::string>();
+  AGENTMEM_RETURN_IF_ERROR(format::DecodePage(whole, offset, header_.salt, &h, body.get()));
+  std::vector<std::string_view> recs;
+  AGENTMEM_RETURN_IF_ERROR(format::SplitRecords(*body, h.record_count,
+                                                static_cast<int64_t>(h.page_no), &recs));
+  if (page_cache_.size() >= kPageCacheEntries) page_cache_.clear();
+  page_cache_[offset] = CachedPage{body, recs};
+  *payload = std::move(body);
+  *records = std::move(recs);
+  return Status::OK();
+}
+
+Status Database::ReadRecord(const RecordLoc& loc, std::string_view* record, int64_t* page_no,
+                            std::shared_ptr<const std::string>* keep) {
+  std::vector<std::string_view> records;
+  AGENTMEM_RETURN_IF_ERROR(ReadPageRecords(loc.page_offset, keep, &records));
+  *page_no = static_cast<int64_t>(format::PageNoOf(loc.page_offset));
+  if (loc.slot >= records.size()) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, *page_no, "page %lld: record %u missing",
+                               static_cast<long long>(*page_no), loc.slot);
+  }
+  *record = records[loc.slot];
+  return Status::OK();
+}
+
+Status Database::GetEpisode(uint64_t id, EpisodeRecord* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  if (const EpisodeRecord* p = FindPending(pending_episodes_, &EpisodeRecord::id, id)) {
+    *out = *p;
+    return Status::OK();
+  }
+  const EpisodeEntry* e = catalog_.FindEpisode(id);
+  if (!e) return StatusF(kNotFound, "no episode with id %llu", static_cast<unsigned long long>(id));
+  std::string_view rec;
+  int64_t page_no = 0;
+  std::shared_ptr<const std::string> keep;
+  AGENTMEM_RETURN_IF_ERROR(ReadRecord(e->loc, &rec, &page_no, &keep));
+  AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(rec, page_no, out));
+  if (out->id != id) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld: holds episode %llu, expected %llu",
+                               static_cast<long long>(page_no),
+                               static_cast<unsigned long long>(out->id),
+                               static_cast<unsigned long long>(id));
+  }
+  return Status::OK();
+}
+
+Status Database::ListEpisodeIds(std::string_view user_id, const std::string* session_id,
+                                std::vector<uint64_t>* ids) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  ids->clear();
+  if (const UserEntry* u = catalog_.FindUser(user_id)) {
+    if (!session_id) {
+      *ids = u->episode_ids;
+    } else if (auto it = u->sessions.find(*session_id); it != u->sessions.end()) {
+      *ids = it->second;
+    }
+  }
+  for (const EpisodeRecord& r : pending_episodes_) {
+    if (r.user_id == user_id && (!session_id || r.session_id == *session_id)) ids->push_back(r.id);
+  }
+  return Status::OK();
+}
+
+Status Database::ReadBlock(const RecordLoc& loc, BlockRecord* out) {
+  std::string_view rec;
+  int64_t page_no = 0;
+  std::shared_ptr<const std::string> keep;
+  AGENTMEM_RETURN_IF_ERROR(ReadRecord(loc, &rec, &page_no, &keep));
+  return format::DecodeBlock(rec, page_no, out);
+}
+
+Status Database::ReadFact(const RecordLoc& loc, FactRecord* out) {
+  std::string_view rec;
+  int64_t page_no = 0;
+  std::shared_ptr<const std::string> keep;
+  AGENTMEM_RETURN_IF_ERROR(ReadRecord(loc, &rec, &page_no, &keep));
+  return format::DecodeFact(rec, page_no, out);
+}
+
+Status Database::GetBlock(std::string_view user_id, std::string_view name, BlockRecord* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  for (auto it = pending_blocks_.rbegin(); it != pending_blocks_.rend(); ++it) {
+    if (it->user_id == user_id && it->name == name) {
+      *out = *it;
+      return Status::OK();
+    }
+  }
+  const UserEntry* u = catalog_.FindUser(user_id);
+  if (u) {
+    auto it = u->blocks.find(name);
+    if (it != u->blocks.end()) return ReadBlock(it->second.back().loc, out);
+  }
+  return StatusF(kNotFound, "no block named \"%.*s\" for this user", static_cast<int>(name.size()),
+                 name.data());
+}
+
+Status Database::ListBlocks(std::string_view user_id, std::vector<BlockRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  out->clear();
+  std::map<std::string, BlockRecord> current;
+  if (const UserEntry* u = catalog_.FindUser(user_id)) {
+    for (const auto& [name, versions] : u->blocks) {
+      AGENTMEM_RETURN_IF_ERROR(ReadBlock(versions.back().loc, &current[name]));
+    }
+  }
+  for (const BlockRecord& r : pending_blocks_) {
+    if (r.user_id == user_id) current[r.name] = r;
+  }
+  for (auto& [name, r] : current) out->push_back(std::move(r));
+  return Status::OK();
+}
+
+Status Database::ListFacts(std::string_view user_id, const std::string* subject,
+                           const std::string* predicate, std::vector<FactRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  out->clear();
+  auto keep = [&](const FactRecord& f) {
+    return (!subject || f.subject == *subject) && (!predicate || f.predicate == *predicate);
+  };
+  if (const UserEntry* u = catalog_.FindUser(user_id)) {
+    for (uint64_t id : u->fact_ids) {
+      FactRecord f;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+      if (keep(f)) out->push_back(std::move(f));
+    }
+  }
+  for (const FactRecord& f : pending_facts_) {
+    if (f.user_id == user_id && keep(f)) out->push_back(f);
+  }
+  return Status::OK();
+}
+
+Status Database::GetStats(Stats* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  Stats s;
+  s.file_bytes = end_;
+  s.episodes = catalog_.episode_count();
+  s.blocks = catalog_.block_count();
+  s.block_versions = catalog_.block_version_count();
+  s.facts = catalog_.fact_count();
+  for (const UserEntry& u : catalog_.users()) {
+    if (!u.episode_ids.empty() || !u.blocks.empty() || !u.fact_ids.empty()) s.users++;
+  }
+  s.commits = seq_;
+  s.text_bytes = catalog_.text_bytes();
+  s.pages = pages_;
+  s.syncs = syncs_;
+  s.torn_bytes = torn_bytes_;
+  *out = s;
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

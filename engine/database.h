@@ -1,0 +1,147 @@
+// engine/database.h -- one open .agentmem file: snapshots, transactions, the
+// commit protocol and the typed reads and writes behind the C ABI
+// (docs/architecture.md).
+//
+// Thread safety: none. The C ABI (capi.cc) serialises every call on a handle
+// with the handle's mutex. Several Database objects -- in this process or
+// others -- may open the same file: one writes at a time (the write lock),
+// the others keep reading their snapshot and move forward on their next read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/catalog.h"
+#include "engine/env/env.h"
+#include "engine/options.h"
+#include "engine/scan.h"
+#include "format/file_header.h"
+#include "format/records.h"
+
+namespace agentmem::engine {
+
+struct Stats {
+  uint64_t file_bytes = 0;
+  uint64_t episodes = 0;
+  uint64_t blocks = 0;
+  uint64_t block_versions = 0;
+  uint64_t facts = 0;
+  uint64_t users = 0;
+  uint64_t commits = 0;
+  uint64_t text_bytes = 0;
+  uint64_t pages = 0;
+  uint64_t syncs = 0;
+  uint64_t torn_bytes = 0;
+};
+
+class Database {
+ public:
+  // Opens (and with opts.create, creates) the file at path. On failure *out is
+  // null and the Status explains.
+  static Status Open(const std::string& path, const Options& opts, std::unique_ptr<Database>* out);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Makes what was committed durable under sync=NORMAL and releases the file.
+  // An open transaction is rolled back. Safe to call twice.
+  Status Close();
+
+  // ---- transactions
+  Status Begin();
+  Status Commit();
+  Status Rollback();
+  bool in_transaction() const { return explicit_txn_; }
+
+  // ---- writes. Outside Begin/Commit each is its own transaction.
+  // REQUIRES: r.id == 0; the engine assigns it and returns it in *id.
+  Status Remember(format::EpisodeRecord r, uint64_t* id);
+  Status SetBlock(format::BlockRecord r);
+  Status AssertFact(format::FactRecord r, uint64_t* id);
+
+  // ---- reads, on the handle's snapshot plus its own pending writes.
+  Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
+  Status ListEpisodeIds(std::string_view user_id, const std::string* session_id,
+                        std::vector<uint64_t>* ids);
+  Status GetBlock(std::string_view user_id, std::string_view name, format::BlockRecord* out);
+  Status ListBlocks(std::string_view user_id, std::vector<format::BlockRecord>* out);
+  Status ListFacts(std::string_view user_id, const std::string* subject,
+                   const std::string* predicate, std::vector<format::FactRecord>* out);
+  Status GetStats(Stats* out);
+
+  const VectorSpace& space() const { return space_; }
+  const Options& options() const { return opts_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Database(std::string path, Options opts);
+
+  Status OpenFile();
+  Status LoadSpace();
+  Status WriteInitialMeta();
+  // Brings the snapshot up to the last commit in the file. With `exclusive`
+  // (write lock held) a torn tail is cut off.
+  Status Refresh(bool exclusive);
+  Status RefreshForRead();
+  Status ApplyScanned(ScannedTxn& txn);
+  Status CheckWritable() const;
+  Status AcquireWriteLock();
+  void ReleaseWriteLock();
+  Status FinishWrite(Status s);
+  Status CommitPending();
+  Status EncodePending(std::string* buf, uint32_t* pages);
+  void ApplyPending();
+  void ClearPending();
+  Status ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
+                         std::vector<std::string_view>* records);
+  Status ReadRecord(const RecordLoc& loc, std::string_view* record, int64_t* page_no,
+                    std::shared_ptr<const std::string>* keep);
+  Status ReadBlock(const RecordLoc& loc, format::BlockRecord* out);
+  Status ReadFact(const RecordLoc& loc, format::FactRecord* out);
+  Status Sync();
+  int64_t Now() const;
+
+  std::string path_;
+  Options opts_;
+  Env* env_ = nullptr;
+  std::unique_ptr<File> file_;
+  format::FileHeader header_;
+  VectorSpace space_;
+  Catalog catalog_;
+
+  // Snapshot position.
+  uint64_t end_ = format::kFirstPageOffset;  // just past the last applied commit
+  uint64_t seq_ = 0;                         // its commit_seq
+  uint64_t next_episode_id_ = 1;
+  uint64_t next_fact_id_ = 1;
+  uint64_t next_block_version_ = 1;
+  uint64_t scanned_size_ = 0;  // file size at the last refresh
+  uint64_t torn_bytes_ = 0;
+  uint64_t pages_ = 0;
+
+  // Writer state.
+  bool write_locked_ = false;
+  bool explicit_txn_ = false;
+  uint64_t synced_through_ = 0;  // every byte before this offset is known synced
+  uint64_t syncs_ = 0;
+  Status sticky_;  // set by a failed write or sync; refuses further writes
+  std::vector<format::EpisodeRecord> pending_episodes_;
+  std::vector<format::BlockRecord> pending_blocks_;
+  std::vector<format::FactRecord> pending_facts_;
+  format::MetaRecord pending_meta_;
+
+  // Decoded record pages, by offset (a small cache; cleared when full).
+  struct CachedPage {
+    std::shared_ptr<const std::string> payload;
+    std::vector<std::string_view> records;
+  };
+  std::unordered_map<uint64_t, CachedPage> page_cache_;
+  bool closed_ = false;
+};
+
+}  // namespace agentmem::engine

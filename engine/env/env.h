@@ -1,0 +1,63 @@
+// engine/env/env.h -- the file I/O layer (docs/architecture.md "Env").
+//
+// Env and File are the only code in agentmem that calls open/pread/pwrite/
+// fdatasync/ftruncate/fcntl. Three implementations: PosixEnv (the real one),
+// MemEnv (in-memory files, for ":memory:" and fast tests) and, in tests/util,
+// FaultEnv (wraps another Env to fail chosen calls and to simulate power loss).
+//
+// Thread safety: an Env is safe to share between threads. A File is used by
+// one thread at a time (the Database that owns it serialises calls).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "format/status.h"
+
+namespace agentmem::engine {
+
+class File {
+ public:
+  virtual ~File() = default;
+  // Reads up to n bytes at offset into *out; fewer only at end of file.
+  // Errors: kIoErrRead.
+  virtual Status ReadAt(uint64_t offset, size_t n, std::string* out) = 0;
+  // Writes all of data at offset. Errors: kIoErrWrite, kFull.
+  virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
+  // Makes every completed write durable (fdatasync). Errors: kIoErrFsync.
+  virtual Status Sync() = 0;
+  // Errors: kIoErrTruncate.
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Size(uint64_t* size) = 0;
+  // The write lock: one holder per file across threads and processes (an OFD
+  // lock on PosixEnv). Never blocks; *acquired tells. Errors: kIoErrLock.
+  virtual Status TryLockWrite(bool* acquired) = 0;
+  virtual Status UnlockWrite() = 0;
+};
+
+struct OpenMode {
+  bool read_only = false;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // Opens an existing file. Errors: kCantOpen (missing, permission).
+  virtual Status Open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) = 0;
+  // Creates `path` holding exactly `initial` bytes, durably and atomically: after
+  // a crash the file either does not exist or holds all of `initial`. Fails with
+  // kCantOpenExists if the path exists (the caller then opens it).
+  virtual Status CreateAtomic(const std::string& path, std::string_view initial) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+  virtual Status Delete(const std::string& path) = 0;
+
+  // The process-wide POSIX Env. Never deleted.
+  static Env* Posix();
+};
+
+// A fresh in-memory Env: its files live as long as the Env.
+std::unique_ptr<Env> NewMemEnv();
+
+}  // namespace agentmem::engine

@@ -1,0 +1,207 @@
+// engine/env/posix_env.cc -- Env over POSIX: pread/pwrite loops that handle
+// short counts and EINTR, fdatasync, OFD byte-range locks for the write lock,
+// and atomic creation through O_TMPFILE + linkat (or a temporary file + link
+// where O_TMPFILE is unsupported), followed by an fsync of the directory.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "engine/env/env.h"
+
+namespace agentmem::engine {
+namespace {
+
+// The write lock is one byte far beyond any real file size; OFD locks may lie
+// beyond end of file, and no I/O ever touches that byte.
+constexpr off_t kWriteLockByte = off_t{1} << 62;
+
+Status Errno(int code, const std::string& what, const std::string& path, int err) {
+  int c = code;
+  if (err == ENOSPC || err == EDQUOT) c = kFull;
+  return Status(c, what + " " + path + ": " + std::strerror(err));
+}
+
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status SyncDirectory(const std::string& path) {
+  std::string dir = DirOf(path);
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno(kIoErrFsync, "cannot open directory", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Errno(kIoErrFsync, "fsync of directory", dir, err);
+  return Status::OK();
+}
+
+Status WriteAll(int fd, uint64_t offset, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno(kIoErrWrite, "write to", path, errno);
+    }
+    if (n == 0) return Status(kIoErrWrite, "write to " + path + ": no progress");
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+class PosixFile : public File {
+ public:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  Status ReadAt(uint64_t offset, size_t n, std::string* out) override {
+    out->resize(n);
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd_, out->data() + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return Errno(kIoErrRead, "read from", path_, errno);
+      }
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    out->resize(got);
+    return Status::OK();
+  }
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    return WriteAll(fd_, offset, data, path_);
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return Errno(kIoErrFsync, "fdatasync of", path_, errno);
+    return Status::OK();
+  }
+  Status Truncate(uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      return Errno(kIoErrTruncate, "truncate of", path_, errno);
+    }
+    return Status::OK();
+  }
+  Status Size(uint64_t* size) override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return Errno(kIoErrRead, "stat of", path_, errno);
+    *size = static_cast<uint64_t>(st.st_size);
+    return Status::OK();
+  }
+  Status TryLockWrite(bool* acquired) override { return Lock(F_WRLCK, acquired); }
+  Status UnlockWrite() override {
+    bool ignored;
+    return Lock(F_UNLCK, &ignored);
+  }
+
+ private:
+  Status Lock(short type, bool* acquired) {
+    struct flock fl;
+    std::memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = kWriteLockByte;
+    fl.l_len = 1;
+    while (::fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EACCES) {
+        *acquired = false;
+        return Status::OK();
+      }
+      return Errno(kIoErrLock, "lock of", path_, errno);
+    }
+    *acquired = true;
+    return Status::OK();
+  }
+
+  int fd_;
+  std::string path_;
+};
+
+class PosixEnv : public Env {
+ public:
+  Status Open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
+    int flags = (mode.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+    int fd = ::open(path.c_str(), flags);
+    if (fd < 0) return Errno(kCantOpen, "cannot open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status(kCantOpen, "cannot open " + path + ": not a regular file");
+    }
+    *out = std::make_unique<PosixFile>(fd, path);
+    return Status::OK();
+  }
+
+  Status CreateAtomic(const std::string& path, std::string_view initial) override {
+    if (Exists(path)) return Status(kCantOpenExists, "file exists: " + path);
+    int fd = ::open(DirOf(path).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (fd >= 0) return LinkTempFile(fd, path, initial);
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+      return Errno(kCantOpen, "cannot create", path, errno);
+    }
+    return CreateViaTempName(path, initial);
+  }
+
+  bool Exists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+
+  Status Delete(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return Errno(kIoErr, "cannot delete", path, errno);
+    return Status::OK();
+  }
+
+ private:
+  // Writes and syncs the anonymous file, then gives it its name. linkat fails
+  // with EEXIST if another process created the path meanwhile.
+  Status LinkTempFile(int fd, const std::string& path, std::string_view initial) {
+    Status s = WriteAll(fd, 0, initial, path);
+    if (s.ok() && ::fdatasync(fd) != 0) s = Errno(kIoErrFsync, "fdatasync of", path, errno);
+    if (s.ok()) {
+      std::string proc = "/proc/self/fd/" + std::to_string(fd);
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+        s = errno == EEXIST ? Status(kCantOpenExists, "file exists: " + path)
+                            : Errno(kCantOpen, "cannot create", path, errno);
+      }
+    }
+    ::close(fd);
+    if (!s.ok()) return s;
+    return SyncDirectory(path);
+  }
+
+  Status CreateViaTempName(const std::string& path, std::string_view initial) {
+    std::random_device rd;
+    std::string tmp = path + ".agentmem-create-" + std::to_string(rd());
+    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) return Errno(kCantOpen, "cannot create", tmp, errno);
+    Status s = WriteAll(fd, 0, initial, tmp);
+    if (s.ok() && ::fdatasync(fd) != 0) s = Errno(kIoErrFsync, "fdatasync of", tmp, errno);
+    ::close(fd);
+    if (s.ok() && ::link(tmp.c_str(), path.c_str()) != 0) {
+      s = errno == EEXIST ? Status(kCantOpenExists, "file exists: " + path)
+                          : Errno(kCantOpen, "cannot create", path, errno);
+    }
+    ::unlink(tmp.c_str());
+    if (!s.ok()) return s;
+    return SyncDirectory(path);
+  }
+};
+
+}  // namespace
+
+Env* Env::Posix() {
+  static PosixEnv* env = new PosixEnv;
+  return env;
+}
+
+}  // namespace agentmem::engine

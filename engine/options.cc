@@ -1,0 +1,88 @@
+// engine/options.cc -- option string parsing.
+#include "engine/options.h"
+
+#include <charconv>
+#include <string_view>
+
+namespace agentmem::engine {
+namespace {
+
+bool ParseU64(std::string_view v, uint64_t lo, uint64_t hi, uint64_t* out) {
+  uint64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
+  *out = x;
+  return true;
+}
+
+Status Bad(std::string_view key, std::string_view value, const char* expect) {
+  return StatusF(kMisuse, "option %.*s=%.*s: expected %s", static_cast<int>(key.size()),
+                 key.data(), static_cast<int>(value.size()), value.data(), expect);
+}
+
+Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
+  uint64_t n = 0;
+  if (key == "sync") {
+    if (value == "full") o->sync = SyncMode::kFull;
+    else if (value == "normal") o->sync = SyncMode::kNormal;
+    else if (value == "off") o->sync = SyncMode::kOff;
+    else return Bad(key, value, "full, normal or off");
+  } else if (key == "busy_timeout") {
+    if (!ParseU64(value, 0, 3600000, &n)) return Bad(key, value, "milliseconds 0..3600000");
+    o->busy_timeout_ms = static_cast<int>(n);
+  } else if (key == "vector_dim") {
+    if (!ParseU64(value, 1, 65536, &n)) return Bad(key, value, "a dimension 1..65536");
+    o->space.dim = static_cast<uint32_t>(n);
+    o->space_given = true;
+  } else if (key == "vector_metric") {
+    if (value != "cosine" && value != "ip" && value != "l2") return Bad(key, value, "cosine, ip or l2");
+    o->space.metric = std::string(value);
+    o->space_given = true;
+  } else if (key == "embedder") {
+    if (value.empty() || value.size() > 200) return Bad(key, value, "a name of 1..200 bytes");
+    o->space.embedder = std::string(value);
+    o->space_given = true;
+  } else if (key == "max_text_bytes") {
+    if (!ParseU64(value, 1, 512u << 20, &n)) return Bad(key, value, "bytes 1..536870912");
+    o->max_text_bytes = n;
+  } else if (key == "page_size") {
+    if (!ParseU64(value, 512, 65536, &n) || (n & (n - 1))) return Bad(key, value, "a power of two 512..65536");
+    o->page_size = static_cast<uint32_t>(n);
+  } else {
+    return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
+                   "vector_metric, embedder, max_text_bytes, page_size)",
+                   static_cast<int>(key.size()), key.data());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ParseOptions(const char* text, Options* opts) {
+  if (text == nullptr) return Status::OK();
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    size_t end = rest.find_first_of("&;");
+    std::string_view item = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return StatusF(kMisuse, "option \"%.*s\": expected key=value", static_cast<int>(item.size()),
+                     item.data());
+    }
+    AGENTMEM_RETURN_IF_ERROR(ApplyOne(item.substr(0, eq), item.substr(eq + 1), opts));
+  }
+  return Status::OK();
+}
+
+const char* SyncModeName(SyncMode m) {
+  switch (m) {
+    case SyncMode::kFull: return "full";
+    case SyncMode::kNormal: return "normal";
+    case SyncMode::kOff: return "off";
+  }
+  return "?";
+}
+
+}  // namespace agentmem::engine

@@ -1,0 +1,42 @@
+// engine/options.h -- open options and their parsing from the C ABI's option
+// string ("sync=normal&busy_timeout=2000", see include/agentmem.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "format/status.h"
+
+namespace agentmem::engine {
+
+class Env;
+
+enum class SyncMode { kFull, kNormal, kOff };
+
+// The vector space of a file: recorded at creation, checked on every write.
+struct VectorSpace {
+  std::string embedder = "agentmem-hash-v1";
+  uint32_t dim = 384;
+  std::string metric = "cosine";  // cosine | ip | l2
+  bool operator==(const VectorSpace&) const = default;
+};
+
+struct Options {
+  bool read_only = false;
+  bool create = true;
+  SyncMode sync = SyncMode::kFull;
+  int busy_timeout_ms = 5000;
+  VectorSpace space;
+  bool space_given = false;  // the caller named a vector space explicitly
+  uint64_t max_text_bytes = 8u << 20;
+  uint32_t page_size = 4096;
+  Env* env = nullptr;  // nullptr = Env::Posix()
+};
+
+// Parses "key=value" pairs separated by '&' or ';' into *opts (which keeps its
+// other fields). Errors: kMisuse naming the unknown key or bad value.
+Status ParseOptions(const char* text, Options* opts);
+
+const char* SyncModeName(SyncMode m);
+
+}  // namespace agentmem::engine

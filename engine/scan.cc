@@ -1,0 +1,166 @@
+// engine/scan.cc -- the recovery scan. Long and linear on purpose.
+//
+// Invariants it relies on (docs/architecture.md, "commit protocol"):
+//  (1) Pages are only appended; a transaction's pages are contiguous and end
+//      with its commit page.
+//  (2) A commit page records txn_start, page_count and commit_seq; a
+//      transaction counts only when every page from txn_start to the commit
+//      validates and commit_seq is one more than the previous commit's.
+//  (3) A commit page records durable_through: every byte before it had been
+//      synced when the transaction was written. So a bad page before the
+//      durable_through of a later valid commit is damage, not a torn write.
+#include "engine/scan.h"
+
+#include <algorithm>
+
+#include "format/coding.h"
+
+namespace agentmem::engine {
+namespace {
+
+using format::CommitRecord;
+using format::PageHeader;
+using format::PageType;
+
+constexpr size_t kWindowBytes = 1 << 20;
+
+// A read window over the file, so that the scan reads in large chunks.
+class Window {
+ public:
+  Window(File* file, uint64_t size) : file_(file), size_(size) {}
+  // Makes bytes [pos, pos+n) available, fewer at end of file.
+  Status View(uint64_t pos, size_t n, std::string_view* out) {
+    if (pos >= size_) {
+      *out = {};
+      return Status::OK();
+    }
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
+    if (pos < start_ || pos + n > start_ + buf_.size()) {
+      start_ = pos;
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, std::max(n, kWindowBytes), &buf_));
+      if (buf_.size() < n) n = buf_.size();
+    }
+    *out = std::string_view(buf_).substr(pos - start_, n);
+    return Status::OK();
+  }
+
+ private:
+  File* file_;
+  uint64_t size_;
+  uint64_t start_ = 0;
+  std::string buf_;
+};
+
+// Reads and validates the page at pos. A non-OK status means "bad page here".
+Status ReadPage(Window* w, uint64_t pos, uint64_t salt, DecodedPage* out) {
+  std::string_view head;
+  AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::kPageHeaderSize, &head));
+  PageHeader h;
+  AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, salt, &h));
+  std::string_view whole;
+  AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::PaddedPageSize(h.length), &whole));
+  out->offset = pos;
+  return format::DecodePage(whole, pos, salt, &out->header, &out->payload);
+}
+
+bool IsIoError(const Status& s) { return s.primary() == kIoErr; }
+
+// Looks for a valid commit page after `bad` whose durable_through is past it.
+Status ProbeForLaterCommit(Window* w, uint64_t bad, uint64_t file_size, uint64_t salt,
+                           bool* found) {
+  *found = false;
+  for (uint64_t pos = bad + format::kPageAlign; pos + format::kPageHeaderSize <= file_size;
+       pos += format::kPageAlign) {
+    std::string_view head;
+    AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::kPageHeaderSize, &head));
+    if (head.size() < format::kPageHeaderSize) break;
+    // Cheap filters first: type, salt and page number.
+    if (static_cast<uint8_t>(head[4]) != static_cast<uint8_t>(PageType::kCommit) ||
+        format::DecodeFixed32(head.data() + 8) != static_cast<uint32_t>(salt) ||
+        format::DecodeFixed64(head.data() + 16) != format::PageNoOf(pos)) {
+      continue;
+    }
+    DecodedPage page;
+    Status s = ReadPage(w, pos, salt, &page);
+    if (IsIoError(s)) return s;
+    CommitRecord c;
+    if (!s.ok() || !format::DecodeCommit(page.payload, static_cast<int64_t>(format::PageNoOf(pos)), &c).ok()) {
+      continue;
+    }
+    if (c.durable_through > bad && c.durable_through <= pos) {
+      *found = true;
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint64_t seq,
+               const std::function<Status(ScannedTxn&)>& apply, ScanResult* result) {
+  uint64_t file_size = 0;
+  AGENTMEM_RETURN_IF_ERROR(file->Size(&file_size));
+  Window w(file, file_size);
+  *result = ScanResult{};
+  result->file_size = file_size;
+  result->end = from;
+  result->commit_seq = seq;
+
+  ScannedTxn txn;
+  uint64_t pos = from;
+  Status bad_status;  // why the page at `pos` is bad, if the scan stopped at one
+  while (pos < file_size) {
+    DecodedPage page;
+    Status s = ReadPage(&w, pos, header.salt, &page);
+    if (IsIoError(s)) return s;
+    if (!s.ok()) {
+      bad_status = std::move(s);
+      break;
+    }
+    uint64_t next = pos + format::PaddedPageSize(page.header.length);
+    if (page.header.type != static_cast<uint8_t>(PageType::kCommit)) {
+      txn.pages.push_back(std::move(page));
+      pos = next;
+      continue;
+    }
+    int64_t page_no = static_cast<int64_t>(page.header.page_no);
+    CommitRecord c;
+    s = format::DecodeCommit(page.payload, page_no, &c);
+    uint64_t expect_start = txn.pages.empty() ? pos : txn.pages.front().offset;
+    if (s.ok() && (c.commit_seq != result->commit_seq + 1 || c.txn_start != expect_start ||
+                   c.page_count != txn.pages.size() || c.durable_through > c.txn_start)) {
+      s = AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                              "page %lld (commit): does not match its transaction (seq %llu after "
+                              "%llu, start %llu, %u pages)",
+                              static_cast<long long>(page_no),
+                              static_cast<unsigned long long>(c.commit_seq),
+                              static_cast<unsigned long long>(result->commit_seq),
+                              static_cast<unsigned long long>(c.txn_start), c.page_count);
+    }
+    if (!s.ok()) {
+      bad_status = std::move(s);
+      break;
+    }
+    txn.commit = c;
+    txn.commit_offset = pos;
+    txn.end = next;
+    AGENTMEM_RETURN_IF_ERROR(apply(txn));
+    result->pages += txn.pages.size() + 1;
+    result->commits++;
+    result->end = next;
+    result->commit_seq = c.commit_seq;
+    txn = ScannedTxn{};
+    pos = next;
+  }
+
+  if (!bad_status.ok()) {
+    bool damage = false;
+    AGENTMEM_RETURN_IF_ERROR(ProbeForLaterCommit(&w, pos, file_size, header.salt, &damage));
+    if (damage) return bad_status;
+  }
+  result->torn_bytes = file_size - result->end;
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

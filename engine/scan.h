@@ -1,0 +1,53 @@
+// engine/scan.h -- the forward scan over committed transactions: recovery on
+// open, and the refresh that brings a handle's snapshot up to date with
+// commits made by other handles (docs/format.md §6, docs/architecture.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/env/env.h"
+#include "format/file_header.h"
+#include "format/page.h"
+#include "format/records.h"
+
+namespace agentmem::engine {
+
+struct DecodedPage {
+  uint64_t offset = 0;
+  format::PageHeader header;
+  std::string payload;  // decompressed, checksum verified
+};
+
+// One complete, valid transaction found by the scan.
+struct ScannedTxn {
+  std::vector<DecodedPage> pages;  // record pages in file order
+  format::CommitRecord commit;
+  uint64_t commit_offset = 0;
+  uint64_t end = 0;  // offset just past the commit page
+};
+
+struct ScanResult {
+  uint64_t end = 0;          // offset just past the last valid commit
+  uint64_t commit_seq = 0;   // its sequence number
+  uint64_t file_size = 0;
+  uint64_t torn_bytes = 0;   // bytes after `end` that are not part of a commit
+  uint64_t pages = 0;        // pages in the transactions applied by this scan
+  uint64_t commits = 0;      // transactions applied by this scan
+};
+
+// Scans forward from `from` (just past the commit numbered `seq`, or the first
+// page offset with seq 0), calling apply() for each valid transaction in order.
+//
+// The scan stops at the first page that is missing, cut short or invalid. The
+// bytes from there on are a torn tail -- ignored -- unless a valid commit
+// page lies beyond the bad page whose durable_through is past it: then the
+// bad page had been synced before that later commit was written, so it is
+// damage, and the scan fails with AGENTMEM_CORRUPT_* naming the bad page.
+// Errors: kCorrupt*, kIoErr*, or whatever apply() returns.
+Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint64_t seq,
+               const std::function<Status(ScannedTxn&)>& apply, ScanResult* result);
+
+}  // namespace agentmem::engine

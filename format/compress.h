@@ -1,0 +1,21 @@
+// format/compress.h -- the zstd frame wrapper for page payloads (docs/format.md §4).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "format/status.h"
+
+namespace agentmem::format {
+
+// Compresses src with zstd at a fast level. Returns false (and leaves *dst
+// unspecified) when compression does not save at least 1/8 of the bytes, in
+// which case the caller stores src uncompressed.
+bool CompressIfItPays(std::string_view src, std::string* dst);
+
+// Decompresses a zstd frame whose decompressed size must be exactly
+// expected_size (recorded beside it in the page). Any mismatch or zstd error is
+// reported as corruption of page_no.
+Status Decompress(std::string_view src, size_t expected_size, int64_t page_no, std::string* dst);
+
+}  // namespace agentmem::format

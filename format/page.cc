@@ -1,0 +1,121 @@
+// format/page.cc -- page header layout (docs/format.md §4):
+//
+//   offset size field
+//   0      4    checksum      masked CRC-32C of bytes [4, padded end)
+//   4      1    type          PageType
+//   5      1    flags         bit 0: payload is a zstd frame
+//   6      2    reserved      0
+//   8      4    salt          low 32 bits of the file salt
+//   12     4    length        payload bytes stored
+//   16     8    page_no       offset of the page / 16
+//   24     4    raw_length    payload bytes after decompression
+//   28     4    record_count  records in the payload
+#include "format/page.h"
+
+#include "format/coding.h"
+#include "format/compress.h"
+#include "format/crc32c.h"
+
+namespace agentmem::format {
+
+const char* PageTypeName(uint8_t type) {
+  switch (static_cast<PageType>(type)) {
+    case PageType::kEpisodes: return "episodes";
+    case PageType::kBlocks: return "blocks";
+    case PageType::kFacts: return "facts";
+    case PageType::kCommit: return "commit";
+    case PageType::kMeta: return "meta";
+  }
+  return "unknown";
+}
+
+bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 5; }
+
+std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       std::string_view payload, bool try_compress) {
+  std::string compressed;
+  bool zstd = try_compress && CompressIfItPays(payload, &compressed);
+  std::string_view stored = zstd ? std::string_view(compressed) : payload;
+  std::string page;
+  page.reserve(PaddedPageSize(static_cast<uint32_t>(stored.size())));
+  PutFixed32(&page, 0);  // checksum, filled below
+  page.push_back(static_cast<char>(type));
+  page.push_back(static_cast<char>(zstd ? kPageFlagZstd : 0));
+  PutFixed16(&page, 0);
+  PutFixed32(&page, static_cast<uint32_t>(salt));
+  PutFixed32(&page, static_cast<uint32_t>(stored.size()));
+  PutFixed64(&page, PageNoOf(offset));
+  PutFixed32(&page, static_cast<uint32_t>(payload.size()));
+  PutFixed32(&page, record_count);
+  page.append(stored.data(), stored.size());
+  page.resize(PaddedPageSize(static_cast<uint32_t>(stored.size())), '\0');
+  EncodeFixed32(page.data(), MaskCrc(Crc32c(page.data() + 4, page.size() - 4)));
+  return page;
+}
+
+Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out) {
+  int64_t page_no = static_cast<int64_t>(PageNoOf(offset));
+  if (header.size() < kPageHeaderSize) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: header is cut short",
+                               static_cast<long long>(page_no));
+  }
+  const char* p = header.data();
+  PageHeader h;
+  h.type = static_cast<uint8_t>(p[4]);
+  h.flags = static_cast<uint8_t>(p[5]);
+  uint16_t reserved = DecodeFixed16(p + 6);
+  uint32_t salt32 = DecodeFixed32(p + 8);
+  h.length = DecodeFixed32(p + 12);
+  h.page_no = DecodeFixed64(p + 16);
+  h.raw_length = DecodeFixed32(p + 24);
+  h.record_count = DecodeFixed32(p + 28);
+  if (salt32 != static_cast<uint32_t>(salt) || h.page_no != PageNoOf(offset)) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "page %lld: not a page of this file at this place (salt %08x, "
+                               "page number %llu)",
+                               static_cast<long long>(page_no), salt32,
+                               static_cast<unsigned long long>(h.page_no));
+  }
+  bool zstd = h.flags & kPageFlagZstd;
+  if (!IsKnownPageType(h.type) || (h.flags & ~kPageFlagZstd) || reserved != 0 ||
+      h.length > kMaxPagePayload || h.raw_length > kMaxPagePayload ||
+      (!zstd && h.raw_length != h.length)) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "page %lld: invalid header (type %u, flags %u, length %u, raw %u)",
+                               static_cast<long long>(page_no), h.type, h.flags, h.length,
+                               h.raw_length);
+  }
+  *out = h;
+  return Status::OK();
+}
+
+Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHeader* header,
+                  std::string* payload) {
+  PageHeader h;
+  AGENTMEM_RETURN_IF_ERROR(PeekPageHeader(page, offset, salt, &h));
+  int64_t page_no = static_cast<int64_t>(h.page_no);
+  uint64_t size = PaddedPageSize(h.length);
+  if (page.size() < size) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (%s): cut short (%zu of %llu bytes)",
+                               static_cast<long long>(page_no), PageTypeName(h.type), page.size(),
+                               static_cast<unsigned long long>(size));
+  }
+  uint32_t stored = UnmaskCrc(DecodeFixed32(page.data()));
+  uint32_t actual = Crc32c(page.data() + 4, size - 4);
+  if (stored != actual) {
+    return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no,
+                               "page %lld (%s): checksum mismatch (stored %08x, computed %08x)",
+                               static_cast<long long>(page_no), PageTypeName(h.type), stored,
+                               actual);
+  }
+  std::string_view body = page.substr(kPageHeaderSize, h.length);
+  if (h.flags & kPageFlagZstd) {
+    AGENTMEM_RETURN_IF_ERROR(Decompress(body, h.raw_length, page_no, payload));
+  } else {
+    payload->assign(body.data(), body.size());
+  }
+  *header = h;
+  return Status::OK();
+}
+
+}  // namespace agentmem::format

@@ -1,0 +1,63 @@
+// format/page.h -- the page: the unit the file is appended in (docs/format.md §4).
+//
+// A page is a 32-byte header, a payload of `length` bytes, and zero padding up
+// to the next multiple of 16. It starts at a 16-byte aligned offset, and its
+// page number is that offset divided by 16, so a valid page copied to another
+// place no longer validates. The checksum covers every byte of the page after
+// the checksum field, padding included.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "format/status.h"
+
+namespace agentmem::format {
+
+enum class PageType : uint8_t {
+  kEpisodes = 1,  // episode records
+  kBlocks = 2,    // block versions
+  kFacts = 3,     // fact records
+  kCommit = 4,    // the commit record that ends a transaction
+  kMeta = 5,      // file settings (vector space, limits) as key/value pairs
+};
+const char* PageTypeName(uint8_t type);  // "episodes", …; "unknown" otherwise
+bool IsKnownPageType(uint8_t type);
+
+constexpr uint32_t kPageHeaderSize = 32;
+constexpr uint32_t kMaxPagePayload = 1u << 30;
+constexpr uint8_t kPageFlagZstd = 1;
+
+struct PageHeader {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint32_t length = 0;      // payload bytes as stored
+  uint64_t page_no = 0;     // offset / 16
+  uint32_t raw_length = 0;  // payload bytes after decompression
+  uint32_t record_count = 0;
+};
+
+inline uint64_t PageNoOf(uint64_t offset) { return offset / 16; }
+// Bytes the page occupies in the file, padding included.
+inline uint64_t PaddedPageSize(uint32_t length) {
+  return (uint64_t{kPageHeaderSize} + length + 15) & ~uint64_t{15};
+}
+
+// Builds a complete page for `offset`. The payload is zstd-compressed when
+// `try_compress` is set and compression saves at least an eighth.
+std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       std::string_view payload, bool try_compress);
+
+// Checks the 32 header bytes of a page expected at `offset` without the
+// checksum: salt, page number, known type, flags, length bounds. Used by the
+// recovery scan to find where a page ends before reading all of it.
+// Errors: kCorruptPage.
+Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out);
+
+// Validates a whole page (PaddedPageSize bytes at `offset`) and returns its
+// payload, decompressed. Errors: kCorruptChecksum, kCorruptPage.
+Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHeader* header,
+                  std::string* payload);
+
+}  // namespace agentmem::format

@@ -1,0 +1,215 @@
+// format/records.cc -- see records.h; byte layouts in docs/format.md §5.
+#include "format/records.h"
+
+#include <cstring>
+
+#include "format/coding.h"
+
+namespace agentmem::format {
+namespace {
+
+void PutFloat(std::string* dst, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  PutFixed32(dst, bits);
+}
+float GetFloat(Decoder* d) {
+  uint32_t bits = d->Fixed32();
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+Status Malformed(int64_t page_no, const char* what) {
+  return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: malformed %s record",
+                             static_cast<long long>(page_no), what);
+}
+
+// A record decoder must consume its input exactly.
+Status Finish(const Decoder& d, int64_t page_no, const char* what) {
+  if (d.failed() || !d.done()) return Malformed(page_no, what);
+  return Status::OK();
+}
+
+}  // namespace
+
+void EncodeEpisode(const EpisodeRecord& r, std::string* dst) {
+  PutFixed64(dst, r.id);
+  PutSignedVarint(dst, r.ts);
+  PutSignedVarint(dst, r.created_at);
+  PutString(dst, r.user_id);
+  PutString(dst, r.session_id);
+  PutString(dst, r.role);
+  PutString(dst, r.text);
+  PutString(dst, r.metadata);
+  PutVarint(dst, r.vector.size());
+  for (float f : r.vector) PutFloat(dst, f);
+}
+
+Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
+  Decoder d(in);
+  EpisodeRecord r;
+  r.id = d.Fixed64();
+  r.ts = d.SignedVarint();
+  r.created_at = d.SignedVarint();
+  r.user_id = d.String();
+  r.session_id = d.String();
+  r.role = d.String();
+  r.text = d.String();
+  r.metadata = d.String();
+  uint64_t dim = d.Varint();
+  if (d.failed() || dim > d.remaining() / 4) return Malformed(page_no, "episode");
+  r.vector.resize(dim);
+  for (auto& f : r.vector) f = GetFloat(&d);
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "episode"));
+  *out = std::move(r);
+  return Status::OK();
+}
+
+void EncodeBlock(const BlockRecord& r, std::string* dst) {
+  PutFixed64(dst, r.version);
+  PutString(dst, r.user_id);
+  PutString(dst, r.name);
+  PutString(dst, r.value);
+  PutVarint(dst, r.limit);
+  PutSignedVarint(dst, r.pinned_order);
+  PutSignedVarint(dst, r.updated_at);
+}
+
+Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out) {
+  Decoder d(in);
+  BlockRecord r;
+  r.version = d.Fixed64();
+  r.user_id = d.String();
+  r.name = d.String();
+  r.value = d.String();
+  uint64_t limit = d.Varint();
+  int64_t pinned = d.SignedVarint();
+  r.updated_at = d.SignedVarint();
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "block"));
+  if (limit > UINT32_MAX || pinned < INT32_MIN || pinned > INT32_MAX) {
+    return Malformed(page_no, "block");
+  }
+  r.limit = static_cast<uint32_t>(limit);
+  r.pinned_order = static_cast<int32_t>(pinned);
+  *out = std::move(r);
+  return Status::OK();
+}
+
+void EncodeFact(const FactRecord& r, std::string* dst) {
+  PutFixed64(dst, r.id);
+  PutString(dst, r.user_id);
+  PutString(dst, r.subject);
+  PutString(dst, r.predicate);
+  PutString(dst, r.object);
+  PutFloat(dst, r.confidence);
+  PutVarint(dst, r.source_episode_ids.size());
+  for (uint64_t id : r.source_episode_ids) PutFixed64(dst, id);
+  PutSignedVarint(dst, r.valid_from);
+  PutSignedVarint(dst, r.valid_to);
+  PutSignedVarint(dst, r.recorded_at);
+  PutSignedVarint(dst, r.expired_at);
+}
+
+Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out) {
+  Decoder d(in);
+  FactRecord r;
+  r.id = d.Fixed64();
+  r.user_id = d.String();
+  r.subject = d.String();
+  r.predicate = d.String();
+  r.object = d.String();
+  r.confidence = GetFloat(&d);
+  uint64_t n = d.Varint();
+  if (d.failed() || n > d.remaining() / 8) return Malformed(page_no, "fact");
+  r.source_episode_ids.resize(n);
+  for (auto& id : r.source_episode_ids) id = d.Fixed64();
+  r.valid_from = d.SignedVarint();
+  r.valid_to = d.SignedVarint();
+  r.recorded_at = d.SignedVarint();
+  r.expired_at = d.SignedVarint();
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "fact"));
+  *out = std::move(r);
+  return Status::OK();
+}
+
+void EncodeMeta(const MetaRecord& r, std::string* dst) {
+  PutVarint(dst, r.entries.size());
+  for (const auto& [k, v] : r.entries) {
+    PutString(dst, k);
+    PutString(dst, v);
+  }
+}
+
+Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out) {
+  Decoder d(in);
+  MetaRecord r;
+  uint64_t n = d.Varint();
+  if (d.failed() || n > d.remaining() / 2) return Malformed(page_no, "meta");
+  for (uint64_t i = 0; i < n; i++) {
+    std::string k(d.String());
+    std::string v(d.String());
+    r.entries.emplace_back(std::move(k), std::move(v));
+  }
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "meta"));
+  *out = std::move(r);
+  return Status::OK();
+}
+
+std::string EncodeCommit(const CommitRecord& r) {
+  std::string b;
+  PutFixed64(&b, r.commit_seq);        // 0
+  PutFixed64(&b, r.txn_start);         // 8
+  PutFixed64(&b, r.durable_through);   // 16
+  PutFixed32(&b, r.page_count);        // 24
+  PutFixed32(&b, 0);                   // 28 reserved
+  PutFixed64(&b, static_cast<uint64_t>(r.commit_ts));  // 32
+  PutFixed64(&b, r.next_episode_id);   // 40
+  PutFixed64(&b, r.next_fact_id);      // 48
+  PutFixed64(&b, r.next_block_version);  // 56
+  return b;                            // 64 bytes
+}
+
+Status DecodeCommit(std::string_view in, int64_t page_no, CommitRecord* out) {
+  if (in.size() != 64) return Malformed(page_no, "commit");
+  Decoder d(in);
+  CommitRecord r;
+  r.commit_seq = d.Fixed64();
+  r.txn_start = d.Fixed64();
+  r.durable_through = d.Fixed64();
+  r.page_count = d.Fixed32();
+  uint32_t reserved = d.Fixed32();
+  r.commit_ts = static_cast<int64_t>(d.Fixed64());
+  r.next_episode_id = d.Fixed64();
+  r.next_fact_id = d.Fixed64();
+  r.next_block_version = d.Fixed64();
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "commit"));
+  if (reserved != 0) return Malformed(page_no, "commit");
+  *out = r;
+  return Status::OK();
+}
+
+void AppendRecord(std::string_view record, std::string* payload) {
+  PutVarint(payload, record.size());
+  payload->append(record.data(), record.size());
+}
+
+Status SplitRecords(std::string_view payload, uint32_t record_count, int64_t page_no,
+                    std::vector<std::string_view>* records) {
+  records->clear();
+  Decoder d(payload);
+  while (!d.done()) {
+    std::string_view r = d.String();
+    if (d.failed()) break;
+    records->push_back(r);
+  }
+  if (d.failed() || records->size() != record_count) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "page %lld: record lengths do not add up (%zu records, header "
+                               "says %u)",
+                               static_cast<long long>(page_no), records->size(), record_count);
+  }
+  return Status::OK();
+}
+
+}  // namespace agentmem::format

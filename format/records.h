@@ -1,0 +1,99 @@
+// format/records.h -- record codecs: episode, block version, fact, commit and
+// meta records (docs/format.md §5). A record page's payload is `record_count`
+// records, each prefixed by its length as a varint. Decoders are bounds-checked
+// and only ever run on payloads whose page checksum has passed; a record that
+// still does not parse is reported as kCorruptPage naming the page.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "format/status.h"
+
+namespace agentmem::format {
+
+constexpr int64_t kForever = std::numeric_limits<int64_t>::max();  // open end of a time range
+
+struct EpisodeRecord {
+  uint64_t id = 0;
+  std::string user_id;
+  std::string session_id;
+  std::string role;
+  std::string text;
+  int64_t ts = 0;          // event time, unix microseconds
+  int64_t created_at = 0;  // commit time, unix microseconds
+  std::string metadata;    // JSON text ("" when none)
+  std::vector<float> vector;
+  bool operator==(const EpisodeRecord&) const = default;
+};
+
+struct BlockRecord {
+  uint64_t version = 0;  // file-wide increasing number of this block version
+  std::string user_id;
+  std::string name;
+  std::string value;
+  uint32_t limit = 0;  // maximum characters of value; 0 = no limit
+  int32_t pinned_order = -1;  // order among pinned blocks; -1 = not pinned
+  int64_t updated_at = 0;
+  bool operator==(const BlockRecord&) const = default;
+};
+
+struct FactRecord {
+  uint64_t id = 0;
+  std::string user_id;
+  std::string subject;
+  std::string predicate;
+  std::string object;
+  float confidence = 1.0f;
+  std::vector<uint64_t> source_episode_ids;
+  int64_t valid_from = 0;
+  int64_t valid_to = kForever;
+  int64_t recorded_at = 0;
+  int64_t expired_at = kForever;
+  bool operator==(const FactRecord&) const = default;
+};
+
+// The record that ends a transaction. A transaction is its pages from
+// txn_start up to this page; see docs/format.md §6 for when it counts.
+struct CommitRecord {
+  uint64_t commit_seq = 0;
+  uint64_t txn_start = 0;        // offset of the transaction's first page
+  uint64_t durable_through = 0;  // the writer had synced every byte before this offset
+  uint32_t page_count = 0;       // pages of the transaction before this commit page
+  int64_t commit_ts = 0;
+  uint64_t next_episode_id = 1;
+  uint64_t next_fact_id = 1;
+  uint64_t next_block_version = 1;
+  bool operator==(const CommitRecord&) const = default;
+};
+
+// File settings as key/value pairs; a later meta record overrides earlier keys.
+struct MetaRecord {
+  std::vector<std::pair<std::string, std::string>> entries;
+  bool operator==(const MetaRecord&) const = default;
+};
+
+void EncodeEpisode(const EpisodeRecord& r, std::string* dst);
+void EncodeBlock(const BlockRecord& r, std::string* dst);
+void EncodeFact(const FactRecord& r, std::string* dst);
+void EncodeMeta(const MetaRecord& r, std::string* dst);
+std::string EncodeCommit(const CommitRecord& r);
+
+Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
+Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
+Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
+Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);
+Status DecodeCommit(std::string_view in, int64_t page_no, CommitRecord* out);
+
+// Appends one record (already encoded) to a page payload, length-prefixed.
+void AppendRecord(std::string_view record, std::string* payload);
+// Splits a page payload into its records. Errors: kCorruptPage when the
+// lengths do not add up or the count differs from `record_count`.
+Status SplitRecords(std::string_view payload, uint32_t record_count, int64_t page_no,
+                    std::vector<std::string_view>* records);
+
+}  // namespace agentmem::format

@@ -1,0 +1,332 @@
+/*
+** agentmem.h -- the public C interface of agentmem, an embedded single-file
+** database for AI-agent memory. This is the only public header.
+**
+** Conventions:
+**  (1) Only opaque handles and plain C structs cross the ABI; no C++ types and
+**      no exceptions ever escape.
+**  (2) Functions return an int result code; AGENTMEM_OK is 0. Codes have a
+**      primary part (low 8 bits) and may carry an extended part, as in SQLite:
+**      (code & 0xff) is always one of the primary codes below.
+**  (3) Memory returned to the caller (strings through char**, episode, block
+**      and fact structs) is released with agentmem_free().
+**  (4) agentmem_close(NULL) and agentmem_free(NULL) are harmless no-ops.
+**  (5) Thread safety: a handle is serialized -- every function takes the
+**      handle's mutex, so one handle may be shared by threads, but calls on
+**      it run one at a time. A cursor belongs to its handle: use it from one
+**      thread at a time and finish it before agentmem_close().
+**  (6) Durability: with sync=FULL (the default) a commit that returned
+**      AGENTMEM_OK survives process crash, OS crash and power loss, provided
+**      the disk honours fdatasync. If a commit fails with AGENTMEM_IOERR_*
+**      the transaction is "in doubt": after reopening it is either wholly
+**      present or wholly absent, never partial. After any failed write or
+**      sync the handle refuses further writes (AGENTMEM_IOERR_STICKY) until
+**      it is closed and the file reopened; fsync is never retried.
+**  (7) Strings are UTF-8 and NUL-terminated; invalid UTF-8 is refused with
+**      AGENTMEM_MISMATCH_UTF8. Times are unix microseconds (int64).
+**
+** Caveats (read these):
+**  - sync=NORMAL gives up D: an OS crash or power loss may lose the most
+**    recent commits (never corrupting the file); a process crash loses none.
+**    sync=OFF gives up D as well and is meant for bulk loads.
+**  - One writer at a time per file, across threads and processes. A second
+**    writer waits up to the busy timeout and then gets AGENTMEM_BUSY; readers
+**    are never blocked.
+**  - Network file systems with broken byte-range locks are not supported.
+*/
+#ifndef AGENTMEM_H
+#define AGENTMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- result codes */
+#define AGENTMEM_OK              0   /* success */
+#define AGENTMEM_ERROR           1   /* generic error; see agentmem_errmsg() */
+#define AGENTMEM_INTERNAL        2   /* a bug in agentmem */
+#define AGENTMEM_NOMEM           3   /* an allocation failed */
+#define AGENTMEM_IOERR           4   /* an I/O call failed */
+#define AGENTMEM_CORRUPT         5   /* the file is damaged */
+#define AGENTMEM_NOTADB          6   /* the file is not an agentmem database */
+#define AGENTMEM_FORMAT_VERSION  7   /* the file needs a newer agentmem */
+#define AGENTMEM_BUSY            8   /* another writer holds the write lock */
+#define AGENTMEM_READONLY        9   /* write attempted on a read-only handle */
+#define AGENTMEM_MISUSE         10   /* API misuse: NULL/closed handle, bad state */
+#define AGENTMEM_FULL           11   /* the disk is full */
+#define AGENTMEM_CANTOPEN       12   /* the file cannot be opened or created */
+#define AGENTMEM_CONSTRAINT     13   /* a constraint failed (block limit, empty name, ...) */
+#define AGENTMEM_NOTFOUND       14   /* no such record */
+#define AGENTMEM_MISMATCH       15   /* wrong kind of value (dimension, UTF-8, JSON) */
+#define AGENTMEM_TOOBIG         16   /* a value exceeds a size limit */
+#define AGENTMEM_RANGE          17   /* a parameter is out of range */
+#define AGENTMEM_ROW           100   /* agentmem_cursor_step(): a row is ready */
+#define AGENTMEM_DONE          101   /* agentmem_cursor_step(): no more rows */
+
+#define AGENTMEM_IOERR_READ          (AGENTMEM_IOERR | (1<<8))
+#define AGENTMEM_IOERR_WRITE         (AGENTMEM_IOERR | (2<<8))
+#define AGENTMEM_IOERR_FSYNC         (AGENTMEM_IOERR | (3<<8))
+#define AGENTMEM_IOERR_SHORT_READ    (AGENTMEM_IOERR | (4<<8))
+#define AGENTMEM_IOERR_TRUNCATE      (AGENTMEM_IOERR | (5<<8))
+#define AGENTMEM_IOERR_LOCK          (AGENTMEM_IOERR | (6<<8))
+#define AGENTMEM_IOERR_STICKY        (AGENTMEM_IOERR | (7<<8))
+#define AGENTMEM_CORRUPT_CHECKSUM    (AGENTMEM_CORRUPT | (1<<8))
+#define AGENTMEM_CORRUPT_PAGE        (AGENTMEM_CORRUPT | (2<<8))
+#define AGENTMEM_CORRUPT_INDEX       (AGENTMEM_CORRUPT | (3<<8))
+#define AGENTMEM_CORRUPT_SUPERBLOCK  (AGENTMEM_CORRUPT | (4<<8))
+#define AGENTMEM_CORRUPT_HEADER      (AGENTMEM_CORRUPT | (5<<8))
+#define AGENTMEM_BUSY_TIMEOUT        (AGENTMEM_BUSY | (1<<8))
+#define AGENTMEM_READONLY_FILE       (AGENTMEM_READONLY | (1<<8))
+#define AGENTMEM_CANTOPEN_EXISTS     (AGENTMEM_CANTOPEN | (1<<8))
+#define AGENTMEM_MISMATCH_DIMENSION  (AGENTMEM_MISMATCH | (1<<8))
+#define AGENTMEM_MISMATCH_UTF8       (AGENTMEM_MISMATCH | (2<<8))
+#define AGENTMEM_MISMATCH_JSON       (AGENTMEM_MISMATCH | (3<<8))
+
+/* ---------------------------------------------------------------- handles */
+typedef struct agentmem_db agentmem_db;      /* one open database file */
+typedef struct agentmem_cursor agentmem_cursor; /* an iteration over records */
+
+/* ---------------------------------------------------------------- library */
+
+/* The library version, e.g. "0.1.0". The string is static; never free it. */
+const char *agentmem_libversion(void);
+
+/* An English description of a result code (primary or extended). Static. */
+const char *agentmem_errstr(int code);
+
+/* ---------------------------------------------------------------- open/close */
+
+/* Flags for agentmem_open_v2(). Exactly one of READONLY or READWRITE. */
+#define AGENTMEM_OPEN_READONLY   0x01  /* open an existing file for reading only */
+#define AGENTMEM_OPEN_READWRITE  0x02  /* open for reading and writing */
+#define AGENTMEM_OPEN_CREATE     0x04  /* with READWRITE: create the file if missing */
+
+/* Open the database file zPath.
+**
+** zPath ":memory:" opens a private in-memory database that vanishes at close.
+**
+** flags: AGENTMEM_OPEN_READONLY, or AGENTMEM_OPEN_READWRITE optionally with
+** AGENTMEM_OPEN_CREATE.
+**
+** zOptions: NULL or a string of "key=value" pairs separated by '&' or ';':
+**   sync=full|normal|off      durability mode (default full; see Caveats)
+**   busy_timeout=MS           how long a writer waits for the write lock
+**                             (default 5000 ms; 0 = fail at once with BUSY)
+**   vector_dim=N              dimension of episode vectors (default 384)
+**   vector_metric=cosine|ip|l2  (default cosine)
+**   embedder=NAME             name of the model that makes the vectors
+**                             (default "agentmem-hash-v1", the built-in one)
+**   max_text_bytes=N          largest episode text accepted (default 8 MiB)
+** The vector_* and embedder options define the file's vector space when the
+** file is created; on an existing file they must match what the file
+** records, or the open fails with AGENTMEM_MISMATCH.
+**
+** Returns AGENTMEM_OK with a usable handle in *ppDb. On failure returns
+** AGENTMEM_CANTOPEN, AGENTMEM_NOTADB, AGENTMEM_FORMAT_VERSION,
+** AGENTMEM_CORRUPT_* (the message names the damaged page), AGENTMEM_IOERR_*,
+** AGENTMEM_MISMATCH, AGENTMEM_MISUSE (bad flags or options) or
+** AGENTMEM_NOMEM. Like sqlite3_open_v2(), a handle comes back in *ppDb even
+** on failure (unless memory ran out, when *ppDb is NULL) so that
+** agentmem_errmsg() can explain; release it with agentmem_close().
+**
+** Opening never rebuilds an index and never writes: a torn tail left by a
+** crash is ignored, and cut off by the next write transaction. */
+int agentmem_open_v2(const char *zPath, agentmem_db **ppDb, int flags, const char *zOptions);
+
+/* agentmem_open_v2(zPath, ppDb, READWRITE|CREATE, NULL). */
+int agentmem_open(const char *zPath, agentmem_db **ppDb);
+
+/* Close the handle and free it. An open transaction is rolled back.
+** Returns AGENTMEM_OK; AGENTMEM_BUSY if cursors are still open (the handle
+** stays usable); agentmem_close(NULL) returns AGENTMEM_OK and does nothing.
+** With sync=NORMAL a final sync is made here; its failure is reported as
+** AGENTMEM_IOERR_FSYNC but the handle is freed all the same. */
+int agentmem_close(agentmem_db *db);
+
+/* The result code, extended result code, and English message of the most
+** recent failed call on db. The message is owned by the handle and valid until
+** the next call on it. A NULL db gives "out of memory" / AGENTMEM_NOMEM, as
+** in SQLite. A successful call resets them to AGENTMEM_OK / "not an error". */
+int agentmem_errcode(agentmem_db *db);
+int agentmem_extended_errcode(agentmem_db *db);
+const char *agentmem_errmsg(agentmem_db *db);
+
+/* Free memory that agentmem returned to the caller. NULL is a no-op. */
+void agentmem_free(void *p);
+
+/* ---------------------------------------------------------------- transactions */
+
+/* Start an explicit transaction. Without one, every write is its own
+** transaction (autocommit). A write transaction takes the file's write lock
+** at its first write, waiting up to busy_timeout; reads inside the
+** transaction see one consistent snapshot plus the transaction's own writes.
+** Returns AGENTMEM_OK, or AGENTMEM_MISUSE if a transaction is already open. */
+int agentmem_begin(agentmem_db *db);
+
+/* Commit the open transaction: its records, then a commit record, are
+** appended, then (sync=FULL) one fdatasync. Returns AGENTMEM_OK when the
+** transaction is durable per the sync mode; AGENTMEM_MISUSE with no open
+** transaction; AGENTMEM_IOERR_* / AGENTMEM_FULL on failure, after which the
+** transaction is in doubt and the handle is read-only until reopened. */
+int agentmem_commit(agentmem_db *db);
+
+/* Discard the open transaction. Returns AGENTMEM_OK, or AGENTMEM_MISUSE with
+** no open transaction. Never fails otherwise. */
+int agentmem_rollback(agentmem_db *db);
+
+/* ---------------------------------------------------------------- episodes */
+
+typedef struct agentmem_episode {
+  int64_t id;               /* engine-assigned, increasing */
+  const char *user_id;      /* "" is the anonymous bucket */
+  const char *session_id;
+  const char *role;         /* user / assistant / tool / system / summary / ... */
+  const char *text;
+  int64_t ts;               /* event time, unix microseconds */
+  int64_t created_at;       /* commit time, unix microseconds */
+  const char *metadata;     /* JSON text; "" when none */
+  const float *vector;      /* dim floats, or NULL when dim == 0 */
+  int dim;
+} agentmem_episode;         /* fields may be appended in later versions */
+
+/* Remember one episode. user_id, session_id and role may be "" but not NULL;
+** text must be non-NULL valid UTF-8 of at most max_text_bytes; metadata is
+** NULL/"" or a JSON object or value; vector is NULL (no vector yet) or dim
+** floats matching the file's vector_dim. ts is the event time (0 = now).
+** On AGENTMEM_OK, *pId (if pId is not NULL) receives the new id. On failure
+** *pId is left unchanged and nothing is written; codes: AGENTMEM_MISUSE,
+** AGENTMEM_MISMATCH_UTF8, AGENTMEM_MISMATCH_JSON,
+** AGENTMEM_MISMATCH_DIMENSION, AGENTMEM_TOOBIG, AGENTMEM_READONLY,
+** AGENTMEM_BUSY, AGENTMEM_IOERR_*, AGENTMEM_FULL. Outside an explicit
+** transaction the episode is committed before this returns. */
+int agentmem_remember(agentmem_db *db, const char *user_id, const char *session_id,
+                      const char *role, const char *text, int64_t ts,
+                      const char *metadata, const float *vector, int dim, int64_t *pId);
+
+/* Fetch one episode by id. On AGENTMEM_OK *ppEp is a struct the caller frees
+** with agentmem_free() (one allocation; all strings live inside it). On
+** failure *ppEp is set to NULL; codes: AGENTMEM_NOTFOUND, AGENTMEM_CORRUPT_*,
+** AGENTMEM_IOERR_*, AGENTMEM_MISUSE. */
+int agentmem_episode_get(agentmem_db *db, int64_t id, agentmem_episode **ppEp);
+
+/* Iterate one user's episodes in id order (the order they were remembered).
+** session_id NULL means every session. On AGENTMEM_OK *ppCur is a cursor;
+** step it with agentmem_cursor_step() and read rows with
+** agentmem_cursor_episode(); finish it with agentmem_cursor_close(). On
+** failure *ppCur is NULL. The cursor sees the snapshot of its creation. */
+int agentmem_episodes(agentmem_db *db, const char *user_id, const char *session_id,
+                      agentmem_cursor **ppCur);
+
+/* ---------------------------------------------------------------- blocks */
+
+typedef struct agentmem_block {
+  const char *user_id;
+  const char *name;
+  const char *value;
+  int limit;            /* maximum characters (Unicode code points); 0 = none */
+  int pinned_order;     /* order among pinned blocks; -1 = not pinned */
+  int64_t updated_at;
+  int64_t version;      /* increases with every write of any block */
+} agentmem_block;
+
+/* Write a new version of the block (user_id, name). name must be non-empty.
+** limit is the maximum length of value in characters (0 = none); a value
+** longer than limit is refused with AGENTMEM_CONSTRAINT and nothing is
+** written. Earlier versions are kept (history). Codes as agentmem_remember(). */
+int agentmem_block_set(agentmem_db *db, const char *user_id, const char *name,
+                       const char *value, int limit, int pinned_order);
+
+/* The current version of block (user_id, name). On AGENTMEM_OK *ppBlock is
+** freed by the caller with agentmem_free(); on failure it is NULL
+** (AGENTMEM_NOTFOUND when the block does not exist). */
+int agentmem_block_get(agentmem_db *db, const char *user_id, const char *name,
+                       agentmem_block **ppBlock);
+
+/* Iterate the current version of each of a user's blocks, by name. Rows are
+** read with agentmem_cursor_block(). */
+int agentmem_blocks(agentmem_db *db, const char *user_id, agentmem_cursor **ppCur);
+
+/* ---------------------------------------------------------------- facts */
+
+typedef struct agentmem_fact {
+  int64_t id;
+  const char *user_id;
+  const char *subject;
+  const char *predicate;
+  const char *object;
+  double confidence;
+  const int64_t *source_episode_ids;
+  int n_sources;
+  int64_t valid_from;   /* valid time, unix microseconds */
+  int64_t valid_to;     /* INT64_MAX = still valid */
+  int64_t recorded_at;  /* transaction time */
+  int64_t expired_at;   /* INT64_MAX = not superseded */
+} agentmem_fact;
+
+/* Assert a fact (subject, predicate, object) for user_id. subject, predicate
+** and object must be non-empty; confidence in [0, 1]; valid_from 0 = now;
+** valid_to 0 = open-ended. source_ids may be NULL when n_sources is 0. On
+** AGENTMEM_OK *pId (if not NULL) receives the fact id. Codes as
+** agentmem_remember(), plus AGENTMEM_RANGE for a bad confidence or an empty
+** valid-time range. */
+int agentmem_fact_assert(agentmem_db *db, const char *user_id, const char *subject,
+                         const char *predicate, const char *object, double confidence,
+                         int64_t valid_from, int64_t valid_to,
+                         const int64_t *source_ids, int n_sources, int64_t *pId);
+
+/* Iterate a user's facts in id order; subject and predicate, when not NULL,
+** restrict the listing. Rows are read with agentmem_cursor_fact(). */
+int agentmem_facts(agentmem_db *db, const char *user_id, const char *subject,
+                   const char *predicate, agentmem_cursor **ppCur);
+
+/* ---------------------------------------------------------------- cursors */
+
+/* Advance a cursor. Returns AGENTMEM_ROW when a row is ready, AGENTMEM_DONE
+** at the end, or an error code (AGENTMEM_CORRUPT_*, AGENTMEM_IOERR_*). */
+int agentmem_cursor_step(agentmem_cursor *cur);
+
+/* The current row of a cursor, or NULL if the cursor is of another kind or
+** has no row. The struct is owned by the cursor and valid until the next
+** step or close. */
+const agentmem_episode *agentmem_cursor_episode(agentmem_cursor *cur);
+const agentmem_block *agentmem_cursor_block(agentmem_cursor *cur);
+const agentmem_fact *agentmem_cursor_fact(agentmem_cursor *cur);
+
+/* Free a cursor. NULL is a no-op. Returns AGENTMEM_OK. */
+int agentmem_cursor_close(agentmem_cursor *cur);
+
+/* ---------------------------------------------------------------- statistics */
+
+typedef struct agentmem_stats {
+  int64_t file_bytes;       /* size of the file, torn tail excluded */
+  int64_t episodes;         /* live episodes, all users */
+  int64_t blocks;           /* current blocks (not versions), all users */
+  int64_t block_versions;
+  int64_t facts;
+  int64_t users;
+  int64_t commits;          /* commit sequence number of the snapshot */
+  int64_t text_bytes;       /* bytes of episode text, all users */
+  int64_t pages;            /* pages in the file */
+  int64_t syncs;            /* data syncs this handle has issued */
+} agentmem_stats;
+
+/* Fill *pStats with figures of the handle's current snapshot. */
+int agentmem_stats_get(agentmem_db *db, agentmem_stats *pStats);
+
+/* ---------------------------------------------------------------- SQL */
+
+/* Run SQL. Not yet available in this version: returns AGENTMEM_ERROR with
+** the message "agentmem_exec: SQL is not yet available in this build (issue #4)"
+** and, when pzErr is not NULL, a copy of it in *pzErr (free with
+** agentmem_free()). */
+int agentmem_exec(agentmem_db *db, const char *zSql,
+                  int (*xCallback)(void *, int, char **, char **), void *pArg, char **pzErr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGENTMEM_H */

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every doctest suite of a build and prints one total line:
+#   N passed, M failed
+# (test cases, all suites together). Exits non-zero if any case failed or any
+# suite did not finish. Usage: tests/run_all.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+status=0
+for suite in format_tests index_tests engine_tests; do
+  exe="$build/tests/$suite"
+  [ -x "$exe" ] || continue
+  echo "== $suite"
+  log=$(mktemp)
+  "$exe" --no-intro=false 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
+  if [ -z "$line" ]; then
+    echo "$suite did not finish (exit $rc)"
+    failed=$((failed + 1))
+    status=1
+  else
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$rc" -eq 0 ] || status=1
+  fi
+  rm -f "$log"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$status" -eq 0 ]

@@ -1,0 +1,88 @@
+// tests/util/fault_env.h -- an Env that wraps another to (a) fail a chosen I/O
+// call, once or from then on, with EIO, ENOSPC or a short write, and (b)
+// simulate power loss: it journals every write since the last Sync() of each
+// file and, on SimulateCrash(), rewrites the file to what a disk could hold
+// after losing power (SQLite test6.c semantics; RELIABILITY.md "FaultEnv").
+//
+// Thread safety: all methods take one mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/env/env.h"
+
+namespace agentmem::test {
+
+enum class Fault { kEio, kEnospc, kShortWrite };
+
+enum OpKind : uint32_t {
+  kOpRead = 1,
+  kOpWrite = 2,
+  kOpSync = 4,
+  kOpTruncate = 8,
+  kOpSize = 16,
+  kOpLock = 32,
+  kOpOpen = 64,
+  kOpCreate = 128,
+  kOpAll = 255,
+};
+
+enum class CrashPolicy { kDropAll, kKeepPrefix, kKeepRandomSubset, kTearLast, kGarbageSectors };
+const char* CrashPolicyName(CrashPolicy p);
+
+class FaultEnv : public engine::Env {
+ public:
+  explicit FaultEnv(engine::Env* base) : base_(base) {}
+
+  // Fails the n-th counted operation (1-based, counting only kinds in mask);
+  // with `persistent`, every matching operation from the n-th on.
+  void FailAt(uint64_t n, Fault fault, bool persistent, uint32_t mask = kOpAll);
+  void ClearFaults();
+  uint64_t ops() const;        // operations counted so far (all kinds)
+  uint64_t syncs() const;      // successful Sync() calls
+  uint64_t faults_hit() const; // operations that were failed
+
+  // Rewrites every file to a state a power loss could leave, per `policy`,
+  // and kills every File opened so far (their calls then fail with EIO).
+  void SimulateCrash(CrashPolicy policy, uint64_t seed);
+
+  // engine::Env
+  Status Open(const std::string& path, engine::OpenMode mode,
+              std::unique_ptr<engine::File>* out) override;
+  Status CreateAtomic(const std::string& path, std::string_view initial) override;
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status Delete(const std::string& path) override { return base_->Delete(path); }
+
+  // Used by FaultFile.
+  struct Journal {
+    std::string durable;  // bytes as of the last sync
+    struct Write {
+      uint64_t offset;
+      std::string data;
+      bool truncate = false;
+    };
+    std::vector<Write> unsynced;
+  };
+  Status Check(uint32_t kind, Fault* fault_out, bool* fault);
+  std::mutex mu_;
+  std::map<std::string, Journal> journals_;
+  uint64_t generation_ = 0;  // bumped by SimulateCrash; older files are dead
+  uint64_t syncs_ = 0;
+
+ private:
+  engine::Env* base_;
+  uint64_t ops_ = 0;
+  uint64_t fail_at_ = 0;
+  uint32_t fail_mask_ = 0;
+  bool persistent_ = false;
+  Fault fault_ = Fault::kEio;
+  uint64_t matching_ = 0;
+  uint64_t faults_hit_ = 0;
+};
+
+}  // namespace agentmem::test
