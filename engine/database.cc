@@ -77,6 +77,7 @@ Database::Database(std::string path, Options opts) : path_(std::move(path)), opt
 Database::~Database() { Close().IgnoreError(); }
 
 int64_t Database::Now() const {
+  if (opts_.clock) return opts_.clock();
   using namespace std::chrono;
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
@@ -99,7 +100,7 @@ Status Database::OpenFile() {
     }
     // The new file holds its header, superblocks and a first transaction that
     // records the vector space, created atomically (env/env.h).
-    header_.salt = NewSalt();
+    header_.salt = opts_.salt ? opts_.salt : NewSalt();
     header_.page_size = opts_.page_size;
     header_.created_at = Now();
     std::string init = format::EncodeFileHeader(header_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "format/status.h"
@@ -31,6 +32,10 @@ struct Options {
   uint64_t max_text_bytes = 8u << 20;
   uint32_t page_size = 4096;
   Env* env = nullptr;  // nullptr = Env::Posix()
+  // For tests that need identical bytes (the format.md golden file): a fixed
+  // salt for a new file (0 = random) and a clock (null = the system clock).
+  uint64_t salt = 0;
+  std::function<int64_t()> clock;
 };
 
 // Parses "key=value" pairs separated by '&' or ';' into *opts (which keeps its
