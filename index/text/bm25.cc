@@ -1,0 +1,158 @@
+// index/text/bm25.cc -- Bm25Index maintenance (add, remove), BM25 scoring and
+// the brute-force top-k oracle (see bm25.h; the skipping top-k is in
+// maxscore.cc; issue #3).
+#include "index/text/bm25.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace agentmem::index {
+namespace {
+
+// True when a ranks before b: higher score, then smaller doc id.
+bool RanksBefore(const ScoredDoc& a, const ScoredDoc& b) {
+  return a.score > b.score || (a.score == b.score && a.doc_id < b.doc_id);
+}
+
+}  // namespace
+
+Status Bm25Index::Add(uint64_t doc_id, std::span<const std::string> tokens) {
+  if (docs_.count(doc_id) != 0) {
+    return StatusF(kConstraint, "bm25: document %llu is already indexed",
+                   static_cast<unsigned long long>(doc_id));
+  }
+  if (tokens.size() > std::numeric_limits<uint32_t>::max()) {
+    return StatusF(kTooBig, "bm25: document %llu has %zu tokens, more than 2^32-1",
+                   static_cast<unsigned long long>(doc_id), tokens.size());
+  }
+  std::unordered_map<std::string_view, uint32_t> tf;
+  for (const std::string& token : tokens) tf[token]++;
+  const auto doc_len = static_cast<uint32_t>(tokens.size());
+  Doc doc{doc_len, {}};
+  doc.term_ids.reserve(tf.size());
+  for (const auto& [token, count] : tf) {
+    uint32_t term_id = TermIdFor(token);
+    terms_[term_id].list.Insert(Posting{doc_id, count}, doc_len);
+    doc.term_ids.push_back(term_id);
+  }
+  docs_.emplace(doc_id, std::move(doc));
+  total_length_ += doc_len;
+  return Status::OK();
+}
+
+Status Bm25Index::Remove(uint64_t doc_id) {
+  auto it = docs_.find(doc_id);
+  if (it == docs_.end()) {
+    return StatusF(kNotFound, "bm25: document %llu is not indexed",
+                   static_cast<unsigned long long>(doc_id));
+  }
+  for (uint32_t term_id : it->second.term_ids) {
+    PostingList& list = terms_[term_id].list;
+    if (!list.Erase(doc_id)) {
+      return StatusF(kInternal, "bm25: document %llu is missing from a posting list",
+                     static_cast<unsigned long long>(doc_id));
+    }
+    if (list.empty()) ReleaseTerm(term_id);
+  }
+  total_length_ -= it->second.length;
+  docs_.erase(it);
+  return Status::OK();
+}
+
+double Bm25Index::avgdl() const {
+  return docs_.empty() ? 0.0 : static_cast<double>(total_length_) / docs_.size();
+}
+
+uint64_t Bm25Index::DocFrequency(std::string_view term) const {
+  const PostingList* list = FindList(term);
+  return list ? list->size() : 0;
+}
+
+std::span<const Posting> Bm25Index::Postings(std::string_view term) const {
+  const PostingList* list = FindList(term);
+  return list ? list->postings() : std::span<const Posting>();
+}
+
+double Bm25Index::Idf(std::string_view term) const {
+  const PostingList* list = FindList(term);
+  return list ? IdfFor(list->size()) : 0.0;
+}
+
+const PostingList* Bm25Index::FindList(std::string_view term) const {
+  auto it = term_ids_.find(term);
+  return it == term_ids_.end() ? nullptr : &terms_[it->second].list;
+}
+
+uint32_t Bm25Index::TermIdFor(std::string_view token) {
+  auto it = term_ids_.find(token);
+  if (it != term_ids_.end()) return it->second;
+  uint32_t term_id;
+  if (!free_term_ids_.empty()) {
+    term_id = free_term_ids_.back();
+    free_term_ids_.pop_back();
+  } else {
+    term_id = static_cast<uint32_t>(terms_.size());
+    terms_.emplace_back();
+  }
+  terms_[term_id].text = std::string(token);
+  term_ids_.emplace(token, term_id);
+  return term_id;
+}
+
+void Bm25Index::ReleaseTerm(uint32_t term_id) {
+  Term& term = terms_[term_id];
+  term_ids_.erase(term.text);
+  term = Term();
+  free_term_ids_.push_back(term_id);
+}
+
+double Bm25Index::IdfFor(uint64_t df) const {
+  const auto n = static_cast<double>(docs_.size());
+  const auto d = static_cast<double>(df);
+  return std::log(1 + (n - d + 0.5) / (d + 0.5));
+}
+
+// The distinct query tokens that are in the index, in order of first
+// appearance (the canonical summation order), with idf and score bound.
+std::vector<Bm25Index::QueryTerm> Bm25Index::PrepareQuery(std::span<const std::string> query_tokens,
+                                                          const Bm25TermScorer& scorer) const {
+  std::vector<QueryTerm> terms;
+  for (const std::string& token : query_tokens) {
+    const PostingList* list = FindList(token);
+    if (list == nullptr) continue;
+    bool seen = std::any_of(terms.begin(), terms.end(),
+                            [list](const QueryTerm& q) { return q.list == list; });
+    if (seen) continue;
+    double idf = IdfFor(list->size());
+    double bound = 0;
+    for (const PostingList::Peak& peak : list->peaks()) {
+      bound = std::max(bound, scorer.Score(idf, peak.tf, peak.min_len));
+    }
+    terms.push_back({list, idf, bound, terms.size()});
+  }
+  return terms;
+}
+
+std::vector<ScoredDoc> Bm25Index::TopKBruteForce(std::span<const std::string> query_tokens,
+                                                 size_t k, const DocFilter& filter) const {
+  std::unordered_map<uint64_t, double> scores;
+  const Bm25TermScorer scorer = MakeScorer();
+  for (const QueryTerm& q : PrepareQuery(query_tokens, scorer)) {
+    std::span<const Posting> postings = q.list->postings();
+    const std::vector<uint32_t>& lens = q.list->doc_lens();
+    for (size_t i = 0; i < postings.size(); i++) {
+      if (filter && !filter(postings[i].doc_id)) continue;
+      scores[postings[i].doc_id] += scorer.Score(q.idf, postings[i].tf, lens[i]);
+    }
+  }
+  std::vector<ScoredDoc> all;
+  all.reserve(scores.size());
+  for (const auto& [doc_id, score] : scores) all.push_back({doc_id, score});
+  size_t n = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), all.end(), RanksBefore);
+  all.resize(n);
+  return all;
+}
+
+}  // namespace agentmem::index

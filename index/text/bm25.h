@@ -1,0 +1,151 @@
+// index/text/bm25.h -- an in-memory BM25 inverted index over the documents of
+// one partition, with a skipping (block-max MaxScore) disjunctive top-k and a
+// brute-force scorer that serves as its test oracle (issue #3).
+//
+// Scoring is Okapi BM25 exactly as shared/data/bm25_baseline.py defines it:
+//
+//   score(d, q) = sum over DISTINCT query tokens t present in the index of
+//                 idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
+//   idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+//
+// with k1 = 1.2, b = 0.75, N the number of documents, |d| the number of
+// tokens of d (duplicates counted), avgdl the mean |d| over all documents
+// (empty documents count in N and avgdl), all over this one index. Ranking is
+// score descending, ties by smaller doc id. Only documents that contain at
+// least one query token are returned (their score is > 0): a caller that
+// wants the reference's "zero-score documents fill the tail in id order"
+// appends them itself.
+//
+// Floating point: every document's score is summed in one canonical order
+// (distinct query tokens in order of first appearance), by both the skipping
+// and the brute-force scorer, so the two return bit-identical scores.
+//
+// Persistence: postings are kept sorted by doc id so that a term's list can be
+// written with EncodePostings() (postings.h) as it stands. Document lengths
+// and the skipping summaries (posting_list.h) are derived from the documents.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "format/status.h"
+#include "index/text/bm25_scorer.h"
+#include "index/text/posting_list.h"
+#include "index/text/postings.h"
+
+namespace agentmem::index {
+
+struct Bm25Params {
+  double k1 = 1.2;
+  double b = 0.75;
+};
+
+struct ScoredDoc {
+  uint64_t doc_id;
+  double score;
+};
+
+// Restricts a query to the documents for which it returns true. Called at
+// most once per candidate document, in increasing doc id order by TopK().
+using DocFilter = std::function<bool(uint64_t doc_id)>;
+
+// What a query cost; filled by TopK() when asked for.
+struct QueryStats {
+  uint64_t postings_total = 0;   // postings of all query terms together
+  uint64_t postings_scored = 0;  // term scores computed
+  uint64_t docs_scored = 0;      // documents whose full score was computed
+  uint64_t blocks_skipped = 0;   // runs of candidates skipped on block bounds
+};
+
+// One partition's index. Not thread-safe for writes: Add() and Remove()
+// need exclusive access; const methods may run concurrently with each other.
+// Spans returned by Postings() are valid until the next Add() or Remove().
+class Bm25Index {
+ public:
+  explicit Bm25Index(Bm25Params params = {}) : params_(params) {}
+
+  // Indexes document `doc_id` with its tokens (duplicates count towards tf and
+  // |d|; an empty list is a document of length 0). Doc ids need not arrive in
+  // order, but increasing ids are the fast path.
+  // Returns kConstraint if doc_id is already indexed, kTooBig for more than
+  // 2^32-1 tokens; the index is unchanged on failure.
+  Status Add(uint64_t doc_id, std::span<const std::string> tokens);
+
+  // Removes document `doc_id`. Returns kNotFound if it is not indexed, and
+  // kInternal if the index is inconsistent (a posting of the document is
+  // missing; the index is then partly updated and should be rebuilt).
+  Status Remove(uint64_t doc_id);
+
+  bool Contains(uint64_t doc_id) const { return docs_.count(doc_id) != 0; }
+  uint64_t doc_count() const { return docs_.size(); }
+  uint64_t total_length() const { return total_length_; }
+  double avgdl() const;
+  size_t term_count() const { return term_ids_.size(); }
+  const Bm25Params& params() const { return params_; }
+
+  // df(term): the number of documents that contain `term`.
+  uint64_t DocFrequency(std::string_view term) const;
+  // The postings of `term` sorted by doc id; empty if the term is unknown.
+  std::span<const Posting> Postings(std::string_view term) const;
+  // idf(term) for the index as it is now (0 for an unknown term).
+  double Idf(std::string_view term) const;
+
+  // The best min(k, matching documents) documents for the OR of the distinct
+  // `query_tokens`, best first, computed with block-max MaxScore
+  // (maxscore.cc): lists whose bounds together cannot beat the current k-th
+  // score are only probed (by galloping search) for documents found through
+  // the other lists, never scanned, and runs of documents whose block bounds
+  // cannot beat it are skipped unscored. Documents that `filter` rejects are
+  // skipped before scoring. If `stats` is not null it receives the work done.
+  std::vector<ScoredDoc> TopK(std::span<const std::string> query_tokens, size_t k,
+                              const DocFilter& filter = {}, QueryStats* stats = nullptr) const;
+
+  // The same ranking, computed by scoring every posting of every query term.
+  std::vector<ScoredDoc> TopKBruteForce(std::span<const std::string> query_tokens, size_t k,
+                                        const DocFilter& filter = {}) const;
+
+ private:
+  friend class MaxScoreSearch;  // the state of one TopK() call (maxscore.cc)
+
+  struct Term {
+    std::string text;
+    PostingList list;
+  };
+  struct Doc {
+    uint32_t length;
+    std::vector<uint32_t> term_ids;  // distinct terms of the document
+  };
+  // A distinct query token that is in the index, as the scorers see it.
+  struct QueryTerm {
+    const PostingList* list;
+    double idf;
+    double upper_bound;  // no document scores more than this for the term
+    size_t slot;         // position in the canonical summation order
+  };
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  const PostingList* FindList(std::string_view term) const;
+  uint32_t TermIdFor(std::string_view token);
+  void ReleaseTerm(uint32_t term_id);
+  double IdfFor(uint64_t df) const;
+  Bm25TermScorer MakeScorer() const { return Bm25TermScorer(params_.k1, params_.b, avgdl()); }
+  std::vector<QueryTerm> PrepareQuery(std::span<const std::string> query_tokens,
+                                      const Bm25TermScorer& scorer) const;
+
+  Bm25Params params_;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> term_ids_;
+  std::vector<Term> terms_;              // indexed by term id; released ids are empty
+  std::vector<uint32_t> free_term_ids_;  // released ids, reused by TermIdFor()
+  std::unordered_map<uint64_t, Doc> docs_;
+  uint64_t total_length_ = 0;
+};
+
+}  // namespace agentmem::index

@@ -1,0 +1,127 @@
+// index/text/english.cc -- Porter step 1 stemming and the stop-word list (see
+// english.h; issue #3).
+#include "index/text/english.h"
+
+#include <algorithm>
+#include <array>
+
+namespace agentmem::index {
+namespace {
+
+// The stop list, sorted for binary search.
+constexpr std::array<std::string_view, 33> kStopWords = {
+    "a",   "an",    "and",  "are",   "as",    "at",   "be",   "but", "by",  "for",  "if",
+    "in",  "into",  "is",   "it",    "no",    "not",  "of",   "on",  "or",  "such", "that",
+    "the", "their", "then", "there", "these", "they", "this", "to",  "was", "will", "with"};
+
+// Longer "words" are not English words; the bound also keeps the consonant
+// test's recursion shallow.
+constexpr size_t kMaxStemmedLength = 64;
+
+bool IsVowelLetter(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
+
+// Porter's consonant test on w[i]: y is a consonant at the start of the word
+// and after a vowel, a vowel after a consonant.
+bool IsConsonant(const std::string& w, size_t i) {
+  if (IsVowelLetter(w[i])) return false;
+  if (w[i] != 'y') return true;
+  return i == 0 || !IsConsonant(w, i - 1);
+}
+
+// m of the first `len` letters: the number of vowel-run-then-consonant-run
+// transitions in [C](VC)^m[V].
+int Measure(const std::string& w, size_t len) {
+  int m = 0;
+  bool in_vowels = false;
+  for (size_t i = 0; i < len; i++) {
+    bool consonant = IsConsonant(w, i);
+    if (consonant && in_vowels) m++;
+    in_vowels = !consonant;
+  }
+  return m;
+}
+
+bool HasVowel(const std::string& w, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (!IsConsonant(w, i)) return true;
+  }
+  return false;
+}
+
+bool EndsWithDoubleConsonant(const std::string& w) {
+  size_t n = w.size();
+  return n >= 2 && w[n - 1] == w[n - 2] && IsConsonant(w, n - 1);
+}
+
+// *o: the word ends consonant-vowel-consonant and the last is not w, x or y.
+bool EndsCvc(const std::string& w) {
+  size_t n = w.size();
+  if (n < 3) return false;
+  char last = w[n - 1];
+  return IsConsonant(w, n - 3) && !IsConsonant(w, n - 2) && IsConsonant(w, n - 1) && last != 'w' &&
+         last != 'x' && last != 'y';
+}
+
+bool EndsWith(const std::string& w, std::string_view suffix) {
+  return w.size() >= suffix.size() &&
+         std::string_view(w).substr(w.size() - suffix.size()) == suffix;
+}
+
+void Step1a(std::string* w) {
+  if (EndsWith(*w, "sses") || EndsWith(*w, "ies")) {
+    w->resize(w->size() - 2);
+  } else if (!EndsWith(*w, "ss") && EndsWith(*w, "s")) {
+    w->pop_back();
+  }
+}
+
+// The repairs of step 1b after "ed" or "ing" was removed.
+void Step1bRepair(std::string* w) {
+  if (EndsWith(*w, "at") || EndsWith(*w, "bl") || EndsWith(*w, "iz")) {
+    w->push_back('e');
+  } else if (EndsWithDoubleConsonant(*w)) {
+    char last = w->back();
+    if (last != 'l' && last != 's' && last != 'z') w->pop_back();
+  } else if (Measure(*w, w->size()) == 1 && EndsCvc(*w)) {
+    w->push_back('e');
+  }
+}
+
+void Step1b(std::string* w) {
+  if (EndsWith(*w, "eed")) {
+    if (Measure(*w, w->size() - 3) > 0) w->pop_back();
+    return;
+  }
+  for (std::string_view suffix : {std::string_view("ed"), std::string_view("ing")}) {
+    if (EndsWith(*w, suffix) && HasVowel(*w, w->size() - suffix.size())) {
+      w->resize(w->size() - suffix.size());
+      Step1bRepair(w);
+      return;
+    }
+  }
+}
+
+void Step1c(std::string* w) {
+  if (EndsWith(*w, "y") && HasVowel(*w, w->size() - 1)) w->back() = 'i';
+}
+
+bool IsLowerAsciiWord(std::string_view word) {
+  return std::all_of(word.begin(), word.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+}
+
+}  // namespace
+
+std::string StemEnglish(std::string_view word) {
+  std::string w(word);
+  if (w.size() < 3 || w.size() > kMaxStemmedLength || !IsLowerAsciiWord(w)) return w;
+  Step1a(&w);
+  Step1b(&w);
+  Step1c(&w);
+  return w;
+}
+
+bool IsEnglishStopWord(std::string_view word) {
+  return std::binary_search(kStopWords.begin(), kStopWords.end(), word);
+}
+
+}  // namespace agentmem::index

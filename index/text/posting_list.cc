@@ -1,0 +1,75 @@
+// index/text/posting_list.cc -- a term's postings and their block and peak
+// summaries (see posting_list.h; issue #3).
+#include "index/text/posting_list.h"
+
+#include <algorithm>
+
+namespace agentmem::index {
+namespace {
+
+bool DocBefore(const Posting& p, uint64_t doc_id) { return p.doc_id < doc_id; }
+
+}  // namespace
+
+void PostingList::Insert(Posting posting, uint32_t doc_len) {
+  auto it = postings_.end();
+  if (!postings_.empty() && postings_.back().doc_id > posting.doc_id) {
+    it = std::lower_bound(postings_.begin(), postings_.end(), posting.doc_id, DocBefore);
+  }
+  const auto pos = static_cast<size_t>(it - postings_.begin());
+  postings_.insert(it, posting);
+  doc_lens_.insert(doc_lens_.begin() + static_cast<ptrdiff_t>(pos), doc_len);
+  if (pos + 1 < postings_.size()) {
+    RebuildBlocksFrom(pos);
+  } else if (pos % kBlockSize == 0) {
+    blocks_.push_back({posting.doc_id, posting.tf, doc_len});
+  } else {
+    Block& last = blocks_.back();
+    last.last_doc = posting.doc_id;
+    last.max_tf = std::max(last.max_tf, posting.tf);
+    last.min_len = std::min(last.min_len, doc_len);
+  }
+  AddPeak(posting.tf, doc_len);
+}
+
+bool PostingList::Erase(uint64_t doc_id) {
+  auto it = std::lower_bound(postings_.begin(), postings_.end(), doc_id, DocBefore);
+  if (it == postings_.end() || it->doc_id != doc_id) return false;
+  const auto pos = static_cast<size_t>(it - postings_.begin());
+  postings_.erase(it);
+  doc_lens_.erase(doc_lens_.begin() + static_cast<ptrdiff_t>(pos));
+  RebuildBlocksFrom(pos);
+  // A peak may have gone; the frontier is rebuilt from what is left.
+  peaks_.clear();
+  for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
+  return true;
+}
+
+// Recomputes the blocks from the one that holds postings_[pos] to the end.
+void PostingList::RebuildBlocksFrom(size_t pos) {
+  size_t first = pos / kBlockSize;
+  blocks_.resize(first);
+  for (size_t start = first * kBlockSize; start < postings_.size(); start += kBlockSize) {
+    size_t end = std::min(start + kBlockSize, postings_.size());
+    Block block{postings_[end - 1].doc_id, 0, doc_lens_[start]};
+    for (size_t i = start; i < end; i++) {
+      block.max_tf = std::max(block.max_tf, postings_[i].tf);
+      block.min_len = std::min(block.min_len, doc_lens_[i]);
+    }
+    blocks_.push_back(block);
+  }
+}
+
+// Adds (tf, doc_len) to the Pareto frontier unless a peak already dominates
+// it, dropping the peaks it dominates.
+void PostingList::AddPeak(uint32_t tf, uint32_t doc_len) {
+  for (const Peak& p : peaks_) {
+    if (p.tf >= tf && p.min_len <= doc_len) return;
+  }
+  std::erase_if(peaks_, [&](const Peak& p) { return p.tf <= tf && p.min_len >= doc_len; });
+  auto it = std::lower_bound(peaks_.begin(), peaks_.end(), tf,
+                             [](const Peak& p, uint32_t v) { return p.tf < v; });
+  peaks_.insert(it, Peak{tf, doc_len});
+}
+
+}  // namespace agentmem::index

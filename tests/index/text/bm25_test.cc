@@ -1,0 +1,264 @@
+// tests/index/text/bm25_test.cc -- the BM25 index of index/text/bm25.h:
+// scores by hand, MaxScore top-k against the brute-force oracle on random
+// corpora, skipping, filters, removal, and persisting postings.
+#include "index/text/bm25.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/util/seed.h"
+
+namespace agentmem::index {
+namespace {
+
+using Tokens = std::vector<std::string>;
+
+// "w<n>": the n-th word of the random vocabularies.
+std::string WordName(size_t n) { return std::string("w").append(std::to_string(n)); }
+
+void Add(Bm25Index* index, uint64_t doc_id, const Tokens& tokens) {
+  REQUIRE(index->Add(doc_id, tokens).ok());
+}
+
+// Asserts that two rankings hold the same documents in the same order with
+// identical scores.
+void CheckSameRanking(const std::vector<ScoredDoc>& got, const std::vector<ScoredDoc>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    INFO("rank " << i);
+    REQUIRE(got[i].doc_id == want[i].doc_id);
+    REQUIRE(got[i].score == want[i].score);
+  }
+}
+
+// Documents over a Zipf-like vocabulary of `vocab` words, some repeated
+// verbatim so that equal scores (ties) occur.
+struct RandomCorpus {
+  std::vector<Tokens> docs;
+  size_t vocab;
+
+  RandomCorpus(std::mt19937_64& rng, size_t n_docs, size_t vocab_size) : vocab(vocab_size) {
+    for (size_t d = 0; d < n_docs; d++) {
+      if (d > 0 && rng() % 10 == 0) {
+        docs.push_back(docs[rng() % d]);
+        continue;
+      }
+      Tokens doc(rng() % 30);
+      for (std::string& t : doc) t = Word(rng);
+      docs.push_back(doc);
+    }
+  }
+  std::string Word(std::mt19937_64& rng) const {
+    // The square of a uniform draw favours small word numbers.
+    double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return WordName(static_cast<size_t>(u * u * static_cast<double>(vocab)));
+  }
+  Tokens Query(std::mt19937_64& rng) const {
+    Tokens q(1 + rng() % 8);
+    for (std::string& t : q) t = rng() % 10 == 0 ? "unknown" : Word(rng);
+    if (rng() % 4 == 0) q.push_back(q.front());  // a repeated query token
+    return q;
+  }
+};
+
+TEST_CASE("scores follow the Okapi BM25 formula with k1 1.2 and b 0.75") {
+  Bm25Index index;
+  Add(&index, 1, {"apple", "pie", "apple"});
+  Add(&index, 2, {"pie"});
+  Add(&index, 3, {"banana", "split", "with", "ice", "cream"});
+  CHECK(index.doc_count() == 3);
+  CHECK(index.avgdl() == doctest::Approx(3.0));
+  // apple: df 1 of N 3; pie: df 2.
+  const double idf_apple = std::log(1 + (3 - 1 + 0.5) / (1 + 0.5));
+  const double idf_pie = std::log(1 + (3 - 2 + 0.5) / (2 + 0.5));
+  CHECK(index.Idf("apple") == doctest::Approx(idf_apple));
+  CHECK(index.Idf("nothing") == 0.0);
+  auto tf_part = [](double tf, double len) {
+    return tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len / 3));
+  };
+  auto top = index.TopK(Tokens{"apple", "pie"}, 10);
+  REQUIRE(top.size() == 2);
+  CHECK(top[0].doc_id == 1);
+  CHECK(top[0].score == doctest::Approx(idf_apple * tf_part(2, 3) + idf_pie * tf_part(1, 3)));
+  CHECK(top[1].doc_id == 2);
+  CHECK(top[1].score == doctest::Approx(idf_pie * tf_part(1, 1)));
+}
+
+TEST_CASE("a repeated query token counts once") {
+  Bm25Index index;
+  Add(&index, 1, {"red", "fox"});
+  Add(&index, 2, {"blue", "fox", "fox"});
+  Add(&index, 3, {"green", "owl"});
+  auto once = index.TopK(Tokens{"fox"}, 5);
+  auto thrice = index.TopK(Tokens{"fox", "fox", "fox"}, 5);
+  CheckSameRanking(thrice, once);
+}
+
+TEST_CASE("equal scores are ranked by the smaller doc id, and only matching documents return") {
+  Bm25Index index;
+  for (uint64_t id : {40, 10, 30, 20}) Add(&index, id, {"same", "words"});
+  Add(&index, 50, {"other"});
+  auto top = index.TopK(Tokens{"same"}, 10);
+  REQUIRE(top.size() == 4);
+  for (size_t i = 0; i < 4; i++) CHECK(top[i].doc_id == 10 * (i + 1));
+  CHECK(top[0].score == top[3].score);
+  CHECK(index.TopK(Tokens{"same"}, 2).back().doc_id == 20);
+}
+
+TEST_CASE("an empty query, an unknown word or k of zero give no results") {
+  Bm25Index index;
+  Add(&index, 1, {"a"});
+  CHECK(index.TopK(Tokens{}, 10).empty());
+  CHECK(index.TopK(Tokens{"zzz"}, 10).empty());
+  CHECK(index.TopK(Tokens{"a"}, 0).empty());
+  CHECK(index.TopKBruteForce(Tokens{"a"}, 0).empty());
+}
+
+TEST_CASE("MaxScore top-k equals the brute-force scorer on random corpora") {
+  const uint64_t seed = test::Seed();
+  std::mt19937_64 rng(seed);
+  MESSAGE("seed " << seed);
+  for (int corpus_no = 0; corpus_no < 30; corpus_no++) {
+    RandomCorpus corpus(rng, 1 + rng() % 600, 5 + rng() % 400);
+    Bm25Index index;
+    // Insert in a shuffled order so that postings are also built out of order.
+    std::vector<uint64_t> ids(corpus.docs.size());
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = i * 3 + rng() % 3;
+    std::vector<size_t> order(ids.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) Add(&index, ids[i], corpus.docs[i]);
+    for (int q = 0; q < 40; q++) {
+      Tokens query = corpus.Query(rng);
+      size_t k = std::vector<size_t>{1, 3, 10, 50, corpus.docs.size() + 5}[rng() % 5];
+      INFO("corpus " << corpus_no << " query " << q << " k " << k);
+      CheckSameRanking(index.TopK(query, k), index.TopKBruteForce(query, k));
+    }
+  }
+}
+
+TEST_CASE("MaxScore top-k equals the brute-force scorer under a document filter") {
+  std::mt19937_64 rng(test::Seed() + 1);
+  RandomCorpus corpus(rng, 800, 200);
+  Bm25Index index;
+  for (size_t i = 0; i < corpus.docs.size(); i++) Add(&index, i, corpus.docs[i]);
+  for (uint64_t modulus : {2, 3, 7, 50}) {
+    DocFilter filter = [modulus](uint64_t id) { return id % modulus == 0; };
+    for (int q = 0; q < 30; q++) {
+      Tokens query = corpus.Query(rng);
+      auto got = index.TopK(query, 10, filter);
+      CheckSameRanking(got, index.TopKBruteForce(query, 10, filter));
+      for (const ScoredDoc& d : got) CHECK(d.doc_id % modulus == 0);
+    }
+  }
+}
+
+TEST_CASE("MaxScore skips postings: a common word does not cost a scan of its list") {
+  Bm25Index index;
+  for (uint64_t id = 0; id < 20000; id++) {
+    Tokens doc{"common", std::string("filler").append(std::to_string(id % 97))};
+    if (id % 100 == 0) doc.push_back("rare");
+    Add(&index, id, doc);
+  }
+  QueryStats stats;
+  Tokens query{"common", "rare"};
+  auto top = index.TopK(query, 5, {}, &stats);
+  CheckSameRanking(top, index.TopKBruteForce(query, 5));
+  MESSAGE("scored " << stats.postings_scored << " of " << stats.postings_total << " postings, "
+                    << stats.docs_scored << " documents");
+  CHECK(stats.postings_total == 20000 + 200);
+  CHECK(stats.postings_scored < stats.postings_total / 10);
+  for (const ScoredDoc& d : top) CHECK(d.doc_id % 100 == 0);
+}
+
+TEST_CASE("a removed document is gone from results, statistics and postings") {
+  Bm25Index index;
+  Add(&index, 1, {"alpha", "beta"});
+  Add(&index, 2, {"beta", "gamma", "gamma"});
+  Add(&index, 3, {"delta"});
+  REQUIRE(index.Remove(2).ok());
+  CHECK_FALSE(index.Contains(2));
+  CHECK(index.doc_count() == 2);
+  CHECK(index.total_length() == 3);
+  CHECK(index.DocFrequency("beta") == 1);
+  CHECK(index.DocFrequency("gamma") == 0);
+  CHECK(index.Postings("gamma").empty());
+  CHECK(index.term_count() == 3);  // alpha, beta, delta
+  CHECK(index.TopK(Tokens{"gamma"}, 5).empty());
+  auto beta = index.TopK(Tokens{"beta"}, 5);
+  REQUIRE(beta.size() == 1);
+  CHECK(beta[0].doc_id == 1);
+}
+
+TEST_CASE("removing and re-adding documents scores exactly like an index built fresh") {
+  std::mt19937_64 rng(test::Seed() + 2);
+  RandomCorpus corpus(rng, 400, 150);
+  Bm25Index churned;
+  for (size_t i = 0; i < corpus.docs.size(); i++) Add(&churned, i, corpus.docs[i]);
+  std::vector<bool> present(corpus.docs.size(), true);
+  for (int step = 0; step < 600; step++) {
+    size_t i = rng() % corpus.docs.size();
+    if (present[i]) {
+      REQUIRE(churned.Remove(i).ok());
+    } else {
+      Add(&churned, i, corpus.docs[i]);
+    }
+    present[i] = !present[i];
+  }
+  Bm25Index fresh;
+  for (size_t i = 0; i < corpus.docs.size(); i++) {
+    if (present[i]) Add(&fresh, i, corpus.docs[i]);
+  }
+  CHECK(churned.doc_count() == fresh.doc_count());
+  CHECK(churned.term_count() == fresh.term_count());
+  CHECK(churned.total_length() == fresh.total_length());
+  for (int q = 0; q < 50; q++) {
+    Tokens query = corpus.Query(rng);
+    CheckSameRanking(churned.TopK(query, 10), fresh.TopK(query, 10));
+  }
+}
+
+TEST_CASE("adding an indexed doc id or removing an unknown one is refused") {
+  Bm25Index index;
+  Add(&index, 7, {"x"});
+  CHECK(index.Add(7, Tokens{"y"}).code() == kConstraint);
+  CHECK(index.DocFrequency("y") == 0);
+  CHECK(index.Remove(8).code() == kNotFound);
+  CHECK(index.doc_count() == 1);
+}
+
+TEST_CASE("empty documents count in N and the average length") {
+  Bm25Index index;
+  Add(&index, 1, {});
+  Add(&index, 2, {"word", "word"});
+  CHECK(index.doc_count() == 2);
+  CHECK(index.avgdl() == doctest::Approx(1.0));
+  CHECK(index.Idf("word") == doctest::Approx(std::log(1 + (2 - 1 + 0.5) / 1.5)));
+}
+
+TEST_CASE("postings stay sorted by doc id and round trip through their encoding") {
+  std::mt19937_64 rng(test::Seed() + 3);
+  RandomCorpus corpus(rng, 300, 60);
+  Bm25Index index;
+  for (size_t i = 0; i < corpus.docs.size(); i++) {
+    Add(&index, (corpus.docs.size() - i) * 1000003ULL, corpus.docs[i]);  // descending ids
+  }
+  for (size_t w = 0; w < corpus.vocab; w++) {
+    std::string term = WordName(w);
+    auto postings = index.Postings(term);
+    CHECK(postings.size() == index.DocFrequency(term));
+    std::string bytes;
+    REQUIRE(EncodePostings(postings, &bytes).ok());
+    auto decoded = DecodePostings(bytes);
+    REQUIRE(decoded.ok());
+    CHECK(std::equal(decoded->begin(), decoded->end(), postings.begin(), postings.end()));
+  }
+}
+
+}  // namespace
+}  // namespace agentmem::index

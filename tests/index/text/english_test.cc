@@ -1,0 +1,88 @@
+// tests/index/text/english_test.cc -- the Porter step 1 stemmer and the stop
+// list of index/text/english.h.
+#include "index/text/english.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace agentmem::index {
+namespace {
+
+void CheckStems(const std::vector<std::pair<const char*, const char*>>& cases) {
+  for (const auto& [word, stem] : cases) {
+    INFO("word: " << word);
+    CHECK(StemEnglish(word) == stem);
+  }
+}
+
+TEST_CASE("step 1a removes plural endings as Porter's examples show") {
+  CheckStems({{"caresses", "caress"},
+              {"ponies", "poni"},
+              {"ties", "ti"},
+              {"caress", "caress"},
+              {"cats", "cat"}});
+}
+
+TEST_CASE("step 1b removes -eed, -ed and -ing and repairs the stem as Porter's examples show") {
+  CheckStems({{"feed", "feed"},
+              {"agreed", "agree"},
+              {"plastered", "plaster"},
+              {"bled", "bled"},
+              {"motoring", "motor"},
+              {"sing", "sing"},
+              {"conflated", "conflate"},
+              {"troubled", "trouble"},
+              {"sized", "size"},
+              {"hopping", "hop"},
+              {"tanned", "tan"},
+              {"falling", "fall"},
+              {"hissing", "hiss"},
+              {"fizzed", "fizz"},
+              {"failing", "fail"},
+              {"filing", "file"},
+              {"baking", "bake"}});
+}
+
+TEST_CASE("step 1c turns a final y into i only after a vowel-bearing stem") {
+  CheckStems({{"happy", "happi"}, {"sky", "sky"}, {"days", "dai"}});
+}
+
+TEST_CASE("inflected forms of one word meet on one stem") {
+  for (const char* w : {"jumps", "jumped", "jumping"}) CHECK(StemEnglish(w) == "jump");
+  for (const char* w : {"bakes", "baked", "baking"}) CHECK(StemEnglish(w) == "bake");
+}
+
+TEST_CASE("the stemmer leaves short, non-letter, non-ASCII and very long words alone") {
+  CheckStems({{"is", "is"},
+              {"as", "as"},
+              {"2010s", "2010s"},
+              {"cafés", "cafés"},
+              {"Cats", "Cats"},
+              {"", ""}});
+  std::string long_word(65, 'a');
+  long_word += "s";
+  CHECK(StemEnglish(long_word) == long_word);
+  std::string ys(64, 'y');
+  CHECK(StemEnglish(ys) == std::string(63, 'y') + "i");
+}
+
+TEST_CASE("the stop list holds the 33 function words and nothing else") {
+  int count = 0;
+  for (const char* w :
+       {"a",   "an",    "and",  "are",   "as",    "at",   "be",   "but", "by",  "for",  "if",
+        "in",  "into",  "is",   "it",    "no",    "not",  "of",   "on",  "or",  "such", "that",
+        "the", "their", "then", "there", "these", "they", "this", "to",  "was", "will", "with"}) {
+    CHECK(IsEnglishStopWord(w));
+    count++;
+  }
+  CHECK(count == 33);
+  for (const char* w : {"", "The", "bread", "i", "you", "thee", "wit"}) {
+    CHECK_FALSE(IsEnglishStopWord(w));
+  }
+}
+
+}  // namespace
+}  // namespace agentmem::index

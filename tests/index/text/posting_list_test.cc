@@ -1,0 +1,116 @@
+// tests/index/text/posting_list_test.cc -- a term's in-memory postings and the
+// block and peak summaries that the BM25 top-k skips with
+// (index/text/posting_list.h).
+#include "index/text/posting_list.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "tests/util/seed.h"
+
+namespace agentmem::index {
+namespace {
+
+// The summaries recomputed from scratch, to compare with the maintained ones.
+void CheckSummaries(const PostingList& list,
+                    const std::map<uint64_t, std::pair<uint32_t, uint32_t>>& model) {
+  // Postings: the model's entries in doc id order.
+  REQUIRE(list.size() == model.size());
+  size_t i = 0;
+  for (const auto& [doc_id, tf_len] : model) {
+    REQUIRE(list.postings()[i].doc_id == doc_id);
+    REQUIRE(list.postings()[i].tf == tf_len.first);
+    REQUIRE(list.doc_lens()[i] == tf_len.second);
+    i++;
+  }
+  // Blocks: one per kBlockSize postings, each with its last doc, max tf, min length.
+  const size_t n = list.size();
+  REQUIRE(list.blocks().size() == (n + PostingList::kBlockSize - 1) / PostingList::kBlockSize);
+  for (size_t b = 0; b < list.blocks().size(); b++) {
+    size_t start = b * PostingList::kBlockSize;
+    size_t end = std::min(n, start + PostingList::kBlockSize);
+    uint32_t max_tf = 0;
+    uint32_t min_len = UINT32_MAX;
+    for (size_t j = start; j < end; j++) {
+      max_tf = std::max(max_tf, list.postings()[j].tf);
+      min_len = std::min(min_len, list.doc_lens()[j]);
+    }
+    REQUIRE(list.blocks()[b].last_doc == list.postings()[end - 1].doc_id);
+    REQUIRE(list.blocks()[b].max_tf == max_tf);
+    REQUIRE(list.blocks()[b].min_len == min_len);
+  }
+  // Peaks: exactly the postings' (tf, len) pairs that no other pair dominates.
+  std::vector<std::pair<uint32_t, uint32_t>> frontier;
+  for (const auto& [doc_id, p] : model) {
+    bool dominated = false;
+    for (const auto& [other_id, q] : model) {
+      if (q != p && q.first >= p.first && q.second <= p.second) dominated = true;
+    }
+    if (!dominated) frontier.push_back(p);
+  }
+  std::sort(frontier.begin(), frontier.end());
+  frontier.erase(std::unique(frontier.begin(), frontier.end()), frontier.end());
+  REQUIRE(list.peaks().size() == frontier.size());
+  for (size_t p = 0; p < frontier.size(); p++) {
+    REQUIRE(list.peaks()[p].tf == frontier[p].first);
+    REQUIRE(list.peaks()[p].min_len == frontier[p].second);
+  }
+}
+
+TEST_CASE("blocks and peaks stay exact through random inserts and erases") {
+  std::mt19937_64 rng(test::Seed());
+  for (int round = 0; round < 20; round++) {
+    PostingList list;
+    std::map<uint64_t, std::pair<uint32_t, uint32_t>> model;
+    for (int step = 0; step < 400; step++) {
+      uint64_t doc_id = rng() % 2 == 0 ? (model.empty() ? 0 : model.rbegin()->first + 1 + rng() % 3)
+                                       : rng() % 1000;
+      if (model.count(doc_id) && rng() % 3 != 0) {
+        REQUIRE(list.Erase(doc_id));
+        model.erase(doc_id);
+      } else if (!model.count(doc_id)) {
+        uint32_t tf = 1 + static_cast<uint32_t>(rng() % 6);
+        uint32_t len = tf + static_cast<uint32_t>(rng() % 40);
+        list.Insert({doc_id, tf}, len);
+        model[doc_id] = {tf, len};
+      }
+      if (step % 37 == 0) CheckSummaries(list, model);
+    }
+    CheckSummaries(list, model);
+  }
+}
+
+TEST_CASE("erasing a doc id that is not in the list changes nothing") {
+  PostingList list;
+  list.Insert({5, 2}, 10);
+  CHECK_FALSE(list.Erase(4));
+  CHECK_FALSE(list.Erase(6));
+  CHECK(list.size() == 1);
+  CHECK(list.Erase(5));
+  CHECK(list.empty());
+  CHECK(list.blocks().empty());
+  CHECK(list.peaks().empty());
+}
+
+TEST_CASE("peaks keep one entry per useful tf: higher tf only with a longer document") {
+  PostingList list;
+  list.Insert({1, 1}, 5);   // peak
+  list.Insert({2, 3}, 20);  // peak: more tf, longer doc
+  list.Insert({3, 2}, 30);  // dominated by (3, 20)
+  list.Insert({4, 1}, 8);   // dominated by (1, 5)
+  REQUIRE(list.peaks().size() == 2);
+  CHECK(list.peaks()[0].tf == 1);
+  CHECK(list.peaks()[0].min_len == 5);
+  CHECK(list.peaks()[1].tf == 3);
+  CHECK(list.peaks()[1].min_len == 20);
+  list.Insert({5, 4}, 4);  // dominates everything
+  REQUIRE(list.peaks().size() == 1);
+  CHECK(list.peaks()[0].tf == 4);
+}
+
+}  // namespace
+}  // namespace agentmem::index
