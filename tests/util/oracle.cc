@@ -1,0 +1,383 @@
+// tests/util/oracle.cc -- see oracle.h.
+#include "tests/util/oracle.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace agentmem::test {
+
+using format::BlockRecord;
+using format::EpisodeRecord;
+using format::FactRecord;
+
+// ------------------------------------------------------------------ Oracle
+
+EpisodeRecord Oracle::ExpectEpisode(EpisodeRecord r, int64_t now, const Txn& pending) const {
+  r.id = next_episode_id_ + pending.episodes.size();
+  r.created_at = now;
+  if (r.ts == 0) r.ts = now;
+  return r;
+}
+
+BlockRecord Oracle::ExpectBlock(BlockRecord r, int64_t now, const Txn& pending) const {
+  r.version = next_block_version_ + pending.blocks.size();
+  r.updated_at = now;
+  return r;
+}
+
+FactRecord Oracle::ExpectFact(FactRecord r, int64_t now, const Txn& pending) const {
+  r.id = next_fact_id_ + pending.facts.size();
+  if (r.valid_from == 0) r.valid_from = now;
+  if (r.valid_to == 0) r.valid_to = format::kForever;
+  r.recorded_at = now;
+  r.expired_at = format::kForever;
+  return r;
+}
+
+void Oracle::Apply(const Txn& t) {
+  if (t.empty()) return;
+  commits_++;
+  for (const EpisodeRecord& e : t.episodes) {
+    episodes_[e.id] = e;
+    users_.insert(e.user_id);
+    next_episode_id_ = std::max(next_episode_id_, e.id + 1);
+  }
+  for (const BlockRecord& b : t.blocks) {
+    blocks_[{b.user_id, b.name}].push_back(b);
+    users_.insert(b.user_id);
+    next_block_version_ = std::max(next_block_version_, b.version + 1);
+  }
+  for (const FactRecord& f : t.facts) {
+    facts_[f.id] = f;
+    users_.insert(f.user_id);
+    next_fact_id_ = std::max(next_fact_id_, f.id + 1);
+  }
+}
+
+const BlockRecord* Oracle::Block(const std::string& user, const std::string& name) const {
+  auto it = blocks_.find({user, name});
+  return it == blocks_.end() ? nullptr : &it->second.back();
+}
+
+namespace {
+
+template <typename T>
+std::string Num(T v) {
+  return std::to_string(v);
+}
+
+std::string EpisodeFieldDiff(const EpisodeRecord& a, const EpisodeRecord& b) {
+  std::string d;
+  auto add = [&](bool differ, const char* name) {
+    if (differ) d += std::string(d.empty() ? "" : ",") + name;
+  };
+  add(a.id != b.id, "id");
+  add(a.user_id != b.user_id, "user_id");
+  add(a.session_id != b.session_id, "session_id");
+  add(a.role != b.role, "role");
+  add(a.text != b.text, "text");
+  add(a.ts != b.ts, "ts");
+  add(a.created_at != b.created_at, "created_at");
+  add(a.metadata != b.metadata, "metadata");
+  add(a.vector != b.vector, "vector");
+  return d;
+}
+
+}  // namespace
+
+std::string Oracle::Diff(engine::Database* db) const {
+  std::ostringstream why;
+  engine::Stats st;
+  Status s = db->GetStats(&st);
+  if (!s.ok()) return "GetStats failed: " + s.ToString();
+  uint64_t versions = 0;
+  for (const auto& [key, v] : blocks_) versions += v.size();
+  auto count = [&](const char* what, uint64_t got, uint64_t want) {
+    if (got != want && why.tellp() == 0) {
+      why << "stats." << what << " is " << got << ", the model has " << want;
+    }
+  };
+  count("episodes", st.episodes, episodes_.size());
+  count("facts", st.facts, facts_.size());
+  count("blocks", st.blocks, blocks_.size());
+  count("block_versions", st.block_versions, versions);
+  count("users", st.users, users_.size());
+  // A commit that carries no records changes nothing a reader can see, and an
+  // engine may write one (say, to mark bytes synced at close); every record is
+  // checked above and below. So: at least the model's commits.
+  if (st.commits < commits_ && why.tellp() == 0) {
+    why << "stats.commits is " << st.commits << ", the model has " << commits_;
+  }
+  if (why.tellp() != 0) return why.str();
+
+  for (const std::string& user : users_) {
+    std::vector<uint64_t> want, got;
+    std::map<std::string, std::vector<uint64_t>> sessions;
+    for (const auto& [id, e] : episodes_) {
+      if (e.user_id != user) continue;
+      want.push_back(id);
+      sessions[e.session_id].push_back(id);
+    }
+    s = db->ListEpisodeIds(user, nullptr, &got);
+    if (!s.ok()) return "ListEpisodeIds failed: " + s.ToString();
+    if (got != want) {
+      return "user " + user + ": ListEpisodeIds returns " + Num(got.size()) +
+             " ids, the model has " + Num(want.size());
+    }
+    for (const auto& [session, ids] : sessions) {
+      s = db->ListEpisodeIds(user, &session, &got);
+      if (!s.ok()) return "ListEpisodeIds(session) failed: " + s.ToString();
+      if (got != ids) return "user " + user + " session " + session + ": episode ids differ";
+    }
+    std::vector<BlockRecord> blocks;
+    s = db->ListBlocks(user, &blocks);
+    if (!s.ok()) return "ListBlocks failed: " + s.ToString();
+    std::vector<BlockRecord> want_blocks;
+    for (const auto& [key, v] : blocks_)
+      if (key.first == user) want_blocks.push_back(v.back());
+    if (blocks != want_blocks) {
+      return "user " + user + ": ListBlocks returns " + Num(blocks.size()) + " blocks" +
+             (blocks.empty() ? "" : " (first " + Describe(blocks[0]) + ")") + ", the model has " +
+             Num(want_blocks.size()) +
+             (want_blocks.empty() ? "" : " (first " + Describe(want_blocks[0]) + ")");
+    }
+    for (const BlockRecord& b : want_blocks) {
+      BlockRecord got_block;
+      s = db->GetBlock(user, b.name, &got_block);
+      if (!s.ok()) return "GetBlock failed: " + s.ToString();
+      if (!(got_block == b))
+        return "GetBlock: got " + Describe(got_block) + ", want " + Describe(b);
+    }
+    std::vector<FactRecord> facts, want_facts;
+    for (const auto& [id, f] : facts_)
+      if (f.user_id == user) want_facts.push_back(f);
+    s = db->ListFacts(user, nullptr, nullptr, &facts);
+    if (!s.ok()) return "ListFacts failed: " + s.ToString();
+    if (facts.size() != want_facts.size()) {
+      return "user " + user + ": ListFacts returns " + Num(facts.size()) +
+             " facts, the model has " + Num(want_facts.size());
+    }
+    for (size_t i = 0; i < facts.size(); i++) {
+      if (!(facts[i] == want_facts[i])) {
+        return "fact: got " + Describe(facts[i]) + ", want " + Describe(want_facts[i]);
+      }
+    }
+  }
+  for (const auto& [id, e] : episodes_) {
+    EpisodeRecord got;
+    s = db->GetEpisode(id, &got);
+    if (!s.ok()) return "GetEpisode(" + Num(id) + ") failed: " + s.ToString();
+    if (!(got == e)) {
+      return "episode " + Num(id) + " differs in " + EpisodeFieldDiff(got, e) + ": got " +
+             Describe(got) + ", want " + Describe(e);
+    }
+  }
+  EpisodeRecord extra;
+  s = db->GetEpisode(next_episode_id_, &extra);
+  if (s.ok())
+    return "episode " + Num(next_episode_id_) + " exists but the model has no such episode";
+  if (s.code() != kNotFound) return "GetEpisode(next id) failed: " + s.ToString();
+  return "";
+}
+
+bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
+                              const std::vector<Txn>& in_doubt, std::string* why, int* which) {
+  if (which) *which = -1;
+  std::string d = acked.Diff(db);
+  if (d.empty()) return true;
+  std::string all = "acked state: " + d;
+  for (size_t i = 0; i < in_doubt.size(); i++) {
+    std::string di = acked.With(in_doubt[i]).Diff(db);
+    if (di.empty()) {
+      if (which) *which = static_cast<int>(i);
+      return true;
+    }
+    all += "; acked + in-doubt #" + Num(i) + ": " + di;
+  }
+  *why = all;
+  return false;
+}
+
+// ------------------------------------------------------------------ Driver
+
+void Driver::Acked(const Txn& t) {
+  if (t.empty()) return;
+  acked_.Apply(t);
+  in_doubt_.clear();
+}
+
+template <typename Rec, typename Call>
+Status Driver::Write(Rec expected, std::vector<Rec> Txn::*list, Call call) {
+  Status s = call();
+  if (in_txn_) {
+    if (s.ok()) (pending_.*list).push_back(std::move(expected));
+    return s;
+  }
+  Txn t;
+  (t.*list).push_back(std::move(expected));
+  if (s.ok()) {
+    Acked(t);
+  } else {
+    in_doubt_.push_back(std::move(t));
+  }
+  return s;
+}
+
+Status Driver::Remember(EpisodeRecord r) {
+  static const Txn kNone;
+  int64_t now = clock_->Tick();
+  EpisodeRecord e = acked_.ExpectEpisode(r, now, in_txn_ ? pending_ : kNone);
+  return Write(e, &Txn::episodes, [&] {
+    uint64_t id = 0;
+    Status s = db_->Remember(std::move(r), &id);
+    if (s.ok() && id != e.id) {
+      errors_.push_back("Remember returned id " + Num(id) + ", the model predicted " + Num(e.id));
+    }
+    return s;
+  });
+}
+
+Status Driver::SetBlock(BlockRecord r) {
+  static const Txn kNone;
+  int64_t now = clock_->Tick();
+  BlockRecord e = acked_.ExpectBlock(r, now, in_txn_ ? pending_ : kNone);
+  return Write(e, &Txn::blocks, [&] { return db_->SetBlock(std::move(r)); });
+}
+
+Status Driver::AssertFact(FactRecord r) {
+  static const Txn kNone;
+  int64_t now = clock_->Tick();
+  FactRecord e = acked_.ExpectFact(r, now, in_txn_ ? pending_ : kNone);
+  return Write(e, &Txn::facts, [&] {
+    uint64_t id = 0;
+    Status s = db_->AssertFact(std::move(r), &id);
+    if (s.ok() && id != e.id) {
+      errors_.push_back("AssertFact returned id " + Num(id) + ", the model predicted " + Num(e.id));
+    }
+    return s;
+  });
+}
+
+Status Driver::Begin() {
+  Status s = db_->Begin();
+  if (s.ok()) {
+    in_txn_ = true;
+    pending_ = Txn{};
+  }
+  return s;
+}
+
+Status Driver::Commit() {
+  Status s = db_->Commit();
+  if (!in_txn_) return s;
+  in_txn_ = false;
+  Txn t = std::move(pending_);
+  pending_ = Txn{};
+  if (s.ok()) {
+    Acked(t);
+  } else if (!t.empty()) {
+    in_doubt_.push_back(std::move(t));
+  }
+  return s;
+}
+
+Status Driver::Rollback() {
+  Status s = db_->Rollback();
+  in_txn_ = false;
+  pending_ = Txn{};
+  return s;
+}
+
+// ------------------------------------------------------------------ generators
+
+namespace {
+
+const char* const kWords[] = {"memory", "agent",   "recall", "note",    "tea",   "café",
+                              "plan",   "meeting", "paris",  "résumé",  "☕",     "deadline",
+                              "graph",  "vector",  "user",   "prefers", "green", "Tuesday"};
+
+std::string Words(std::mt19937_64& rng, int n) {
+  std::string s;
+  for (int i = 0; i < n; i++) {
+    if (i) s += ' ';
+    s += kWords[rng() % std::size(kWords)];
+  }
+  return s;
+}
+
+}  // namespace
+
+EpisodeRecord RandomEpisode(std::mt19937_64& rng, uint32_t dim, uint64_t n) {
+  EpisodeRecord r;
+  r.user_id = "u" + Num(rng() % 3);
+  r.session_id = "s" + Num(rng() % 4);
+  static const char* const kRoles[] = {"user", "assistant", "tool"};
+  r.role = kRoles[rng() % 3];
+  r.text = "episode " + Num(n) + ": " + Words(rng, 3 + static_cast<int>(rng() % 30));
+  if (rng() % 8 == 0) {
+    // Long and repetitive: fills most of a page and compresses.
+    std::string phrase = " the agent recalled the user's " + Words(rng, 3) + ".";
+    while (r.text.size() < 2500 + rng() % 1500) r.text += phrase;
+  }
+  r.ts = 1'600'000'000'000'000 + static_cast<int64_t>(n) * 1000;
+  if (rng() % 2) r.metadata = "{\"n\":" + Num(n) + ",\"tag\":\"" + Words(rng, 1) + "\"}";
+  if (rng() % 3 != 0) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    r.vector.resize(dim);
+    for (float& f : r.vector) f = u(rng);
+  }
+  return r;
+}
+
+BlockRecord RandomBlock(std::mt19937_64& rng, uint64_t n) {
+  BlockRecord r;
+  r.user_id = "u" + Num(rng() % 3);
+  static const char* const kNames[] = {"persona", "goals", "scratch"};
+  r.name = kNames[rng() % 3];
+  r.value = "block version " + Num(n) + ": " + Words(rng, 2 + static_cast<int>(rng() % 12));
+  r.limit = rng() % 2 ? 0 : 1000;
+  r.pinned_order = static_cast<int32_t>(rng() % 4) - 1;
+  return r;
+}
+
+FactRecord RandomFact(std::mt19937_64& rng, uint64_t n) {
+  FactRecord r;
+  r.user_id = "u" + Num(rng() % 3);
+  static const char* const kSubjects[] = {"user", "alice", "project-x"};
+  static const char* const kPredicates[] = {"likes", "works_at", "deadline"};
+  r.subject = kSubjects[rng() % 3];
+  r.predicate = kPredicates[rng() % 3];
+  r.object = "object " + Num(n) + " " + Words(rng, 2);
+  r.confidence = static_cast<float>(rng() % 101) / 100.0f;
+  r.source_episode_ids = {n, n + 7};
+  r.valid_from = 1'600'000'000'000'000 + static_cast<int64_t>(n);
+  if (rng() % 2) r.valid_to = r.valid_from + 86'400'000'000;
+  return r;
+}
+
+std::string Describe(const EpisodeRecord& r) {
+  std::ostringstream o;
+  o << "episode{id " << r.id << ", " << r.user_id << "/" << r.session_id << "/" << r.role
+    << ", text " << r.text.size() << "B \"" << r.text.substr(0, 24) << "\", ts " << r.ts
+    << ", created " << r.created_at << ", meta " << r.metadata.size() << "B, vector "
+    << r.vector.size() << "}";
+  return o.str();
+}
+
+std::string Describe(const BlockRecord& r) {
+  std::ostringstream o;
+  o << "block{v" << r.version << ", " << r.user_id << "/" << r.name << " = \""
+    << r.value.substr(0, 24) << "\", limit " << r.limit << ", pinned " << r.pinned_order
+    << ", updated " << r.updated_at << "}";
+  return o.str();
+}
+
+std::string Describe(const FactRecord& r) {
+  std::ostringstream o;
+  o << "fact{id " << r.id << ", " << r.user_id << ": " << r.subject << " " << r.predicate << " "
+    << r.object << ", conf " << r.confidence << ", valid [" << r.valid_from << ", " << r.valid_to
+    << "), recorded " << r.recorded_at << "}";
+  return o.str();
+}
+
+}  // namespace agentmem::test
