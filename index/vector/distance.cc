@@ -1,0 +1,215 @@
+// index/vector/distance.cc -- run-time choice of the distance kernels, the
+// scalar reference, and the metric-level helpers of distance.h and metric.h.
+#include "index/vector/distance.h"
+
+#include <atomic>
+#include <cmath>
+
+#include "index/vector/distance_arch.h"
+
+namespace agentmem::index {
+
+// ---- metric.h ----
+
+const char* MetricName(Metric metric) {
+  switch (metric) {
+    case Metric::kCosine: return "cosine";
+    case Metric::kInnerProduct: return "ip";
+    case Metric::kL2: return "l2";
+  }
+  return "unknown";
+}
+
+Result<Metric> ParseMetric(std::string_view name) {
+  if (name == "cosine") return Metric::kCosine;
+  if (name == "ip" || name == "inner_product") return Metric::kInnerProduct;
+  if (name == "l2" || name == "euclidean") return Metric::kL2;
+  return StatusF(kMismatch, "unknown vector metric '%.*s' (expected cosine, ip or l2)",
+                 static_cast<int>(name.size()), name.data());
+}
+
+bool IsValidMetric(uint8_t value) {
+  return value == static_cast<uint8_t>(Metric::kCosine) ||
+         value == static_cast<uint8_t>(Metric::kInnerProduct) ||
+         value == static_cast<uint8_t>(Metric::kL2);
+}
+
+// ---- the scalar reference ----
+
+namespace reference {
+
+float Dot(const float* a, const float* b, size_t dim) {
+  float s = 0;
+  for (size_t i = 0; i < dim; ++i) s += a[i] * b[i];
+  return s;
+}
+
+float L2Sqr(const float* a, const float* b, size_t dim) {
+  float s = 0;
+  for (size_t i = 0; i < dim; ++i) {
+    float d = a[i] - b[i];
+    s += d * d;
+  }
+  return s;
+}
+
+DotNorms DotAndNorms(const float* a, const float* b, size_t dim) {
+  DotNorms r;
+  for (size_t i = 0; i < dim; ++i) {
+    r.dot += a[i] * b[i];
+    r.norm_a_sqr += a[i] * a[i];
+    r.norm_b_sqr += b[i] * b[i];
+  }
+  return r;
+}
+
+}  // namespace reference
+
+// ---- path selection ----
+
+namespace {
+
+constexpr DistanceKernels kScalarKernels{SimdPath::kScalar, &reference::Dot, &reference::L2Sqr,
+                                         &reference::DotAndNorms};
+
+// Whether the CPU and the OS can run a path. GCC's __builtin_cpu_supports
+// reports AVX/AVX-512 features only when XGETBV says the OS saves the wider
+// registers (xsimd 8.1's own detection does not check that).
+bool CpuRuns(SimdPath path) {
+#if AGENTMEM_VECTOR_X86_TARGETS
+  __builtin_cpu_init();
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (path) {
+    case SimdPath::kScalar: return true;
+    case SimdPath::kSse2: return true;  // part of x86-64
+    case SimdPath::kAvx2: return avx2_fma;
+    case SimdPath::kAvx512: return avx2_fma && __builtin_cpu_supports("avx512f");
+  }
+  return false;
+#else
+  return path == SimdPath::kScalar || path == SimdPath::kSse2;
+#endif
+}
+
+const DistanceKernels* CompiledKernels(SimdPath path) {
+  switch (path) {
+    case SimdPath::kScalar: return &kScalarKernels;
+    case SimdPath::kSse2: return internal::Sse2Kernels();
+    case SimdPath::kAvx2: return internal::Avx2Kernels();
+    case SimdPath::kAvx512: return internal::Avx512Kernels();
+  }
+  return nullptr;
+}
+
+constexpr SimdPath kAllPaths[] = {SimdPath::kScalar, SimdPath::kSse2, SimdPath::kAvx2,
+                                  SimdPath::kAvx512};
+
+const DistanceKernels* WidestKernels() {
+  const DistanceKernels* best = &kScalarKernels;
+  for (SimdPath p : kAllPaths) {
+    if (const DistanceKernels* k = KernelsFor(p)) best = k;
+  }
+  return best;
+}
+
+std::atomic<const DistanceKernels*> g_active{nullptr};
+
+}  // namespace
+
+const char* SimdPathName(SimdPath path) {
+  switch (path) {
+    case SimdPath::kScalar: return "scalar";
+    case SimdPath::kSse2: return "sse2";
+    case SimdPath::kAvx2: return "avx2+fma";
+    case SimdPath::kAvx512: return "avx512f";
+  }
+  return "unknown";
+}
+
+// The CPU is asked first: the table getters of the wide units are themselves
+// compiled for their instruction set and must not run on a CPU without it.
+const DistanceKernels* KernelsFor(SimdPath path) {
+  return CpuRuns(path) ? CompiledKernels(path) : nullptr;
+}
+
+std::vector<SimdPath> AvailableSimdPaths() {
+  std::vector<SimdPath> paths;
+  for (SimdPath p : kAllPaths) {
+    if (KernelsFor(p) != nullptr) paths.push_back(p);
+  }
+  return paths;
+}
+
+const DistanceKernels& ActiveKernels() {
+  const DistanceKernels* k = g_active.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    const DistanceKernels* expected = nullptr;
+    k = WidestKernels();
+    if (!g_active.compare_exchange_strong(expected, k, std::memory_order_acq_rel)) k = expected;
+  }
+  return *k;
+}
+
+SimdPath ActiveSimdPath() { return ActiveKernels().path; }
+
+Status SetActiveSimdPath(SimdPath path) {
+  const DistanceKernels* k = KernelsFor(path);
+  if (k == nullptr) {
+    return StatusF(kRange, "SIMD path %s is not available on this CPU or build",
+                   SimdPathName(path));
+  }
+  g_active.store(k, std::memory_order_release);
+  return Status::OK();
+}
+
+// ---- single-call helpers ----
+
+float Dot(const float* a, const float* b, size_t dim) { return ActiveKernels().dot(a, b, dim); }
+
+float L2Sqr(const float* a, const float* b, size_t dim) {
+  return ActiveKernels().l2_sqr(a, b, dim);
+}
+
+namespace {
+float CosineFromSums(const DotNorms& s) {
+  if (s.norm_a_sqr == 0 || s.norm_b_sqr == 0) return 0;
+  return s.dot / (std::sqrt(s.norm_a_sqr) * std::sqrt(s.norm_b_sqr));
+}
+}  // namespace
+
+float CosineSimilarity(const float* a, const float* b, size_t dim) {
+  return CosineFromSums(ActiveKernels().dot_norms(a, b, dim));
+}
+
+float DistanceWith(const DistanceKernels& kernels, Metric metric, const float* a, const float* b,
+                   size_t dim) {
+  switch (metric) {
+    case Metric::kCosine: return 1.0f - CosineFromSums(kernels.dot_norms(a, b, dim));
+    case Metric::kInnerProduct: return 1.0f - kernels.dot(a, b, dim);
+    case Metric::kL2: return kernels.l2_sqr(a, b, dim);
+  }
+  return 0;
+}
+
+float Distance(Metric metric, const float* a, const float* b, size_t dim) {
+  return DistanceWith(ActiveKernels(), metric, a, b, dim);
+}
+
+// In double: once per insert or query, and immune to overflow of the squares.
+float NormalizeInPlace(float* v, size_t dim) {
+  double sum = 0;
+  for (size_t i = 0; i < dim; ++i) sum += static_cast<double>(v[i]) * v[i];
+  double norm = std::sqrt(sum);
+  if (norm == 0 || !std::isfinite(norm)) return static_cast<float>(norm);
+  for (size_t i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] / norm);
+  return static_cast<float>(norm);
+}
+
+bool AllFinite(const float* v, size_t dim) {
+  for (size_t i = 0; i < dim; ++i) {
+    if (!std::isfinite(v[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace agentmem::index

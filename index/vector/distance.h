@@ -1,0 +1,96 @@
+// index/vector/distance.h -- float32 distance kernels (dot product, squared L2,
+// cosine) written with xsimd and chosen at run time for the CPU (issue #3).
+//
+// Paths. One set of kernels exists per instruction set ("path"): a plain-C++
+// scalar reference, SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F. The
+// wider paths are compiled in their own translation units with a target pragma
+// (distance_avx2.cc, distance_avx512.cc), and are only ever called after the CPU
+// and the operating system were asked whether they support them, so a build for
+// baseline x86-64 never executes an instruction the CPU lacks. On a compiler or
+// architecture without those units only the scalar (and, on x86-64, SSE2) path
+// exists.
+//
+// Numerics. The SIMD kernels sum in a different order from the scalar
+// reference (several accumulators, fused multiply-add on AVX2/AVX-512), so
+// results differ from it by float rounding only: within about 1e-6 of
+// sum(|a_i * b_i|) for a dot product of a few thousand elements.
+//
+// Thread safety: every function here may be called from any thread.
+// Pointers need no particular alignment. A dim of 0 gives 0 (cosine: 0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "format/status.h"
+#include "index/vector/metric.h"
+
+namespace agentmem::index {
+
+enum class SimdPath : uint8_t { kScalar = 0, kSse2 = 1, kAvx2 = 2, kAvx512 = 3 };
+
+// "scalar", "sse2", "avx2+fma" or "avx512f".
+const char* SimdPathName(SimdPath path);
+
+// The three sums a cosine needs, computed in one pass.
+struct DotNorms {
+  float dot = 0;         // sum a_i * b_i
+  float norm_a_sqr = 0;  // sum a_i * a_i
+  float norm_b_sqr = 0;  // sum b_i * b_i
+};
+
+// The kernels of one path. Function pointers, so that a hot loop (the exact
+// scan, the HNSW distance callback) resolves the path once.
+struct DistanceKernels {
+  SimdPath path;
+  float (*dot)(const float* a, const float* b, size_t dim);
+  float (*l2_sqr)(const float* a, const float* b, size_t dim);
+  DotNorms (*dot_norms)(const float* a, const float* b, size_t dim);
+};
+
+// The kernels of `path`, or nullptr when this build lacks the path or this
+// CPU (and OS) cannot run it. kScalar is always available.
+const DistanceKernels* KernelsFor(SimdPath path);
+
+// Every path KernelsFor() would return, narrowest first.
+std::vector<SimdPath> AvailableSimdPaths();
+
+// The kernels in use: the widest available path, chosen on first use, unless
+// SetActiveSimdPath() chose another.
+const DistanceKernels& ActiveKernels();
+SimdPath ActiveSimdPath();
+
+// Makes `path` the active path (for benchmarks and tests). Returns kRange,
+// leaving the active path unchanged, when the path is not available. Objects
+// that already captured kernels (an HnswIndex) keep theirs.
+Status SetActiveSimdPath(SimdPath path);
+
+// The active path's kernels, for single calls.
+float Dot(const float* a, const float* b, size_t dim);
+float L2Sqr(const float* a, const float* b, size_t dim);
+// cos(a, b) for any inputs: dot / (|a| |b|), and 0 when a or b is zero.
+float CosineSimilarity(const float* a, const float* b, size_t dim);
+// The distance of metric.h's convention (smaller is closer).
+float Distance(Metric metric, const float* a, const float* b, size_t dim);
+
+// The distance of metric.h's convention, computed with the given kernels.
+float DistanceWith(const DistanceKernels& kernels, Metric metric, const float* a, const float* b,
+                   size_t dim);
+
+// Scales v to unit length and returns its former length. A zero vector is
+// left unchanged (and 0 is returned).
+float NormalizeInPlace(float* v, size_t dim);
+
+// True when every element is finite (no NaN, no infinity).
+bool AllFinite(const float* v, size_t dim);
+
+// The scalar reference: one accumulator, elements in order. It is the
+// kScalar path, and what the tests hold the SIMD paths against.
+namespace reference {
+float Dot(const float* a, const float* b, size_t dim);
+float L2Sqr(const float* a, const float* b, size_t dim);
+DotNorms DotAndNorms(const float* a, const float* b, size_t dim);
+}  // namespace reference
+
+}  // namespace agentmem::index

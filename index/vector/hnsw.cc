@@ -1,0 +1,735 @@
+// index/vector/hnsw.cc -- HnswIndex over hnswlib 0.6.2 (see hnsw.h).
+//
+// The only translation unit of the project that includes <hnswlib/hnswlib.h>:
+// the header defines non-inline functions (cpuid, AVX512Capable, ...), so a
+// second includer would fail to link. hnswlib's members are all public; this
+// file uses them to (a) search with a per-query ef and a filter, (b) grow the
+// graph exception-safely, and (c) copy nodes in and out of graph images. What
+// it relies on, from hnswalg.h of 0.6.2:
+//   * node i's record: data_level0_memory_ + i * size_data_per_element_ =
+//     [u32 header: u16 link count, u8 flags (bit 0 deleted), u8 0]
+//     [maxM0_ u32 links][vector][u64 label];
+//   * upper layers l >= 1: linkLists_[i] + (l-1) * size_links_per_element_,
+//     malloc'd (size_links_per_element_ * level + 1 bytes) iff level > 0;
+//   * element_levels_, label_lookup_, cur_element_count, enterpoint_node_,
+//     maxlevel_, num_deleted_ describe the rest.
+#include "index/vector/hnsw.h"
+
+#include <hnswlib/hnswlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <new>
+#include <numeric>
+#include <queue>
+#include <shared_mutex>
+
+#include "index/vector/distance.h"
+#include "index/vector/hnsw_format.h"
+
+namespace agentmem::index {
+namespace {
+
+using Graph = hnswlib::HierarchicalNSW<float>;
+using hnsw::GraphShape;
+using hnsw::kNoNode;
+
+static_assert(sizeof(hnswlib::labeltype) == sizeof(uint64_t), "labels are 64-bit");
+static_assert(sizeof(hnswlib::tableint) == sizeof(uint32_t), "node ids are 32-bit");
+
+constexpr size_t kMinCapacity = 16;
+
+// ---- distances: distance.h's kernels in hnswlib's callback shape ----
+
+// Handed back to the callback by hnswlib. `dim` comes first: hnswlib's
+// getDataByLabel reads the parameter as a size_t*.
+struct KernelParam {
+  size_t dim;
+  const DistanceKernels* kernels;
+};
+
+float L2Callback(const void* a, const void* b, const void* param) {
+  auto* p = static_cast<const KernelParam*>(param);
+  return p->kernels->l2_sqr(static_cast<const float*>(a), static_cast<const float*>(b), p->dim);
+}
+
+// Inner product, and cosine once both sides are normalised: 1 - <a, b>.
+float IpCallback(const void* a, const void* b, const void* param) {
+  auto* p = static_cast<const KernelParam*>(param);
+  return 1.0f - p->kernels->dot(static_cast<const float*>(a), static_cast<const float*>(b), p->dim);
+}
+
+// hnswlib's "space": the vector size and the distance callback. It must
+// outlive the graph, which keeps a pointer to its parameter.
+class KernelSpace final : public hnswlib::SpaceInterface<float> {
+ public:
+  KernelSpace(Metric metric, size_t dim)
+      : param_{dim, &ActiveKernels()}, fn_(metric == Metric::kL2 ? &L2Callback : &IpCallback) {}
+  size_t get_data_size() override { return param_.dim * sizeof(float); }
+  hnswlib::DISTFUNC<float> get_dist_func() override { return fn_; }
+  void* get_dist_func_param() override { return &param_; }
+
+ private:
+  KernelParam param_;
+  hnswlib::DISTFUNC<float> fn_;
+};
+
+// ---- graph access ----
+
+std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
+  hnswlib::linklistsizeint* list = g.get_linklist_at_level(node, layer);
+  return {reinterpret_cast<const uint32_t*>(list + 1), g.getListCount(list)};
+}
+
+float DistanceTo(const Graph& g, const float* query, uint32_t node) {
+  return g.fstdistfunc_(query, g.getDataByInternalId(node), g.dist_func_param_);
+}
+
+// hnsw_format's view of an hnswlib graph.
+class GraphView final : public hnsw::GraphSource {
+ public:
+  GraphView(const Graph& g, const GraphShape& shape) : g_(g), shape_(shape) {}
+  GraphShape shape() const override { return shape_; }
+  uint32_t node_count() const override { return static_cast<uint32_t>(g_.cur_element_count); }
+  uint32_t entry_point() const override { return empty() ? kNoNode : g_.enterpoint_node_; }
+  int max_level() const override { return empty() ? -1 : g_.maxlevel_; }
+  uint64_t label(uint32_t node) const override { return g_.getExternalLabel(node); }
+  int level(uint32_t node) const override { return g_.element_levels_[node]; }
+  bool deleted(uint32_t node) const override { return g_.isMarkedDeleted(node); }
+  const float* vector(uint32_t node) const override {
+    return reinterpret_cast<const float*>(g_.getDataByInternalId(node));
+  }
+  std::span<const uint32_t> links(uint32_t node, int layer) const override {
+    return Links(g_, node, layer);
+  }
+  bool HasLabel(uint64_t label) const override { return g_.label_lookup_.count(label) != 0; }
+
+ private:
+  bool empty() const { return g_.cur_element_count == 0; }
+  const Graph& g_;
+  GraphShape shape_;
+};
+
+// ---- search ----
+
+struct Candidate {
+  float distance;
+  uint32_t node;
+};
+struct FartherOnTop {
+  bool operator()(const Candidate& a, const Candidate& b) const { return a.distance < b.distance; }
+};
+struct NearerOnTop {
+  bool operator()(const Candidate& a, const Candidate& b) const { return a.distance > b.distance; }
+};
+
+// A visited set from hnswlib's pool, returned on scope exit.
+class VisitedSet {
+ public:
+  explicit VisitedSet(hnswlib::VisitedListPool* pool)
+      : pool_(pool), list_(pool->getFreeVisitedList()) {}
+  ~VisitedSet() { pool_->releaseVisitedList(list_); }
+  VisitedSet(const VisitedSet&) = delete;
+  VisitedSet& operator=(const VisitedSet&) = delete;
+  // Marks the node; true when it was marked already.
+  bool TestAndSet(uint32_t node) {
+    if (list_->mass[node] == list_->curV) return true;
+    list_->mass[node] = list_->curV;
+    return false;
+  }
+
+ private:
+  hnswlib::VisitedListPool* pool_;
+  hnswlib::VisitedList* list_;
+};
+
+// Greedy descent through the upper layers to the node nearest the query.
+Candidate Descend(const Graph& g, const float* query) {
+  Candidate at{DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_};
+  for (int layer = g.maxlevel_; layer > 0; --layer) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (uint32_t n : Links(g, at.node, layer)) {
+        float d = DistanceTo(g, query, n);
+        if (d < at.distance) {
+          at = {d, n};
+          moved = true;
+        }
+      }
+    }
+  }
+  return at;
+}
+
+// Best-first beam search on layer 0 (the algorithm of hnswlib's
+// searchBaseLayerST, with ef per call and an acceptance test). Nodes that fail
+// `accept` are expanded but never returned. Returns up to ef accepted nodes.
+template <class Accept>
+std::vector<Candidate> SearchLayer0(const Graph& g, const float* query, Candidate entry, size_t ef,
+                                    const Accept& accept) {
+  VisitedSet visited(g.visited_list_pool_);
+  std::priority_queue<Candidate, std::vector<Candidate>, FartherOnTop> best;
+  std::priority_queue<Candidate, std::vector<Candidate>, NearerOnTop> frontier;
+  float bound = std::numeric_limits<float>::infinity();
+  visited.TestAndSet(entry.node);
+  frontier.push(entry);
+  if (accept(entry.node)) {
+    best.push(entry);
+    bound = entry.distance;
+  }
+  while (!frontier.empty()) {
+    const Candidate current = frontier.top();
+    if (current.distance > bound && best.size() >= ef) break;
+    frontier.pop();
+    std::span<const uint32_t> links = Links(g, current.node, 0);
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (i + 1 < links.size()) __builtin_prefetch(g.getDataByInternalId(links[i + 1]));
+      const uint32_t n = links[i];
+      if (visited.TestAndSet(n)) continue;
+      const float d = DistanceTo(g, query, n);
+      if (best.size() >= ef && d >= bound) continue;
+      frontier.push({d, n});
+      if (!accept(n)) continue;
+      best.push({d, n});
+      if (best.size() > ef) best.pop();
+      bound = best.top().distance;
+    }
+  }
+  std::vector<Candidate> out;
+  out.reserve(best.size());
+  for (; !best.empty(); best.pop()) out.push_back(best.top());
+  return out;
+}
+
+// ---- levels ----
+
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Seeds hnswlib's level generator from the label, so that a node's level
+// depends on its label only (not on what was inserted before it), and never
+// exceeds hnsw::kMaxLevel, which the image format allows. hnswlib draws the
+// level in addPoint with exactly the call made here.
+void SeedLevelGenerator(Graph* g, uint64_t label) {
+  for (uint64_t salt = 0;; ++salt) {
+    const auto seed =
+        static_cast<std::default_random_engine::result_type>(Mix64(label ^ (salt << 56)));
+    g->level_generator_.seed(seed);
+    const int level = g->getRandomLevel(g->mult_);
+    g->level_generator_.seed(seed);
+    if (level >= 0 && level <= hnsw::kMaxLevel) return;
+  }
+}
+
+// ---- link-list slack ----
+
+// hnswlib 0.6.2 prefetches one id past the end of a link list while it builds
+// (hnswalg.h, searchBaseLayer: *(datal + j + 1)), so on a node's full top
+// layer it reads up to 3 bytes past the block malloc'd for the upper layers.
+// That stays inside the malloc chunk on glibc, but it is a heap overflow to
+// ASan, and the CI runs under ASan. So every upper-layer block gets spare
+// zero bytes: ours when an image is loaded, hnswlib's replaced after insert.
+constexpr size_t kListSlack = 4;
+
+size_t UpperBlockBytes(const Graph& g, int level) {
+  return g.size_links_per_element_ * static_cast<size_t>(level) + 1;
+}
+
+char* NewUpperBlock(const Graph& g, int level) {
+  return static_cast<char*>(std::calloc(1, UpperBlockBytes(g, level) + kListSlack));
+}
+
+// Moves a node's upper-layer lists into a block with slack. On allocation
+// failure the original block is kept (harmless outside ASan).
+void AddListSlack(Graph* g, uint32_t node) {
+  const int level = g->element_levels_[node];
+  if (level == 0) return;
+  char* block = NewUpperBlock(*g, level);
+  if (block == nullptr) return;
+  std::memcpy(block, g->linkLists_[node], UpperBlockBytes(*g, level));
+  std::free(g->linkLists_[node]);
+  g->linkLists_[node] = block;
+}
+
+// ---- exceptions ----
+
+Status FromException(const char* what) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return StatusF(kNoMem, "hnsw: out of memory in %s", what);
+  } catch (const std::exception& e) {
+    // hnswlib reports a failed malloc as runtime_error("Not enough memory...").
+    if (std::strstr(e.what(), "Not enough memory") != nullptr) {
+      return StatusF(kNoMem, "hnsw: out of memory in %s (%s)", what, e.what());
+    }
+    return StatusF(kInternal, "hnsw: %s failed in hnswlib: %s", what, e.what());
+  } catch (...) {
+    return StatusF(kInternal, "hnsw: %s failed with an unknown exception", what);
+  }
+}
+
+// Runs f, turning any exception into a Status.
+template <class F>
+Status Guarded(const char* what, F&& f) noexcept {
+  try {
+    return f();
+  } catch (...) {
+    return FromException(what);
+  }
+}
+
+// A reader-writer lock on which a waiting writer holds off new readers.
+// std::shared_mutex is glibc's rwlock, which prefers readers: under a steady
+// stream of searches an insert would wait forever. Here every acquisition
+// passes a gate; a writer keeps the gate while it waits for the readers
+// inside to leave, so readers that come later queue behind it.
+class GatedSharedMutex {
+ public:
+  void lock() {
+    std::lock_guard gate(gate_);
+    mu_.lock();
+  }
+  void unlock() { mu_.unlock(); }
+  void lock_shared() {
+    std::lock_guard gate(gate_);
+    mu_.lock_shared();
+  }
+  void unlock_shared() { mu_.unlock_shared(); }
+
+ private:
+  std::mutex gate_;
+  std::shared_mutex mu_;
+};
+
+// Frees malloc'd blocks unless released.
+struct MallocBlocks {
+  std::vector<char*> blocks;
+  ~MallocBlocks() {
+    for (char* b : blocks) std::free(b);
+  }
+};
+
+}  // namespace
+
+// ---- the index ----
+
+struct HnswIndex::Impl {
+  Impl(const HnswOptions& o, const GraphShape& s)
+      : options(o), shape(s), space(s.metric, s.dim), default_ef(o.default_ef) {}
+
+  Status Add(uint64_t label, std::span<const float> vector);
+  Status MarkDeleted(uint64_t label);
+  Status Grow(size_t capacity);
+  Result<std::vector<Neighbor>> Search(std::span<const float> query,
+                                       const HnswSearchOptions& o) const;
+  std::vector<Candidate> SearchGraph(const float* query, size_t ef,
+                                     const LabelFilter& filter) const;
+  Status Apply(const hnsw::ParsedImage& image);
+  void InstallRecord(const hnsw::NodeRecordView& r, char** upper_block);
+  void WriteLinks(const hnsw::NodeRecordView& r);
+  void SetDeleted(uint32_t node, bool deleted);
+  std::vector<uint32_t> ChangedSince(const ChangeMark& mark) const;
+  Status CheckMark(const ChangeMark& mark) const;
+  Status CheckVector(std::span<const float> v, const char* what) const;
+  void TouchInsert(uint32_t node);
+  GraphView View() const { return GraphView(*graph, shape); }
+
+  const HnswOptions options;
+  const GraphShape shape;
+  KernelSpace space;  // before graph: the graph points into it
+  std::unique_ptr<Graph> graph;
+  std::atomic<size_t> default_ef;
+
+  mutable GatedSharedMutex mu;
+  // Guarded by mu (written under the exclusive lock only):
+  std::vector<uint64_t> node_seq;  // seq of each node's last change
+  uint64_t seq = 0;                // changes so far
+  Status sticky;                   // set when a failure left the graph inconsistent
+};
+
+Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) const {
+  if (v.size() != shape.dim) {
+    return StatusF(kMismatchDimension, "hnsw: %s has dimension %zu, the index has %u", what,
+                   v.size(), shape.dim);
+  }
+  if (!AllFinite(v.data(), v.size())) {
+    return StatusF(kMismatch, "hnsw: %s holds NaN or infinity", what);
+  }
+  return Status::OK();
+}
+
+// Grows the graph to `capacity` nodes. The steps that can fail run first, so
+// that a failure leaves a consistent graph (hnswlib's resizeIndex deletes the
+// visited-list pool before allocating its successor). REQUIRES: exclusive lock.
+Status HnswIndex::Impl::Grow(size_t capacity) {
+  Graph& g = *graph;
+  if (capacity <= g.max_elements_) return Status::OK();
+  if (capacity > hnsw::kMaxNodes) capacity = hnsw::kMaxNodes;
+  auto pool = std::make_unique<hnswlib::VisitedListPool>(1, static_cast<int>(capacity));
+  std::vector<std::mutex> locks(capacity);
+  void* data = std::realloc(g.data_level0_memory_, capacity * g.size_data_per_element_);
+  if (data == nullptr) return StatusF(kNoMem, "hnsw: cannot grow to %zu nodes", capacity);
+  g.data_level0_memory_ = static_cast<char*>(data);
+  void* lists = std::realloc(g.linkLists_, capacity * sizeof(char*));
+  if (lists == nullptr) return StatusF(kNoMem, "hnsw: cannot grow to %zu nodes", capacity);
+  g.linkLists_ = static_cast<char**>(lists);
+  g.element_levels_.resize(capacity);
+  delete g.visited_list_pool_;
+  g.visited_list_pool_ = pool.release();
+  g.link_list_locks_.swap(locks);
+  g.max_elements_ = capacity;
+  return Status::OK();
+}
+
+// Marks the new node and every node it links to as changed: hnswlib's insert
+// rewrites exactly the lists of the new node and of the neighbours it chose.
+void HnswIndex::Impl::TouchInsert(uint32_t node) {
+  ++seq;
+  node_seq[node] = seq;
+  for (int layer = 0; layer <= graph->element_levels_[node]; ++layer) {
+    for (uint32_t n : Links(*graph, node, layer)) node_seq[n] = seq;
+  }
+}
+
+Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
+  AGENTMEM_RETURN_IF_ERROR(CheckVector(vector, "vector"));
+  std::vector<float> data(vector.begin(), vector.end());
+  if (shape.metric == Metric::kCosine) NormalizeInPlace(data.data(), data.size());
+  std::unique_lock lock(mu);
+  if (!sticky.ok()) return sticky;
+  Graph& g = *graph;
+  if (g.label_lookup_.count(label) != 0) {
+    return StatusF(kConstraint, "hnsw: label %llu is already in the index",
+                   static_cast<unsigned long long>(label));
+  }
+  const size_t node = g.cur_element_count;
+  if (node >= hnsw::kMaxNodes) return StatusF(kTooBig, "hnsw: index is full (%zu nodes)", node);
+  if (node == g.max_elements_) {
+    AGENTMEM_RETURN_IF_ERROR(Grow(std::max(2 * node, node + kMinCapacity)));
+  }
+  node_seq.resize(node + 1);
+  g.linkLists_[node] = nullptr;  // so that the destructor stays safe if addPoint fails midway
+  SeedLevelGenerator(&g, label);
+  try {
+    g.addPoint(data.data(), label);
+  } catch (...) {
+    sticky = FromException("insert");
+    sticky = StatusF(kInternal, "%s; the index is unusable and must be rebuilt",
+                     sticky.message().c_str());
+    return sticky;
+  }
+  AddListSlack(&g, static_cast<uint32_t>(node));
+  TouchInsert(static_cast<uint32_t>(node));
+  return Status::OK();
+}
+
+Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
+  std::unique_lock lock(mu);
+  if (!sticky.ok()) return sticky;
+  auto it = graph->label_lookup_.find(label);
+  if (it == graph->label_lookup_.end()) {
+    return StatusF(kNotFound, "hnsw: label %llu is not in the index",
+                   static_cast<unsigned long long>(label));
+  }
+  if (!graph->isMarkedDeleted(it->second)) {
+    graph->markDeletedInternal(it->second);
+    node_seq[it->second] = ++seq;
+  }
+  return Status::OK();
+}
+
+std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* query, size_t ef,
+                                                    const LabelFilter& filter) const {
+  const Graph& g = *graph;
+  const Candidate entry = Descend(g, query);
+  if (!filter && g.num_deleted_ == 0) {
+    return SearchLayer0(g, query, entry, ef, [](uint32_t) { return true; });
+  }
+  return SearchLayer0(g, query, entry, ef, [&](uint32_t n) {
+    return !g.isMarkedDeleted(n) && (!filter || filter(g.getExternalLabel(n)));
+  });
+}
+
+Result<std::vector<Neighbor>> HnswIndex::Impl::Search(std::span<const float> query,
+                                                      const HnswSearchOptions& o) const {
+  AGENTMEM_RETURN_IF_ERROR(CheckVector(query, "query"));
+  std::vector<float> q(query.begin(), query.end());
+  if (shape.metric == Metric::kCosine) NormalizeInPlace(q.data(), q.size());
+  std::shared_lock lock(mu);
+  if (!sticky.ok()) return sticky;
+  std::vector<Neighbor> out;
+  if (o.k == 0 || graph->cur_element_count == 0) return out;
+  const size_t ef = std::max(o.ef != 0 ? o.ef : default_ef.load(), o.k);
+  for (const Candidate& c : SearchGraph(q.data(), ef, o.filter)) {
+    out.push_back({graph->getExternalLabel(c.node), c.distance});
+  }
+  std::sort(out.begin(), out.end(), NeighborLess);
+  if (out.size() > o.k) out.resize(o.k);
+  return out;
+}
+
+void HnswIndex::Impl::WriteLinks(const hnsw::NodeRecordView& r) {
+  hnsw::LinkCursor cursor(r.links);
+  for (int layer = 0; layer <= r.level; ++layer) {
+    const char* ids = nullptr;
+    const uint32_t count = cursor.Next(&ids);
+    hnswlib::linklistsizeint* list = graph->get_linklist_at_level(r.node, layer);
+    graph->setListCount(list, static_cast<unsigned short>(count));
+    std::memcpy(list + 1, ids, size_t{4} * count);
+  }
+}
+
+void HnswIndex::Impl::SetDeleted(uint32_t node, bool deleted) {
+  if (graph->isMarkedDeleted(node) == deleted) return;
+  if (deleted) {
+    graph->markDeletedInternal(node);
+  } else {
+    graph->unmarkDeletedInternal(node);
+  }
+}
+
+// Writes one validated record into the graph. A new node (the next id) is
+// created first; `upper_block` holds its zeroed upper-layer lists if level > 0.
+void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_block) {
+  Graph& g = *graph;
+  if (r.node >= g.cur_element_count) {
+    std::memset(g.data_level0_memory_ + size_t{r.node} * g.size_data_per_element_, 0,
+                g.size_data_per_element_);
+    std::memcpy(g.getDataByInternalId(r.node), r.vector, g.data_size_);
+    g.setExternalLabel(r.node, r.label);
+    g.element_levels_[r.node] = r.level;
+    g.linkLists_[r.node] = r.level > 0 ? *upper_block : nullptr;
+    if (r.level > 0) *upper_block = nullptr;  // owned by the graph now
+    g.cur_element_count = size_t{r.node} + 1;
+    g.label_lookup_[r.label] = r.node;
+  }
+  WriteLinks(r);
+  SetDeleted(r.node, r.deleted);
+  node_seq[r.node] = seq;
+}
+
+// Applies a validated image. Everything that can fail for want of memory is
+// allocated before the graph is touched, except the label map's nodes.
+// REQUIRES: exclusive lock.
+Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
+  const hnsw::ImageHeader& h = image.header;
+  Graph& g = *graph;
+  AGENTMEM_RETURN_IF_ERROR(Grow(std::max<size_t>(h.node_count, g.max_elements_)));
+  node_seq.resize(h.node_count);
+  g.label_lookup_.reserve(h.node_count);
+  MallocBlocks upper;
+  upper.blocks.reserve(image.records.size());
+  for (const hnsw::NodeRecordView& r : image.records) {
+    if (r.node < h.base_count || r.level == 0) continue;
+    char* block = NewUpperBlock(g, r.level);
+    if (block == nullptr) return StatusF(kNoMem, "hnsw: no memory for node %u", r.node);
+    upper.blocks.push_back(block);
+  }
+  ++seq;
+  size_t next_block = 0;
+  try {
+    for (const hnsw::NodeRecordView& r : image.records) {
+      bool takes_block = r.node >= h.base_count && r.level > 0;
+      InstallRecord(r, takes_block ? &upper.blocks[next_block++] : nullptr);
+    }
+  } catch (...) {
+    sticky = FromException("applying an image");
+    return sticky;
+  }
+  g.enterpoint_node_ = h.entry_point;
+  g.maxlevel_ = h.max_level;
+  return Status::OK();
+}
+
+Status HnswIndex::Impl::CheckMark(const ChangeMark& mark) const {
+  if (mark.seq > seq || mark.node_count > graph->cur_element_count) {
+    return StatusF(kMisuse, "hnsw: change mark (seq %llu, %u nodes) is not from this index's past",
+                   static_cast<unsigned long long>(mark.seq), mark.node_count);
+  }
+  return Status::OK();
+}
+
+std::vector<uint32_t> HnswIndex::Impl::ChangedSince(const ChangeMark& mark) const {
+  std::vector<uint32_t> nodes;
+  const uint32_t count = static_cast<uint32_t>(graph->cur_element_count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (i >= mark.node_count || node_seq[i] > mark.seq) nodes.push_back(i);
+  }
+  return nodes;
+}
+
+// ---- public interface: every call guarded against exceptions ----
+
+HnswIndex::HnswIndex(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HnswIndex::~HnswIndex() = default;
+
+Result<std::unique_ptr<HnswIndex>> HnswIndex::Create(const HnswOptions& options) {
+  GraphShape shape{options.metric, options.dim, options.m, options.ef_construction};
+  AGENTMEM_RETURN_IF_ERROR(hnsw::ValidateShape(shape, kRange));
+  if (options.initial_capacity > hnsw::kMaxNodes) {
+    return StatusF(kRange, "hnsw: initial capacity %zu above %u", options.initial_capacity,
+                   hnsw::kMaxNodes);
+  }
+  std::unique_ptr<Impl> impl;
+  Status s = Guarded("create", [&] {
+    impl = std::make_unique<Impl>(options, shape);
+    impl->graph =
+        std::make_unique<Graph>(&impl->space, std::max(options.initial_capacity, kMinCapacity),
+                                options.m, options.ef_construction);
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return std::unique_ptr<HnswIndex>(new HnswIndex(std::move(impl)));
+}
+
+Result<std::unique_ptr<HnswIndex>> HnswIndex::Deserialize(std::string_view image,
+                                                          size_t default_ef) {
+  Result<hnsw::ImageHeader> header = hnsw::ParseImageHeader(image);
+  if (!header.ok()) return header.status();
+  const hnsw::ImageHeader& h = *header;
+  if (h.base_count != 0) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, -1,
+                               "hnsw image: a delta (builds on %u nodes), not a full image",
+                               h.base_count);
+  }
+  HnswOptions o{h.shape.metric,          h.shape.dim,  h.shape.m,
+                h.shape.ef_construction, h.node_count, default_ef};
+  Result<std::unique_ptr<HnswIndex>> index = Create(o);
+  if (!index.ok()) return index.status();
+  Impl& impl = *(*index)->impl_;
+  Status s = Guarded("load", [&] {
+    Result<hnsw::ParsedImage> parsed = hnsw::ParseImageBody(image, h, impl.View());
+    if (!parsed.ok()) return parsed.status();
+    std::unique_lock lock(impl.mu);
+    return impl.Apply(*parsed);
+  });
+  if (!s.ok()) return s;
+  return index;
+}
+
+Status HnswIndex::Add(uint64_t label, std::span<const float> vector) {
+  return Guarded("insert", [&] { return impl_->Add(label, vector); });
+}
+
+Status HnswIndex::MarkDeleted(uint64_t label) {
+  return Guarded("delete", [&] { return impl_->MarkDeleted(label); });
+}
+
+Status HnswIndex::Reserve(size_t capacity) {
+  return Guarded("reserve", [&] {
+    std::unique_lock lock(impl_->mu);
+    if (!impl_->sticky.ok()) return impl_->sticky;
+    return impl_->Grow(capacity);
+  });
+}
+
+Result<std::vector<Neighbor>> HnswIndex::Search(std::span<const float> query,
+                                                const HnswSearchOptions& options) const {
+  std::vector<Neighbor> out;
+  Status s = Guarded("search", [&] {
+    Result<std::vector<Neighbor>> r = impl_->Search(query, options);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+bool HnswIndex::Contains(uint64_t label) const {
+  std::shared_lock lock(impl_->mu);
+  auto it = impl_->graph->label_lookup_.find(label);
+  return it != impl_->graph->label_lookup_.end() && !impl_->graph->isMarkedDeleted(it->second);
+}
+
+size_t HnswIndex::size() const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->graph->cur_element_count;
+}
+
+HnswStats HnswIndex::Stats() const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  HnswStats st;
+  st.nodes = g.cur_element_count;
+  st.deleted = g.num_deleted_;
+  st.capacity = g.max_elements_;
+  st.max_level = g.cur_element_count == 0 ? -1 : g.maxlevel_;
+  size_t upper = 0;
+  for (size_t i = 0; i < g.cur_element_count; ++i) upper += g.element_levels_[i];
+  // Per slot of capacity: the level-0 record, the upper-list pointer, the
+  // level, a lock and a visited mark; per node: upper lists, a label-map entry
+  // (about 4 words) and our change sequence number.
+  const size_t per_slot = g.size_data_per_element_ + sizeof(char*) + sizeof(int) +
+                          sizeof(std::mutex) + sizeof(hnswlib::vl_type);
+  const size_t per_node = 4 * sizeof(void*) + sizeof(uint64_t);
+  st.memory_bytes = g.max_elements_ * per_slot + upper * g.size_links_per_element_ +
+                    g.cur_element_count * per_node +
+                    g.link_list_update_locks_.size() * sizeof(std::mutex);
+  return st;
+}
+
+const HnswOptions& HnswIndex::options() const { return impl_->options; }
+
+void HnswIndex::set_default_ef(size_t ef) { impl_->default_ef.store(ef); }
+
+Status HnswIndex::Serialize(std::string* out) const {
+  return Guarded("serialize", [&] {
+    std::shared_lock lock(impl_->mu);
+    if (!impl_->sticky.ok()) return impl_->sticky;
+    std::vector<uint32_t> all(impl_->graph->cur_element_count);
+    std::iota(all.begin(), all.end(), 0u);
+    hnsw::EncodeImage(impl_->View(), 0, all, out);
+    return Status::OK();
+  });
+}
+
+ChangeMark HnswIndex::Mark() const {
+  std::shared_lock lock(impl_->mu);
+  return ChangeMark{impl_->seq, static_cast<uint32_t>(impl_->graph->cur_element_count)};
+}
+
+Result<std::vector<uint32_t>> HnswIndex::NodesChangedSince(const ChangeMark& mark) const {
+  std::vector<uint32_t> nodes;
+  Status s = Guarded("listing changes", [&] {
+    std::shared_lock lock(impl_->mu);
+    AGENTMEM_RETURN_IF_ERROR(impl_->CheckMark(mark));
+    nodes = impl_->ChangedSince(mark);
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return nodes;
+}
+
+Status HnswIndex::EncodeDelta(const ChangeMark& mark, std::string* out) const {
+  return Guarded("encoding a delta", [&] {
+    std::shared_lock lock(impl_->mu);
+    if (!impl_->sticky.ok()) return impl_->sticky;
+    AGENTMEM_RETURN_IF_ERROR(impl_->CheckMark(mark));
+    hnsw::EncodeImage(impl_->View(), mark.node_count, impl_->ChangedSince(mark), out);
+    return Status::OK();
+  });
+}
+
+Status HnswIndex::ApplyDelta(std::string_view image) {
+  return Guarded("applying a delta", [&] {
+    Result<hnsw::ImageHeader> header = hnsw::ParseImageHeader(image);
+    if (!header.ok()) return header.status();
+    std::unique_lock lock(impl_->mu);
+    if (!impl_->sticky.ok()) return impl_->sticky;
+    Result<hnsw::ParsedImage> parsed = hnsw::ParseImageBody(image, *header, impl_->View());
+    if (!parsed.ok()) return parsed.status();
+    return impl_->Apply(*parsed);
+  });
+}
+
+}  // namespace agentmem::index

@@ -1,0 +1,513 @@
+// tests/index/vector/hnsw_test.cc -- HnswIndex (index/vector/hnsw.h): recall
+// against exact ground truth (real SIFT data and synthetic clusters), deletion,
+// filters, growth, persistence through full images and deltas, concurrency.
+#include "index/vector/hnsw.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "index/vector/distance.h"
+#include "index/vector/exact_search.h"
+#include "tests/index/vector/vector_test_util.h"
+
+namespace agentmem::index {
+namespace {
+
+using test::RandomFloats;
+using test::SeededRng;
+
+const Metric kMetrics[] = {Metric::kCosine, Metric::kInnerProduct, Metric::kL2};
+
+std::unique_ptr<HnswIndex> NewIndex(Metric metric, uint32_t dim, size_t capacity = 1024) {
+  HnswOptions o;
+  o.metric = metric;
+  o.dim = dim;
+  o.initial_capacity = capacity;
+  Result<std::unique_ptr<HnswIndex>> index = HnswIndex::Create(o);
+  REQUIRE(index.ok());
+  return std::move(*index);
+}
+
+// Adds rows [0, n) of data under labels first_label + row.
+void AddRows(HnswIndex* index, const std::vector<float>& data, size_t dim, size_t from, size_t to,
+             uint64_t first_label = 0) {
+  for (size_t r = from; r < to; ++r) {
+    REQUIRE(index->Add(first_label + r, std::span<const float>(data.data() + r * dim, dim)).ok());
+  }
+}
+
+// Search options without designated initialisers (which -Wextra flags when
+// a member is left out).
+HnswSearchOptions Top(size_t k, size_t ef = 0, LabelFilter filter = {}) {
+  HnswSearchOptions o;
+  o.k = k;
+  o.ef = ef;
+  o.filter = std::move(filter);
+  return o;
+}
+
+std::vector<Neighbor> MustSearch(const HnswIndex& index, std::span<const float> q,
+                                 const HnswSearchOptions& o) {
+  Result<std::vector<Neighbor>> r = index.Search(q, o);
+  REQUIRE(r.ok());
+  return std::move(*r);
+}
+
+size_t Overlap(const std::vector<Neighbor>& got, const std::vector<uint64_t>& truth, size_t k) {
+  std::set<uint64_t> want(truth.begin(), truth.begin() + std::min(k, truth.size()));
+  size_t hits = 0;
+  for (size_t i = 0; i < std::min(k, got.size()); ++i) hits += want.count(got[i].id);
+  return hits;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+std::string ImageOf(const HnswIndex& index) {
+  std::string image;
+  REQUIRE(index.Serialize(&image).ok());
+  return image;
+}
+
+TEST_CASE("options out of range are refused with kRange naming the field") {
+  HnswOptions o;
+  o.dim = 0;
+  CHECK(HnswIndex::Create(o).status().code() == kRange);
+  o.dim = 8;
+  o.m = 2;
+  Status s = HnswIndex::Create(o).status();
+  CHECK(s.code() == kRange);
+  CHECK(s.message().find("m 2") != std::string::npos);
+  o.m = 16;
+  o.ef_construction = 0;
+  CHECK(HnswIndex::Create(o).status().code() == kRange);
+  o.ef_construction = 200;
+  o.metric = static_cast<Metric>(7);
+  CHECK(HnswIndex::Create(o).status().code() == kRange);
+  o.metric = Metric::kL2;
+  CHECK(HnswIndex::Create(o).ok());
+}
+
+TEST_CASE("an empty index returns no results and serialises to an empty image") {
+  auto index = NewIndex(Metric::kL2, 4);
+  std::vector<float> q = {1, 2, 3, 4};
+  CHECK(MustSearch(*index, q, {}).empty());
+  CHECK(index->Stats().max_level == -1);
+  Result<std::unique_ptr<HnswIndex>> copy = HnswIndex::Deserialize(ImageOf(*index));
+  REQUIRE(copy.ok());
+  CHECK((*copy)->size() == 0);
+  CHECK(MustSearch(**copy, q, {}).empty());
+}
+
+TEST_CASE("bad vectors and duplicate labels are refused without changing the index") {
+  auto index = NewIndex(Metric::kL2, 3);
+  std::vector<float> v = {1, 2, 3};
+  REQUIRE(index->Add(7, v).ok());
+  CHECK(index->Add(7, v).code() == kConstraint);
+  std::vector<float> short_v = {1, 2};
+  CHECK(index->Add(8, short_v).code() == kMismatchDimension);
+  std::vector<float> nan_v = {1, std::nanf(""), 3};
+  CHECK(index->Add(9, nan_v).code() == kMismatch);
+  std::vector<float> inf_v = {1, INFINITY, 3};
+  CHECK(index->Search(inf_v, {}).status().code() == kMismatch);
+  CHECK(index->Search(short_v, {}).status().code() == kMismatchDimension);
+  CHECK(index->size() == 1);
+  REQUIRE(index->MarkDeleted(7).ok());
+  CHECK(index->Add(7, v).code() == kConstraint);  // labels are never reused
+  CHECK(index->MarkDeleted(7).ok());              // again: harmless
+  CHECK(index->MarkDeleted(12345).code() == kNotFound);
+}
+
+TEST_CASE("each inserted vector is its own nearest neighbour (cosine and l2)") {
+  auto rng = SeededRng(21);
+  const size_t n = 2000, dim = 32;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (Metric metric : {Metric::kCosine, Metric::kL2}) {
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n, 100);
+    size_t found = 0;
+    for (size_t r = 0; r < n; r += 7) {
+      auto hits = MustSearch(*index, std::span<const float>(data.data() + r * dim, dim), Top(1));
+      REQUIRE(hits.size() == 1);
+      found += hits[0].id == 100 + r;
+      CHECK(hits[0].distance == doctest::Approx(0.0).epsilon(1e-5).scale(1.0));
+    }
+    CHECK(found == (n + 6) / 7);
+  }
+}
+
+TEST_CASE("with ef as large as the index, search equals the exact scan for every metric") {
+  auto rng = SeededRng(22);
+  const size_t n = 1500, dim = 24;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (Metric metric : kMetrics) {
+    CAPTURE(MetricName(metric));
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n);
+    for (int t = 0; t < 20; ++t) {
+      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+      auto got = MustSearch(*index, q, Top(10, n));
+      auto want = ExactTopK(metric, q, VectorBlock{data.data(), n, dim}, 10);
+      REQUIRE(want.ok());
+      REQUIRE(got.size() == 10);
+      for (size_t i = 0; i < 10; ++i) {
+        CHECK(got[i].distance == doctest::Approx((*want)[i].distance).epsilon(1e-4));
+      }
+    }
+  }
+}
+
+TEST_CASE("HNSW recall@10 on real SIFT data meets 0.98 at the default ef") {
+  test::TexmexMatrix<float> base, queries;
+  test::TexmexMatrix<int32_t> truth;
+  const std::string dir = test::SiftDir();
+  if (!test::ReadTexmex(dir + "/base.fvecs", &base) ||
+      !test::ReadTexmex(dir + "/query.fvecs", &queries) ||
+      !test::ReadTexmex(dir + "/groundtruth.ivecs", &truth)) {
+    MESSAGE("skipped: " << dir << " is absent");
+    return;
+  }
+  auto index = NewIndex(Metric::kL2, static_cast<uint32_t>(base.dim), base.rows);
+  test::Stopwatch build;
+  AddRows(index.get(), base.values, base.dim, 0, base.rows);
+  const double build_s = build.Seconds();
+  MESSAGE("SIFT build: " << base.rows << " x " << base.dim << " in " << build_s << " s ("
+                         << base.rows / build_s << " inserts/s, m 16, ef_construction 200, "
+                         << std::string(SimdPathName(ActiveSimdPath())) << ")");
+  double recall_at_default = 0;
+  for (size_t ef : {10, 16, 32, 64, 128}) {
+    size_t hits = 0;
+    std::vector<double> micros;
+    for (size_t qi = 0; qi < queries.rows; ++qi) {
+      std::span<const float> q(queries.row(qi), queries.dim);
+      test::Stopwatch sw;
+      auto got = MustSearch(*index, q, Top(10, ef));
+      micros.push_back(sw.Seconds() * 1e6);
+      std::vector<uint64_t> want(truth.row(qi), truth.row(qi) + 10);
+      hits += Overlap(got, want, 10);
+    }
+    const double recall = hits / (10.0 * queries.rows);
+    if (ef == index->options().default_ef) recall_at_default = recall;
+    MESSAGE("SIFT ef " << ef << ": recall@10 " << recall << ", latency p50 "
+                       << Percentile(micros, 0.5) << " us, p99 " << Percentile(micros, 0.99)
+                       << " us");
+  }
+  CHECK(index->options().default_ef == 64);
+  CHECK(recall_at_default >= 0.98);
+}
+
+// Points around `clusters` random unit centres, as embeddings of similar
+// texts are: each centre plus noise.
+std::vector<float> ClusteredVectors(std::mt19937_64& rng, size_t n, size_t dim, size_t clusters) {
+  std::vector<float> centres = RandomFloats(rng, clusters * dim, -1.0f, 1.0f);
+  std::normal_distribution<float> noise(0.0f, 0.35f);
+  std::uniform_int_distribution<size_t> pick(0, clusters - 1);
+  std::vector<float> out(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    const float* c = centres.data() + pick(rng) * dim;
+    for (size_t j = 0; j < dim; ++j) out[i * dim + j] = c[j] + noise(rng);
+  }
+  return out;
+}
+
+TEST_CASE("HNSW recall@10 on clustered 384-d vectors (cosine) at default settings") {
+  auto rng = SeededRng(23);
+  const size_t n = 10000, dim = 384, nq = 100;
+  std::vector<float> data = ClusteredVectors(rng, n + nq, dim, 50);
+  auto index = NewIndex(Metric::kCosine, dim, n);
+  test::Stopwatch build;
+  AddRows(index.get(), data, dim, 0, n);
+  const double build_s = build.Seconds();
+  size_t hits = 0;
+  std::vector<double> micros;
+  for (size_t qi = 0; qi < nq; ++qi) {
+    std::span<const float> q(data.data() + (n + qi) * dim, dim);
+    test::Stopwatch sw;
+    auto got = MustSearch(*index, q, Top(10));
+    micros.push_back(sw.Seconds() * 1e6);
+    auto want = ExactTopK(Metric::kCosine, q, VectorBlock{data.data(), n, dim}, 10);
+    REQUIRE(want.ok());
+    std::vector<uint64_t> ids;
+    for (const Neighbor& w : *want) ids.push_back(w.id);
+    hits += Overlap(got, ids, 10);
+  }
+  const double recall = hits / (10.0 * nq);
+  MESSAGE("clustered 10k x 384 cosine: build "
+          << n / build_s << " inserts/s; default ef " << index->options().default_ef
+          << ": recall@10 " << recall << ", p50 " << Percentile(micros, 0.5) << " us, p99 "
+          << Percentile(micros, 0.99) << " us; memory " << index->Stats().memory_bytes / 1048576.0
+          << " MiB");
+  CHECK(recall >= 0.98);
+}
+
+TEST_CASE("labels marked deleted never come back, and k live results still do") {
+  auto rng = SeededRng(24);
+  const size_t n = 3000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n);
+  std::set<uint64_t> deleted;
+  std::uniform_int_distribution<size_t> pick(0, n - 1);
+  while (deleted.size() < n * 3 / 10) {
+    uint64_t label = pick(rng);
+    REQUIRE(index->MarkDeleted(label).ok());
+    deleted.insert(label);
+  }
+  CHECK(index->Stats().deleted == deleted.size());
+  for (uint64_t label : deleted) CHECK_FALSE(index->Contains(label));
+  for (int t = 0; t < 200; ++t) {
+    std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+    auto got = MustSearch(*index, q, Top(50));
+    CHECK(got.size() == 50);
+    for (const Neighbor& h : got) CHECK(deleted.count(h.id) == 0);
+  }
+  // A deleted vector queried exactly is not its own answer any more.
+  uint64_t gone = *deleted.begin();
+  auto got = MustSearch(*index, std::span<const float>(data.data() + gone * dim, dim), Top(5));
+  for (const Neighbor& h : got) CHECK(h.id != gone);
+}
+
+TEST_CASE("deleting every label leaves searches empty") {
+  auto rng = SeededRng(25);
+  std::vector<float> data = RandomFloats(rng, 200 * 8, 0.0f, 1.0f);
+  auto index = NewIndex(Metric::kCosine, 8);
+  AddRows(index.get(), data, 8, 0, 200);
+  for (uint64_t l = 0; l < 200; ++l) REQUIRE(index->MarkDeleted(l).ok());
+  CHECK(MustSearch(*index, std::span<const float>(data.data(), 8), Top(10)).empty());
+}
+
+TEST_CASE("a label filter returns only accepted labels, and finds a small partition") {
+  auto rng = SeededRng(26);
+  const size_t n = 4000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n);
+  std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+  auto even = MustSearch(*index, q, Top(20, 0, [](uint64_t l) { return l % 2 == 0; }));
+  CHECK(even.size() == 20);
+  for (const Neighbor& h : even) CHECK(h.id % 2 == 0);
+  // One label in 400 passes: the search walks most of the graph, but finds
+  // the partition's true nearest ones.
+  std::vector<uint32_t> rows;
+  for (uint32_t r = 0; r < n; r += 400) rows.push_back(r);
+  auto got = MustSearch(*index, q, Top(5, 0, [](uint64_t l) { return l % 400 == 0; }));
+  auto want = ExactTopKRows(Metric::kL2, q, VectorBlock{data.data(), n, dim}, rows, 5);
+  REQUIRE(want.ok());
+  REQUIRE(got.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(got[i].id == (*want)[i].id);
+  auto none = MustSearch(*index, q, Top(5, 0, [](uint64_t) { return false; }));
+  CHECK(none.empty());
+}
+
+TEST_CASE("the index grows past its initial capacity and keeps every node reachable") {
+  auto rng = SeededRng(27);
+  const size_t n = 3000, dim = 12;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, 16);
+  AddRows(index.get(), data, dim, 0, n);
+  HnswStats st = index->Stats();
+  CHECK(st.nodes == n);
+  CHECK(st.capacity >= n);
+  for (size_t r = 0; r < n; r += 37) {
+    auto hits = MustSearch(*index, std::span<const float>(data.data() + r * dim, dim), Top(1));
+    REQUIRE(hits.size() == 1);
+    CHECK(hits[0].id == r);
+  }
+  REQUIRE(index->Reserve(10000).ok());
+  CHECK(index->Stats().capacity == 10000);
+}
+
+TEST_CASE("serialise then deserialise gives identical results and identical bytes") {
+  auto rng = SeededRng(28);
+  const size_t n = 2500, dim = 20;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (Metric metric : kMetrics) {
+    CAPTURE(MetricName(metric));
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n, 1u << 20);
+    for (uint64_t l = 0; l < n; l += 9) REQUIRE(index->MarkDeleted((1u << 20) + l).ok());
+    const std::string image = ImageOf(*index);
+    Result<std::unique_ptr<HnswIndex>> copy = HnswIndex::Deserialize(image);
+    REQUIRE(copy.ok());
+    CHECK((*copy)->size() == n);
+    CHECK((*copy)->Stats().deleted == index->Stats().deleted);
+    CHECK((*copy)->Stats().max_level == index->Stats().max_level);
+    CHECK(ImageOf(**copy) == image);
+    for (int t = 0; t < 50; ++t) {
+      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+      auto a = MustSearch(*index, q, Top(10, 40));
+      auto b = MustSearch(**copy, q, Top(10, 40));
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        CHECK(a[i].id == b[i].id);
+        CHECK(a[i].distance == b[i].distance);
+      }
+    }
+    // The copy keeps working: a new insert is found.
+    std::vector<float> v = RandomFloats(rng, dim, -1.0f, 1.0f);
+    REQUIRE((*copy)->Add(42, v).ok());
+    CHECK(MustSearch(**copy, v, Top(1))[0].id == 42);
+  }
+}
+
+TEST_CASE("the same inserts in the same order give byte-identical graphs") {
+  auto rng = SeededRng(29);
+  const size_t n = 800, dim = 10;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto a = NewIndex(Metric::kCosine, dim);
+  auto b = NewIndex(Metric::kCosine, dim, 16);
+  AddRows(a.get(), data, dim, 0, n);
+  AddRows(b.get(), data, dim, 0, n);
+  CHECK(ImageOf(*a) == ImageOf(*b));
+}
+
+TEST_CASE("deltas applied to a checkpoint reproduce the index byte for byte") {
+  auto rng = SeededRng(30);
+  const size_t dim = 16, per_round = 400;
+  std::vector<float> data = RandomFloats(rng, 5 * per_round * dim, -1.0f, 1.0f);
+  auto live = NewIndex(Metric::kCosine, dim);
+  AddRows(live.get(), data, dim, 0, per_round);
+  const std::string checkpoint = ImageOf(*live);
+  Result<std::unique_ptr<HnswIndex>> replica = HnswIndex::Deserialize(checkpoint);
+  REQUIRE(replica.ok());
+  std::uniform_int_distribution<uint64_t> pick(0, per_round - 1);
+  for (size_t round = 1; round < 5; ++round) {
+    ChangeMark mark = live->Mark();
+    AddRows(live.get(), data, dim, round * per_round, (round + 1) * per_round);
+    for (int d = 0; d < 10; ++d) REQUIRE(live->MarkDeleted(pick(rng) + round * per_round).ok());
+    REQUIRE(live->MarkDeleted(pick(rng)).ok());  // an old node
+    std::string delta;
+    REQUIRE(live->EncodeDelta(mark, &delta).ok());
+    const std::string full = ImageOf(*live);
+    MESSAGE("round " << round << ": delta " << delta.size() << " bytes, full image " << full.size()
+                     << " bytes");
+    CHECK(delta.size() < full.size());
+    REQUIRE((*replica)->ApplyDelta(delta).ok());
+    CHECK(ImageOf(**replica) == full);
+  }
+  std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+  auto a = MustSearch(*live, q, Top(10));
+  auto b = MustSearch(**replica, q, Top(10));
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].id == b[i].id);
+}
+
+TEST_CASE("a delta applied twice or to the wrong base is refused and changes nothing") {
+  auto rng = SeededRng(31);
+  const size_t dim = 8;
+  std::vector<float> data = RandomFloats(rng, 600 * dim, -1.0f, 1.0f);
+  auto live = NewIndex(Metric::kL2, dim);
+  AddRows(live.get(), data, dim, 0, 300);
+  const std::string checkpoint = ImageOf(*live);
+  ChangeMark mark = live->Mark();
+  AddRows(live.get(), data, dim, 300, 600);
+  std::string delta;
+  REQUIRE(live->EncodeDelta(mark, &delta).ok());
+  auto replica = std::move(*HnswIndex::Deserialize(checkpoint));
+  REQUIRE(replica->ApplyDelta(delta).ok());
+  const std::string after = ImageOf(*replica);
+  Status again = replica->ApplyDelta(delta);
+  CHECK(again.code() == kCorruptIndex);
+  CHECK(again.message().find("builds on 300 nodes, the graph has 600") != std::string::npos);
+  CHECK(ImageOf(*replica) == after);
+  // A delta for another shape.
+  auto other = NewIndex(Metric::kL2, dim + 1);
+  CHECK(other->ApplyDelta(delta).code() == kCorruptIndex);
+  CHECK(other->size() == 0);
+  // A delta is not a checkpoint.
+  CHECK(HnswIndex::Deserialize(delta).status().code() == kCorruptIndex);
+}
+
+TEST_CASE("the nodes changed since a mark are the new nodes and the nodes they link to") {
+  auto rng = SeededRng(32);
+  const size_t dim = 8;
+  std::vector<float> data = RandomFloats(rng, 501 * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, 500);
+  ChangeMark mark = index->Mark();
+  CHECK(mark.node_count == 500);
+  CHECK(index->NodesChangedSince(mark)->empty());
+  AddRows(index.get(), data, dim, 500, 501);
+  Result<std::vector<uint32_t>> changed = index->NodesChangedSince(mark);
+  REQUIRE(changed.ok());
+  CHECK(changed->back() == 500);
+  CHECK(changed->size() >= 2);
+  CHECK(changed->size() <= 1 + 2 * 16 + 16 * 4);
+  ChangeMark future{mark.seq + 100, 0};
+  CHECK(index->NodesChangedSince(future).status().code() == kMisuse);
+  std::string out;
+  CHECK(index->EncodeDelta(ChangeMark{0, 9999}, &out).code() == kMisuse);
+}
+
+TEST_CASE("searches running during inserts see a consistent graph") {
+  auto rng = SeededRng(33);
+  const size_t n = 3000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, 16);
+  AddRows(index.get(), data, dim, 0, 100);
+  std::atomic<bool> done{false};
+  std::atomic<size_t> searches{0}, bad{0};
+  auto reader = [&](uint64_t salt) {
+    std::mt19937_64 r(salt);
+    while (!done.load()) {
+      std::vector<float> q = RandomFloats(r, dim, -1.0f, 1.0f);
+      Result<std::vector<Neighbor>> hits = index->Search(q, Top(10));
+      if (!hits.ok() || hits->size() != 10) bad.fetch_add(1);
+      for (const Neighbor& h : *hits) bad.fetch_add(h.id >= n ? 1 : 0);
+      searches.fetch_add(1);
+    }
+  };
+  std::thread t1(reader, 1), t2(reader, 2);
+  AddRows(index.get(), data, dim, 100, n);
+  done.store(true);
+  t1.join();
+  t2.join();
+  CHECK(bad.load() == 0);
+  CHECK(index->size() == n);
+  MESSAGE(searches.load() << " searches ran during " << n - 100 << " inserts");
+}
+
+TEST_CASE("persistence timings at 10k x 128 (printed, not asserted)") {
+  auto rng = SeededRng(34);
+  const size_t n = 10000, dim = 128;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, n);
+  test::Stopwatch build;
+  AddRows(index.get(), data, dim, 0, n);
+  const double build_s = build.Seconds();
+  test::Stopwatch ser;
+  std::string image = ImageOf(*index);
+  const double ser_s = ser.Seconds();
+  test::Stopwatch again;
+  image.clear();  // keeps its capacity: no fresh pages to fault in
+  REQUIRE(index->Serialize(&image).ok());
+  const double again_s = again.Seconds();
+  test::Stopwatch de;
+  Result<std::unique_ptr<HnswIndex>> copy = HnswIndex::Deserialize(image);
+  const double de_s = de.Seconds();
+  REQUIRE(copy.ok());
+  MESSAGE("10k x 128 l2: build " << n / build_s << " inserts/s; image " << image.size() / 1048576.0
+                                 << " MiB, serialise " << ser_s * 1e3 << " ms (" << again_s * 1e3
+                                 << " ms into a reused buffer), deserialise " << de_s * 1e3
+                                 << " ms");
+  // The delta of one more insert: the new node plus the lists it changed.
+  ChangeMark mark = (*copy)->Mark();
+  std::vector<float> v = RandomFloats(rng, dim, -1.0f, 1.0f);
+  REQUIRE((*copy)->Add(n, v).ok());
+  std::string delta;
+  REQUIRE((*copy)->EncodeDelta(mark, &delta).ok());
+  MESSAGE("delta of one insert into 10k nodes: " << (*copy)->NodesChangedSince(mark)->size()
+                                                 << " nodes, " << delta.size() << " bytes");
+}
+
+}  // namespace
+}  // namespace agentmem::index
