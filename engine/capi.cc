@@ -4,6 +4,7 @@
 // std::bad_alloc to AGENTMEM_NOMEM and anything else to AGENTMEM_INTERNAL.
 // Handles are checked against a registry of live handles, so a closed or
 // foreign pointer gets AGENTMEM_MISUSE instead of a crash.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -41,7 +42,7 @@ struct agentmem_db {
 };
 
 struct agentmem_cursor {
-  enum Kind { kEpisodes, kBlocks, kFacts } kind;
+  enum Kind { kEpisodes, kBlocks, kFacts, kHits } kind;
   agentmem_db* owner = nullptr;
   std::vector<uint64_t> ids;
   std::vector<fmt::BlockRecord> blocks;
@@ -53,6 +54,8 @@ struct agentmem_cursor {
   agentmem_block block_row{};
   agentmem_fact fact_row{};
   std::vector<int64_t> fact_sources;
+  std::vector<eng::RecallHit> hits;
+  agentmem_hit hit_row{};
 };
 
 namespace {
@@ -184,9 +187,106 @@ Status NewCursor(agentmem_db* db, agentmem_cursor::Kind kind, agentmem_cursor** 
   return Status::OK();
 }
 
+Status BuildQuery(const char* user_id, const char* query, const agentmem_recall_options* o,
+                  eng::RecallQuery* q) {
+  AGENTMEM_RETURN_IF_ERROR(Need(query, "query"));
+  agentmem_recall_options defaults;
+  agentmem_recall_options_init(&defaults);
+  if (!o) o = &defaults;
+  if (o->version < 1 || o->version > AGENTMEM_RECALL_OPTIONS_VERSION) {
+    return agentmem::StatusF(agentmem::kMisuse,
+                             "recall options version %d is unknown; call "
+                             "agentmem_recall_options_init() first",
+                             o->version);
+  }
+  if (!o->all_users) AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
+  if (o->k < 0 || o->k > 10000) return Status(agentmem::kRange, "recall k must be 0..10000");
+  if (o->mode < AGENTMEM_RECALL_HYBRID || o->mode > AGENTMEM_RECALL_VECTOR) {
+    return Status(agentmem::kMisuse, "recall mode must be hybrid, bm25 or vector");
+  }
+  if (o->query_dim < 0 || (o->query_dim > 0 && !o->query_vector)) {
+    return Status(agentmem::kMisuse, "query_vector must be non-NULL when query_dim > 0");
+  }
+  if (o->half_life_s < 0 || o->rrf_k < 1) {
+    return Status(agentmem::kRange, "half_life_s must be >= 0 and rrf_k >= 1");
+  }
+  q->user_id = user_id ? user_id : "";
+  q->all_users = o->all_users != 0;
+  q->text = query;
+  q->k = static_cast<size_t>(o->k);
+  q->mode = static_cast<eng::RecallMode>(o->mode);
+  if (o->session_id) q->session_id = o->session_id;
+  if (o->role) q->role = o->role;
+  q->ts_from = o->ts_from;
+  q->ts_to = o->ts_to;
+  if (o->query_dim > 0) q->vector.assign(o->query_vector, o->query_vector + o->query_dim);
+  q->half_life_s = o->half_life_s;
+  q->min_score = o->min_score;
+  q->rrf_k = o->rrf_k;
+  return Status::OK();
+}
+
 }  // namespace
 
 extern "C" {
+
+void agentmem_recall_options_init(agentmem_recall_options* o) {
+  if (!o) return;
+  *o = agentmem_recall_options{};
+  o->version = AGENTMEM_RECALL_OPTIONS_VERSION;
+  o->k = 10;
+  o->mode = AGENTMEM_RECALL_HYBRID;
+  o->ts_from = INT64_MIN;
+  o->ts_to = INT64_MAX;
+  o->rrf_k = 60;
+}
+
+int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,
+                    const agentmem_recall_options* opts, agentmem_cursor** ppCur) {
+  if (ppCur) *ppCur = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(ppCur, "ppCur"));
+    eng::RecallQuery q;
+    AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
+    std::vector<eng::RecallHit> hits;
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, &hits, nullptr));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kHits, ppCur));
+    (*ppCur)->hits = std::move(hits);
+    db->open_cursors++;
+    return Status::OK();
+  });
+}
+
+int agentmem_explain_recall(agentmem_db* db, const char* user_id, const char* query,
+                            const agentmem_recall_options* opts, char** pzPlan) {
+  if (pzPlan) *pzPlan = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(pzPlan, "pzPlan"));
+    eng::RecallQuery q;
+    AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
+    std::vector<eng::RecallHit> hits;
+    eng::RecallPlan plan;
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, &hits, &plan));
+    std::string json = plan.ToJson();
+    json.pop_back();  // reopen the object to add the hits
+    json += ",\"hits\":[";
+    for (size_t i = 0; i < hits.size(); i++) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "%s{\"id\":%llu,\"score\":%.6g,\"bm25_rank\":%d,\"bm25_score\":%.6g,"
+                    "\"vector_rank\":%d,\"vector_score\":%.6g%s}",
+                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
+                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
+                    hits[i].vector_score, hits[i].fill ? ",\"fill\":true" : "");
+      json += buf;
+    }
+    json += "]}";
+    *pzPlan = static_cast<char*>(std::malloc(json.size() + 1));
+    if (!*pzPlan) return Status(agentmem::kNoMem, "out of memory");
+    std::memcpy(*pzPlan, json.c_str(), json.size() + 1);
+    return Status::OK();
+  });
+}
 
 const char* agentmem_libversion(void) { return AGENTMEM_VERSION; }
 
@@ -481,6 +581,24 @@ int agentmem_cursor_step(agentmem_cursor* cur) {
             cur->fact_sources.empty() ? nullptr : cur->fact_sources.data();
         break;
       }
+      case agentmem_cursor::kHits: {
+        if (cur->next >= cur->hits.size()) return Status(agentmem::kDone, "no more rows");
+        const eng::RecallHit& h = cur->hits[cur->next++];
+        AGENTMEM_RETURN_IF_ERROR(d.GetEpisode(h.id, &cur->episode));
+        agentmem_hit& row = cur->hit_row;
+        row.id = static_cast<int64_t>(h.id);
+        row.user_id = cur->episode.user_id.c_str();
+        row.session_id = cur->episode.session_id.c_str();
+        row.role = cur->episode.role.c_str();
+        row.text = cur->episode.text.c_str();
+        row.ts = cur->episode.ts;
+        row.score = h.score;
+        row.bm25_score = h.bm25_score;
+        row.vector_score = h.vector_score;
+        row.bm25_rank = h.bm25_rank;
+        row.vector_rank = h.vector_rank;
+        break;
+      }
     }
     cur->has_row = true;
     return Status(agentmem::kRow, "row ready");
@@ -493,6 +611,9 @@ const agentmem_episode* agentmem_cursor_episode(agentmem_cursor* cur) {
 }
 const agentmem_block* agentmem_cursor_block(agentmem_cursor* cur) {
   return cur && cur->has_row && cur->kind == agentmem_cursor::kBlocks ? &cur->block_row : nullptr;
+}
+const agentmem_hit* agentmem_cursor_hit(agentmem_cursor* cur) {
+  return cur && cur->has_row && cur->kind == agentmem_cursor::kHits ? &cur->hit_row : nullptr;
 }
 const agentmem_fact* agentmem_cursor_fact(agentmem_cursor* cur) {
   return cur && cur->has_row && cur->kind == agentmem_cursor::kFacts ? &cur->fact_row : nullptr;

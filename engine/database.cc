@@ -10,6 +10,8 @@
 //      and durable_through (every byte before it was synced before this write).
 //  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
 //      only after it returns. sync=NORMAL: synced at close; OFF: never.
+//      A clean close (full or normal) then writes the next superblock, which
+//      vouches that every byte up to the last commit is synced, and syncs.
 //  (5) The in-memory snapshot moves to the new commit only after (4).
 //  (6) A failed write or sync makes the handle's error sticky: no further
 //      writes until reopen; fsync is never retried (the transaction is in
@@ -31,6 +33,9 @@
 #include <thread>
 
 #include "engine/validate.h"
+#include "index/text/hash_embedder.h"
+#include "index/text/tokenizer.h"
+#include "index/vector/metric.h"
 #include "format/page.h"
 
 namespace agentmem::engine {
@@ -51,11 +56,12 @@ uint64_t NewSalt() {
   return s;
 }
 
-format::MetaRecord SpaceMeta(const VectorSpace& s) {
+format::MetaRecord SpaceMeta(const VectorSpace& s, const index::TokenizerOptions& tok) {
   format::MetaRecord m;
   m.entries = {{"vector.embedder", s.embedder},
                {"vector.dim", std::to_string(s.dim)},
                {"vector.metric", s.metric},
+               {"text.tokenizer", index::TokenizerConfigString(tok)},
                {"created_by", std::string("agentmem ") + AGENTMEM_VERSION}};
   return m;
 }
@@ -89,6 +95,7 @@ Status Database::Open(const std::string& path, const Options& opts,
   out->reset();
   std::unique_ptr<Database> db(new Database(path, opts));
   AGENTMEM_RETURN_IF_ERROR(db->OpenFile());
+  db->opened_ = true;  // from here on, Close() may write a superblock
   *out = std::move(db);
   return Status::OK();
 }
@@ -104,17 +111,9 @@ Status Database::OpenFile() {
     header_.page_size = opts_.page_size;
     header_.created_at = Now();
     std::string init = format::EncodeFileHeader(header_);
-    format::Superblock sb;
-    sb.generation = 1;
-    sb.salt = header_.salt;
-    init.resize(format::kSuperblockOffset[0], '\0');
-    init += format::EncodeSuperblock(sb);
-    init.resize(format::kSuperblockOffset[1], '\0');
-    sb.generation = 0;
-    init += format::EncodeSuperblock(sb);
     init.resize(format::kFirstPageOffset, '\0');
     std::string meta;
-    format::EncodeMeta(SpaceMeta(opts_.space), &meta);
+    format::EncodeMeta(SpaceMeta(opts_.space, opts_.tokenizer), &meta);
     std::string payload;
     format::AppendRecord(meta, &payload);
     init += format::EncodePage(PageType::kMeta, init.size(), header_.salt, 1, payload, false);
@@ -126,6 +125,15 @@ Status Database::OpenFile() {
     c.commit_ts = header_.created_at;
     init += format::EncodePage(PageType::kCommit, init.size(), header_.salt, 1,
                                format::EncodeCommit(c), false);
+    // Superblock A vouches for every byte of the new file (it is created
+    // durably, env.h); B starts at generation 0 with nothing vouched for.
+    format::Superblock sb;
+    sb.salt = header_.salt;
+    sb.generation = 0;
+    init.replace(format::kSuperblockOffset[1], format::kSuperblockSize, format::EncodeSuperblock(sb));
+    sb.generation = 1;
+    sb.durable_through = init.size();
+    init.replace(format::kSuperblockOffset[0], format::kSuperblockSize, format::EncodeSuperblock(sb));
     Status s = env_->CreateAtomic(path_, init);
     if (!s.ok() && s.code() != kCantOpenExists) return s;
   }
@@ -155,10 +163,18 @@ Status Database::OpenFile() {
   }
   end_ = best->scan_from;
   seq_ = best->commit_seq;
-  next_episode_id_ = best->next_episode_id;
-  next_fact_id_ = best->next_fact_id;
+  superblock_ = *best;
+  synced_through_ = best->durable_through;
+  if (header_.write_version > format::kWriteVersion && !opts_.read_only) {
+    write_refused_ = StatusF(kReadOnlyFile,
+                             "file format write version %u is newer than this library writes "
+                             "(%u): the file was opened read-only",
+                             header_.write_version, format::kWriteVersion);
+  }
   AGENTMEM_RETURN_IF_ERROR(Refresh(false));
-  if (seq_ == 0 && !opts_.read_only) AGENTMEM_RETURN_IF_ERROR(WriteInitialMeta());
+  if (seq_ == 0 && !opts_.read_only && write_refused_.ok()) {
+    AGENTMEM_RETURN_IF_ERROR(WriteInitialMeta());
+  }
   return LoadSpace();
 }
 
@@ -167,7 +183,7 @@ Status Database::OpenFile() {
 // its settings on the first writable open.
 Status Database::WriteInitialMeta() {
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
-  if (seq_ == 0) pending_meta_ = SpaceMeta(opts_.space);
+  if (seq_ == 0) pending_meta_ = SpaceMeta(opts_.space, opts_.tokenizer);
   return FinishWrite(CommitPending());
 }
 
@@ -185,6 +201,45 @@ Status Database::LoadSpace() {
                    opts_.space.dim, opts_.space.metric.c_str());
   }
   space_ = s;
+  if (opts_.tokenizer_given) {
+    const std::string* recorded = catalog_.Meta("text.tokenizer");
+    std::string wanted = index::TokenizerConfigString(opts_.tokenizer);
+    std::string have = recorded ? *recorded : index::TokenizerConfigString({});
+    if (have != wanted) {
+      return StatusF(kMismatch, "tokenizer mismatch: the file records \"%s\", the open asked for \"%s\"",
+                     have.c_str(), wanted.c_str());
+    }
+  }
+  return EnsureRecallIndex();
+}
+
+// The recall index needs the vector space and tokenizer, which the file's
+// first transaction records; it is created when the first episode or the
+// end of open needs it.
+Status Database::EnsureRecallIndex() {
+  if (recall_) return Status::OK();
+  VectorSpace s;
+  if (const std::string* v = catalog_.Meta("vector.embedder")) s.embedder = *v;
+  if (const std::string* v = catalog_.Meta("vector.metric")) s.metric = *v;
+  if (const std::string* v = catalog_.Meta("vector.dim")) {
+    s.dim = static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
+  }
+  auto metric = index::ParseMetric(s.metric);
+  if (!metric.ok() || s.dim == 0 || s.dim > 65536) {
+    return StatusF(kCorrupt, "file settings: unusable vector space %s/%u/%s", s.embedder.c_str(),
+                   s.dim, s.metric.c_str());
+  }
+  index::TokenizerOptions tok;
+  if (const std::string* v = catalog_.Meta("text.tokenizer")) {
+    auto parsed = index::ParseTokenizerConfig(*v);
+    if (!parsed.ok()) {
+      return StatusF(kFormatVersion, "file uses tokenizer \"%s\", unknown to this version",
+                     v->c_str());
+    }
+    tok = parsed.value();
+  }
+  recall_ = std::make_unique<RecallIndex>(tok, s.dim, metric.value(),
+                                          s.embedder == index::HashEmbedder::kName);
   return Status::OK();
 }
 
@@ -197,64 +252,144 @@ Status Database::Close() {
     explicit_txn_ = false;
   }
   Status s;
-  if (file_ && !opts_.read_only && sticky_.ok() && opts_.sync == SyncMode::kNormal &&
-      synced_through_ < end_) {
-    s = Sync();
+  if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() &&
+      opts_.sync != SyncMode::kOff && end_ > superblock_.durable_through) {
+    s = WriteSuperblock();
   }
   ReleaseWriteLock();
   file_.reset();
   return s;
 }
 
+// Records in the next superblock slot that every byte before end_ is synced,
+// so that a later open can tell damage from a torn tail all the way to the
+// last commit. Skipped (not an error) when another handle holds the lock.
+Status Database::WriteSuperblock() {
+  bool acquired = write_locked_;
+  if (!acquired) AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+  if (!acquired) return Status::OK();
+  write_locked_ = true;
+  if (synced_through_ < end_) AGENTMEM_RETURN_IF_ERROR(Sync());
+  synced_through_ = end_;
+  std::string head;
+  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(0, format::kFirstPageOffset, &head));
+  format::Superblock newest;
+  int newest_slot = -1;
+  for (int slot = 0; slot < 2; slot++) {
+    format::Superblock sb;
+    std::string_view bytes = std::string_view(head).substr(
+        std::min<size_t>(head.size(), format::kSuperblockOffset[slot]), format::kSuperblockSize);
+    if (format::DecodeSuperblock(bytes, header_.salt, &sb).ok() &&
+        (newest_slot < 0 || sb.generation > newest.generation)) {
+      newest = sb;
+      newest_slot = slot;
+    }
+  }
+  format::Superblock next = newest_slot < 0 ? format::Superblock{} : newest;
+  next.generation = newest_slot < 0 ? 1 : newest.generation + 1;
+  next.salt = header_.salt;
+  next.durable_through = end_;  // just synced
+  int slot = newest_slot == 0 ? 1 : 0;
+  Status s = file_->WriteAt(format::kSuperblockOffset[slot], format::EncodeSuperblock(next));
+  if (!s.ok()) {
+    sticky_ = s;
+    return s;
+  }
+  AGENTMEM_RETURN_IF_ERROR(Sync());
+  superblock_ = next;
+  return Status::OK();
+}
+
 // ------------------------------------------------------------------ snapshots
 
-Status Database::ApplyScanned(ScannedTxn& txn) {
+// Phase 1 of applying a scanned transaction: decode and check every record,
+// changing nothing. Counters must run on from the previous commit's.
+Status Database::DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const {
+  uint64_t next_episode = next_episode_id_, next_fact = next_fact_id_;
+  uint64_t next_block = next_block_version_;
   std::vector<std::string_view> records;
   for (DecodedPage& page : txn.pages) {
     int64_t page_no = static_cast<int64_t>(page.header.page_no);
     AGENTMEM_RETURN_IF_ERROR(
         format::SplitRecords(page.payload, page.header.record_count, page_no, &records));
+    auto out_of_order = [page_no](const char* what) {
+      return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: %s out of order",
+                                 static_cast<long long>(page_no), what);
+    };
     for (uint32_t slot = 0; slot < records.size(); slot++) {
       RecordLoc loc{page.offset, slot};
       switch (static_cast<PageType>(page.header.type)) {
         case PageType::kEpisodes: {
-          EpisodeRecord r;
-          AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(records[slot], page_no, &r));
-          if (r.id == 0 || r.id >= txn.commit.next_episode_id) {
-            return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: episode id %llu out of range",
-                                       static_cast<long long>(page_no),
-                                       static_cast<unsigned long long>(r.id));
-          }
-          catalog_.AddEpisode(r, loc);
+          out->episodes.emplace_back();
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(records[slot], page_no, &out->episodes.back().first));
+          out->episodes.back().second = loc;
+          if (out->episodes.back().first.id != next_episode++) return out_of_order("episode id");
           break;
         }
         case PageType::kBlocks: {
-          BlockRecord r;
-          AGENTMEM_RETURN_IF_ERROR(format::DecodeBlock(records[slot], page_no, &r));
-          catalog_.AddBlock(r, loc);
+          out->blocks.emplace_back();
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeBlock(records[slot], page_no, &out->blocks.back().first));
+          out->blocks.back().second = loc;
+          if (out->blocks.back().first.version != next_block++) return out_of_order("block version");
           break;
         }
         case PageType::kFacts: {
-          FactRecord r;
-          AGENTMEM_RETURN_IF_ERROR(format::DecodeFact(records[slot], page_no, &r));
-          catalog_.AddFact(r, loc);
+          out->facts.emplace_back();
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeFact(records[slot], page_no, &out->facts.back().first));
+          out->facts.back().second = loc;
+          if (out->facts.back().first.id != next_fact++) return out_of_order("fact id");
           break;
         }
         case PageType::kMeta: {
           format::MetaRecord m;
           AGENTMEM_RETURN_IF_ERROR(format::DecodeMeta(records[slot], page_no, &m));
-          for (auto& [k, v] : m.entries) catalog_.SetMeta(k, v);
+          for (auto& e : m.entries) out->meta.push_back(std::move(e));
           break;
         }
+        case PageType::kGraph:
+          out->graphs.push_back({records[slot], page_no});
+          break;
         case PageType::kCommit:
           return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: commit page inside a transaction",
                                      static_cast<long long>(page_no));
       }
     }
   }
+  if (next_episode != txn.commit.next_episode_id || next_fact != txn.commit.next_fact_id ||
+      next_block != txn.commit.next_block_version) {
+    int64_t page_no = static_cast<int64_t>(format::PageNoOf(txn.commit_offset));
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "page %lld (commit): its counters do not match its records",
+                               static_cast<long long>(page_no));
+  }
+  return Status::OK();
+}
+
+// Phase 2: the transaction enters the catalog whole. The recall index is
+// derived data: if it cannot take the transaction, it is marked broken (recall
+// then asks for a reopen) and the catalog stays right.
+Status Database::ApplyScanned(ScannedTxn& txn) {
+  DecodedTxn d;
+  AGENTMEM_RETURN_IF_ERROR(DecodeScanned(txn, &d));
+  for (auto& [k, v] : d.meta) catalog_.SetMeta(k, v);
+  for (const auto& [r, loc] : d.episodes) catalog_.AddEpisode(r, loc);
+  for (const auto& [r, loc] : d.blocks) catalog_.AddBlock(r, loc);
+  for (const auto& [r, loc] : d.facts) catalog_.AddFact(r, loc);
   next_episode_id_ = txn.commit.next_episode_id;
   next_fact_id_ = txn.commit.next_fact_id;
   next_block_version_ = txn.commit.next_block_version;
+  if (d.episodes.empty() && d.graphs.empty()) return Status::OK();
+  Status s = EnsureRecallIndex();
+  if (!s.ok()) return s;
+  for (const auto& [r, loc] : d.episodes) {
+    s = recall_->Add(r);
+    if (!s.ok()) break;
+  }
+  for (const auto& [image, page_no] : d.graphs) {
+    if (!s.ok()) break;
+    s = recall_->ApplyGraphImage(image, page_no);
+  }
+  if (!s.ok()) recall_->Break(s);
   return Status::OK();
 }
 
@@ -265,11 +400,11 @@ Status Database::Refresh(bool exclusive) {
   // A reader racing a writer can see a page half-written and then a later
   // commit; one more scan from the same place settles it.
   for (int attempt = 0; attempt < 2; attempt++) {
-    s = ScanLog(file_.get(), header_, end_, seq_, apply, &res);
+    s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
     end_ = res.end;
     seq_ = res.commit_seq;
     pages_ += res.pages;
-    if (s.ok() || s.primary() != kCorrupt || exclusive) break;
+    if (s.ok() || !res.damage || exclusive) break;
   }
   AGENTMEM_RETURN_IF_ERROR(s);
   scanned_size_ = res.file_size;
@@ -291,7 +426,9 @@ Status Database::RefreshForRead() {
   if (explicit_txn_ || write_locked_) return Status::OK();  // keep the transaction's snapshot
   uint64_t size = 0;
   AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
-  if (size == scanned_size_) return Status::OK();
+  // Unchanged size means nothing new -- unless a torn tail was seen: a writer
+  // may have cut it and committed exactly up to the same size.
+  if (size == scanned_size_ && torn_bytes_ == 0) return Status::OK();
   return Refresh(false);
 }
 
@@ -300,6 +437,7 @@ Status Database::RefreshForRead() {
 Status Database::CheckWritable() const {
   if (closed_) return Status(kMisuse, "database is closed");
   if (opts_.read_only) return Status(kReadOnlyFile, "attempt to write a database opened read-only");
+  if (!write_refused_.ok()) return write_refused_;
   if (!sticky_.ok()) {
     return Status(kIoErrSticky, "an earlier write or sync failed (" + sticky_.message() +
                                     "); close and reopen the database");
@@ -428,6 +566,16 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
        [&](size_t i, std::string* r) { format::EncodeBlock(pending_blocks_[i], r); });
   pack(PageType::kFacts, pending_facts_.size(),
        [&](size_t i, std::string* r) { format::EncodeFact(pending_facts_[i], r); });
+  // The graph delta of this transaction's vectors rides in the same commit.
+  if (recall_ && !pending_episodes_.empty()) {
+    std::string delta;
+    AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));
+    if (!delta.empty()) {
+      std::string payload;
+      format::AppendRecord(delta, &payload);
+      emit(PageType::kGraph, payload, 1);
+    }
+  }
 
   format::CommitRecord c;
   c.commit_seq = seq_ + 1;
@@ -452,31 +600,37 @@ Status Database::CommitPending() {
   uint32_t pages = 0;
   AGENTMEM_RETURN_IF_ERROR(EncodePending(&buf, &pages));
   Status s = file_->WriteAt(end_, buf);
+  if (s.ok() && opts_.sync == SyncMode::kFull) s = Sync();
   if (!s.ok()) {
     sticky_ = s;
+    if (recall_) recall_->Break(s);  // its graph holds the in-doubt inserts
     return s;
   }
   uint64_t new_end = end_ + buf.size();
-  if (opts_.sync == SyncMode::kFull) {
-    AGENTMEM_RETURN_IF_ERROR(Sync());
-    synced_through_ = new_end;
-  }
+  if (opts_.sync == SyncMode::kFull) synced_through_ = new_end;
   // The bytes are durable per the sync mode: move the snapshot.
   ScanResult res;
   // Re-reading what was just written costs a read of bytes in the page cache
   // and keeps one code path (ApplyScanned) for every way records enter the
   // catalog; it also proves the commit decodes.
   auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
-  s = ScanLog(file_.get(), header_, end_, seq_, apply, &res);
-  if (!s.ok() || res.commit_seq != seq_ + 1) {
+  uint64_t want = seq_ + 1;
+  s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
+  if (res.commits) {
+    end_ = res.end;
+    seq_ = res.commit_seq;
+    pages_ += res.pages;
+    scanned_size_ = res.file_size;
+    torn_bytes_ = res.torn_bytes;
+  }
+  // If reading the commit back failed before it was applied, the commit is in
+  // doubt to the caller like any other failed commit: the handle's error goes
+  // sticky and a reopen settles it.
+  if (seq_ < want) {
     sticky_ = s.ok() ? Status(kInternal, "commit did not read back") : s;
+    if (recall_) recall_->Break(sticky_);
     return sticky_;
   }
-  end_ = res.end;
-  seq_ = res.commit_seq;
-  pages_ += res.pages;
-  scanned_size_ = res.file_size;
-  torn_bytes_ = res.torn_bytes;
   return Status::OK();
 }
 
@@ -501,6 +655,9 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   }
   for (float f : r.vector) {
     if (!std::isfinite(f)) return Status(kRange, "vector contains a NaN or infinite value");
+  }
+  if (r.vector.empty() && recall_ && recall_->builtin_embedder()) {
+    r.vector = recall_->Embed(r.text);  // the built-in embedder fills in
   }
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   r.id = next_episode_id_ + pending_episodes_.size();
@@ -708,6 +865,14 @@ Status Database::ListFacts(std::string_view user_id, const std::string* subject,
     if (f.user_id == user_id && keep(f)) out->push_back(f);
   }
   return Status::OK();
+}
+
+Status Database::Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  RecallQuery query = q;
+  if (query.now == 0) query.now = Now();
+  return recall_->Recall(query, hits, plan);
 }
 
 Status Database::GetStats(Stats* out) {

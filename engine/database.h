@@ -19,6 +19,7 @@
 #include "engine/catalog.h"
 #include "engine/env/env.h"
 #include "engine/options.h"
+#include "engine/recall.h"
 #include "engine/scan.h"
 #include "format/file_header.h"
 #include "format/records.h"
@@ -73,6 +74,9 @@ class Database {
   Status ListFacts(std::string_view user_id, const std::string* subject,
                    const std::string* predicate, std::vector<format::FactRecord>* out);
   Status GetStats(Stats* out);
+  // Hybrid / BM25 / vector recall over committed episodes (recall.h). An open
+  // transaction's own uncommitted episodes are not searched.
+  Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan);
 
   const VectorSpace& space() const { return space_; }
   const Options& options() const { return opts_; }
@@ -88,6 +92,14 @@ class Database {
   // (write lock held) a torn tail is cut off.
   Status Refresh(bool exclusive);
   Status RefreshForRead();
+  struct DecodedTxn {
+    std::vector<std::pair<format::EpisodeRecord, RecordLoc>> episodes;
+    std::vector<std::pair<format::BlockRecord, RecordLoc>> blocks;
+    std::vector<std::pair<format::FactRecord, RecordLoc>> facts;
+    std::vector<std::pair<std::string, std::string>> meta;
+    std::vector<std::pair<std::string_view, int64_t>> graphs;  // image, page_no
+  };
+  Status DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const;
   Status ApplyScanned(ScannedTxn& txn);
   Status CheckWritable() const;
   Status AcquireWriteLock();
@@ -104,15 +116,20 @@ class Database {
   Status ReadBlock(const RecordLoc& loc, format::BlockRecord* out);
   Status ReadFact(const RecordLoc& loc, format::FactRecord* out);
   Status Sync();
+  Status WriteSuperblock();
   int64_t Now() const;
+  Status EnsureRecallIndex();
 
   std::string path_;
   Options opts_;
   Env* env_ = nullptr;
   std::unique_ptr<File> file_;
   format::FileHeader header_;
+  format::Superblock superblock_;  // the newest valid one, as of open or this handle's last write
+  Status write_refused_;           // set when the file's write_version is too new
   VectorSpace space_;
   Catalog catalog_;
+  std::unique_ptr<RecallIndex> recall_;  // created once the vector space is known
 
   // Snapshot position.
   uint64_t end_ = format::kFirstPageOffset;  // just past the last applied commit
@@ -142,6 +159,7 @@ class Database {
   };
   std::unordered_map<uint64_t, CachedPage> page_cache_;
   bool closed_ = false;
+  bool opened_ = false;  // Open() succeeded: only then may Close() write
 };
 
 }  // namespace agentmem::engine

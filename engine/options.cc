@@ -42,6 +42,15 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     if (value.empty() || value.size() > 200) return Bad(key, value, "a name of 1..200 bytes");
     o->space.embedder = std::string(value);
     o->space_given = true;
+  } else if (key == "tokenizer") {
+    if (value == "unicode") o->tokenizer.alphabet = index::Alphabet::kUnicode;
+    else if (value == "ascii") o->tokenizer.alphabet = index::Alphabet::kAscii;
+    else return Bad(key, value, "unicode or ascii");
+    o->tokenizer_given = true;
+  } else if (key == "stem" || key == "stop_words") {
+    if (value != "0" && value != "1") return Bad(key, value, "0 or 1");
+    (key == "stem" ? o->tokenizer.stem : o->tokenizer.stop_words) = value == "1";
+    o->tokenizer_given = true;
   } else if (key == "max_text_bytes") {
     if (!ParseU64(value, 1, 512u << 20, &n)) return Bad(key, value, "bytes 1..536870912");
     o->max_text_bytes = n;
@@ -50,7 +59,7 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     o->page_size = static_cast<uint32_t>(n);
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
-                   "vector_metric, embedder, max_text_bytes, page_size)",
+                   "vector_metric, embedder, tokenizer, stem, stop_words, max_text_bytes, page_size)",
                    static_cast<int>(key.size()), key.data());
   }
   return Status::OK();

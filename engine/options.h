@@ -7,6 +7,7 @@
 #include <string>
 
 #include "format/status.h"
+#include "index/text/tokenizer.h"
 
 namespace agentmem::engine {
 
@@ -29,6 +30,8 @@ struct Options {
   int busy_timeout_ms = 5000;
   VectorSpace space;
   bool space_given = false;  // the caller named a vector space explicitly
+  index::TokenizerOptions tokenizer;  // recorded at creation, like the vector space
+  bool tokenizer_given = false;
   uint64_t max_text_bytes = 8u << 20;
   uint32_t page_size = 4096;
   Env* env = nullptr;  // nullptr = Env::Posix()

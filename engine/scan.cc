@@ -8,7 +8,8 @@
 //      validates and commit_seq is one more than the previous commit's.
 //  (3) A commit page records durable_through: every byte before it had been
 //      synced when the transaction was written. So a bad page before the
-//      durable_through of a later valid commit is damage, not a torn write.
+//      durable_through of a later valid commit -- or of the newest superblock,
+//      which a clean close writes -- is damage, not a torn write.
 #include "engine/scan.h"
 
 #include <algorithm>
@@ -98,14 +99,17 @@ Status ProbeForLaterCommit(Window* w, uint64_t bad, uint64_t file_size, uint64_t
 }  // namespace
 
 Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint64_t seq,
-               const std::function<Status(ScannedTxn&)>& apply, ScanResult* result) {
+               uint64_t vouched_through, const std::function<Status(ScannedTxn&)>& apply,
+               ScanResult* result) {
+  // The result says "nothing applied" until the scan applies something, even
+  // when an I/O error ends it early.
+  *result = ScanResult{};
+  result->end = from;
+  result->commit_seq = seq;
   uint64_t file_size = 0;
   AGENTMEM_RETURN_IF_ERROR(file->Size(&file_size));
   Window w(file, file_size);
-  *result = ScanResult{};
   result->file_size = file_size;
-  result->end = from;
-  result->commit_seq = seq;
 
   ScannedTxn txn;
   uint64_t pos = from;
@@ -127,6 +131,10 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
     int64_t page_no = static_cast<int64_t>(page.header.page_no);
     CommitRecord c;
     s = format::DecodeCommit(page.payload, page_no, &c);
+    if (s.ok() && page.header.record_count != 1) {
+      s = AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (commit): record count %u, not 1",
+                              static_cast<long long>(page_no), page.header.record_count);
+    }
     uint64_t expect_start = txn.pages.empty() ? pos : txn.pages.front().offset;
     if (s.ok() && (c.commit_seq != result->commit_seq + 1 || c.txn_start != expect_start ||
                    c.page_count != txn.pages.size() || c.durable_through > c.txn_start)) {
@@ -155,9 +163,26 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
   }
 
   if (!bad_status.ok()) {
-    bool damage = false;
-    AGENTMEM_RETURN_IF_ERROR(ProbeForLaterCommit(&w, pos, file_size, header.salt, &damage));
-    if (damage) return bad_status;
+    bool damage = pos < vouched_through;
+    if (!damage) {
+      AGENTMEM_RETURN_IF_ERROR(ProbeForLaterCommit(&w, pos, file_size, header.salt, &damage));
+    }
+    if (damage) {
+      result->damage = true;
+      return bad_status;
+    }
+  }
+  if (result->end < vouched_through) {
+    // The file ends, cleanly, before bytes a superblock vouches for: it was
+    // cut short after a clean close.
+    result->damage = true;
+    int64_t page_no = static_cast<int64_t>(format::PageNoOf(result->end));
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "file ends at offset %llu (page %lld) but its superblock vouches "
+                               "for %llu bytes: the file was cut short",
+                               static_cast<unsigned long long>(result->end),
+                               static_cast<long long>(page_no),
+                               static_cast<unsigned long long>(vouched_through));
   }
   result->torn_bytes = file_size - result->end;
   return Status::OK();

@@ -36,6 +36,7 @@ struct ScanResult {
   uint64_t torn_bytes = 0;   // bytes after `end` that are not part of a commit
   uint64_t pages = 0;        // pages in the transactions applied by this scan
   uint64_t commits = 0;      // transactions applied by this scan
+  bool damage = false;       // the scan failed because a bad page is vouched for
 };
 
 // Scans forward from `from` (just past the commit numbered `seq`, or the first
@@ -43,11 +44,15 @@ struct ScanResult {
 //
 // The scan stops at the first page that is missing, cut short or invalid. The
 // bytes from there on are a torn tail -- ignored -- unless a valid commit
-// page lies beyond the bad page whose durable_through is past it: then the
+// page lies beyond the bad page whose durable_through is past it, or the
+// newest superblock vouches for it (`vouched_through`): then the
 // bad page had been synced before that later commit was written, so it is
 // damage, and the scan fails with AGENTMEM_CORRUPT_* naming the bad page.
 // Errors: kCorrupt*, kIoErr*, or whatever apply() returns.
+// `vouched_through` is the durable_through of the newest superblock: a bad
+// page before it is damage too.
 Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint64_t seq,
-               const std::function<Status(ScannedTxn&)>& apply, ScanResult* result);
+               uint64_t vouched_through, const std::function<Status(ScannedTxn&)>& apply,
+               ScanResult* result);
 
 }  // namespace agentmem::engine

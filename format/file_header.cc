@@ -69,9 +69,8 @@ std::string EncodeSuperblock(const Superblock& s) {
   PutFixed64(&b, s.salt);           // 16 8
   PutFixed64(&b, s.scan_from);      // 24 8
   PutFixed64(&b, s.commit_seq);     // 32 8
-  PutFixed64(&b, s.next_episode_id);  // 40 8
-  PutFixed64(&b, s.next_fact_id);   // 48 8
-  PutFixed32(&b, 0);                // 56 4 reserved
+  PutFixed64(&b, s.durable_through);  // 40 8
+  b.append(12, '\0');              // 48 12 reserved
   PutFixed32(&b, MaskCrc(Crc32c(b.data(), 60)));  // 60 4
   return b;
 }
@@ -92,10 +91,9 @@ Status DecodeSuperblock(std::string_view bytes, uint64_t salt, Superblock* out) 
   s.salt = DecodeFixed64(p + 16);
   s.scan_from = DecodeFixed64(p + 24);
   s.commit_seq = DecodeFixed64(p + 32);
-  s.next_episode_id = DecodeFixed64(p + 40);
-  s.next_fact_id = DecodeFixed64(p + 48);
+  s.durable_through = DecodeFixed64(p + 40);
   if (s.salt != salt) return Status(kCorruptSuperblock, "superblock: salt does not match the file");
-  if (s.scan_from < kFirstPageOffset || s.scan_from % kPageAlign != 0) {
+  if (s.scan_from != kFirstPageOffset) {  // version 1: every scan starts at the first page
     return StatusF(kCorruptSuperblock, "superblock: scan_from %llu out of range",
                    static_cast<unsigned long long>(s.scan_from));
   }

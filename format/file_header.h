@@ -46,8 +46,10 @@ struct Superblock {
   uint64_t salt = 0;
   uint64_t scan_from = kFirstPageOffset;  // recovery starts its forward scan here
   uint64_t commit_seq = 0;                // last commit sequence number before scan_from
-  uint64_t next_episode_id = 1;           // counters in effect at scan_from
-  uint64_t next_fact_id = 1;
+  // Every byte of the file before this offset had been synced when the
+  // superblock was written (0: nothing is vouched for). Recovery treats a bad
+  // page before it as damage, never as a torn tail.
+  uint64_t durable_through = 0;
 };
 
 std::string EncodeSuperblock(const Superblock& s);

@@ -25,11 +25,12 @@ const char* PageTypeName(uint8_t type) {
     case PageType::kFacts: return "facts";
     case PageType::kCommit: return "commit";
     case PageType::kMeta: return "meta";
+    case PageType::kGraph: return "graph";
   }
   return "unknown";
 }
 
-bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 5; }
+bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 6; }
 
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {

@@ -21,6 +21,7 @@ enum class PageType : uint8_t {
   kFacts = 3,     // fact records
   kCommit = 4,    // the commit record that ends a transaction
   kMeta = 5,      // file settings (vector space, limits) as key/value pairs
+  kGraph = 6,     // one HNSW graph image (a delta of this transaction's inserts)
 };
 const char* PageTypeName(uint8_t type);  // "episodes", …; "unknown" otherwise
 bool IsKnownPageType(uint8_t type);

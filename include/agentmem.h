@@ -119,10 +119,14 @@ const char *agentmem_errstr(int code);
 **   vector_metric=cosine|ip|l2  (default cosine)
 **   embedder=NAME             name of the model that makes the vectors
 **                             (default "agentmem-hash-v1", the built-in one)
+**   tokenizer=unicode|ascii   how text is split into BM25 terms (default unicode:
+**                             lower-cased letters and digits of every script;
+**                             ascii: [a-z0-9]+ of lower-cased text)
+**   stem=0|1, stop_words=0|1  English suffix stemming / stop-word removal (0)
 **   max_text_bytes=N          largest episode text accepted (default 8 MiB)
-** The vector_* and embedder options define the file's vector space when the
-** file is created; on an existing file they must match what the file
-** records, or the open fails with AGENTMEM_MISMATCH.
+** The vector_*, embedder and tokenizer options define the file's vector space
+** and text analysis when the file is created; on an existing file they must
+** match what the file records, or the open fails with AGENTMEM_MISMATCH.
 **
 ** Returns AGENTMEM_OK with a usable handle in *ppDb. On failure returns
 ** AGENTMEM_CANTOPEN, AGENTMEM_NOTADB, AGENTMEM_FORMAT_VERSION,
@@ -282,6 +286,80 @@ int agentmem_fact_assert(agentmem_db *db, const char *user_id, const char *subje
 int agentmem_facts(agentmem_db *db, const char *user_id, const char *subject,
                    const char *predicate, agentmem_cursor **ppCur);
 
+/* ---------------------------------------------------------------- recall */
+
+#define AGENTMEM_RECALL_HYBRID 0  /* BM25 and vector lists, fused (default) */
+#define AGENTMEM_RECALL_BM25   1  /* lexical only */
+#define AGENTMEM_RECALL_VECTOR 2  /* semantic only */
+
+#define AGENTMEM_RECALL_OPTIONS_VERSION 1
+
+/* Options of agentmem_recall(). Initialise with agentmem_recall_options_init()
+** (which sets `version` and every default) before changing fields; fields are
+** only ever appended, and `version` tells the library which ones you know. */
+typedef struct agentmem_recall_options {
+  int version;                /* AGENTMEM_RECALL_OPTIONS_VERSION */
+  int k;                      /* hits wanted (default 10, at most 10000) */
+  int mode;                   /* AGENTMEM_RECALL_HYBRID / _BM25 / _VECTOR */
+  int all_users;              /* 1: search every user's episodes (user_id ignored) */
+  const char *session_id;     /* only this session (NULL: every session) */
+  const char *role;           /* only this role (NULL: every role) */
+  int64_t ts_from;            /* only event times >= ts_from (INT64_MIN: no bound) */
+  int64_t ts_to;              /* only event times <  ts_to   (INT64_MAX: no bound) */
+  const float *query_vector;  /* NULL: the built-in embedder embeds the query text */
+  int query_dim;
+  double half_life_s;         /* recency weighting: the fused score halves every
+                                 half_life_s seconds of age (0: off) */
+  double min_score;           /* drop hits whose fused score is below (default 0) */
+  int rrf_k;                  /* reciprocal rank fusion constant (default 60) */
+} agentmem_recall_options;
+
+void agentmem_recall_options_init(agentmem_recall_options *opts);
+
+/* One recall hit. score is the fused score: the sum over the lists the
+** episode appears in of 1/(rrf_k + rank), times the recency weight; ties go to
+** the smaller id. bm25_score
+** is the Okapi BM25 score within the user's partition; vector_score is the
+** similarity to the query (cosine: cos; ip: dot product; l2: minus the
+** squared distance). A rank is 1-based; 0 means "not in that list". When
+** fewer than k episodes match and the filtered partition holds more, the
+** others fill the list in id order (the order they were remembered) with
+** score 0 and both ranks 0. */
+typedef struct agentmem_hit {
+  int64_t id;
+  const char *user_id;
+  const char *session_id;
+  const char *role;
+  const char *text;
+  int64_t ts;
+  double score;
+  double bm25_score;
+  double vector_score;
+  int bm25_rank;
+  int vector_rank;
+} agentmem_hit;
+
+/* Recall what the database remembers about `query` for `user_id`, best first.
+** opts NULL means the defaults. Filters (session, role, time) apply inside
+** both searches, so k hits come back whenever the filtered partition holds k
+** episodes. A committed episode is found by the next recall, in this and in
+** every other process. On AGENTMEM_OK *ppCur is a cursor over the hits: read
+** them with agentmem_cursor_hit(). On failure *ppCur is NULL; codes:
+** AGENTMEM_MISUSE (NULL arguments, bad mode, version, or a vector-mode query
+** on a file whose vectors come from an external embedder without a query
+** vector), AGENTMEM_MISMATCH_DIMENSION, AGENTMEM_RANGE, AGENTMEM_CORRUPT_*,
+** AGENTMEM_IOERR_*. Episodes written in the handle's open transaction are
+** not searched until it commits. */
+int agentmem_recall(agentmem_db *db, const char *user_id, const char *query,
+                    const agentmem_recall_options *opts, agentmem_cursor **ppCur);
+
+/* EXPLAIN RECALL: runs the query and returns in *pzPlan a JSON object that
+** says which plan was chosen (partition and filtered sizes, the BM25 and
+** vector paths and their work) followed by the hits with their per-list
+** ranks. Free *pzPlan with agentmem_free(). Codes as agentmem_recall(). */
+int agentmem_explain_recall(agentmem_db *db, const char *user_id, const char *query,
+                            const agentmem_recall_options *opts, char **pzPlan);
+
 /* ---------------------------------------------------------------- cursors */
 
 /* Advance a cursor. Returns AGENTMEM_ROW when a row is ready, AGENTMEM_DONE
@@ -294,6 +372,7 @@ int agentmem_cursor_step(agentmem_cursor *cur);
 const agentmem_episode *agentmem_cursor_episode(agentmem_cursor *cur);
 const agentmem_block *agentmem_cursor_block(agentmem_cursor *cur);
 const agentmem_fact *agentmem_cursor_fact(agentmem_cursor *cur);
+const agentmem_hit *agentmem_cursor_hit(agentmem_cursor *cur);
 
 /* Free a cursor. NULL is a no-op. Returns AGENTMEM_OK. */
 int agentmem_cursor_close(agentmem_cursor *cur);

@@ -28,10 +28,9 @@ Superblock SampleSuperblock() {
   Superblock s;
   s.generation = 7;
   s.salt = kSalt;
-  s.scan_from = 4096 + 160;
+  s.scan_from = 4096;  // version 1 allows only the first page
   s.commit_seq = 12;
-  s.next_episode_id = 300;
-  s.next_fact_id = 45;
+  s.durable_through = 4096 + 4000;
   return s;
 }
 
@@ -47,8 +46,7 @@ bool SameHeader(const FileHeader& a, const FileHeader& b) {
 
 bool SameSuperblock(const Superblock& a, const Superblock& b) {
   return a.generation == b.generation && a.salt == b.salt && a.scan_from == b.scan_from &&
-         a.commit_seq == b.commit_seq && a.next_episode_id == b.next_episode_id &&
-         a.next_fact_id == b.next_fact_id;
+         a.commit_seq == b.commit_seq && a.durable_through == b.durable_through;
 }
 
 }  // namespace
@@ -248,11 +246,10 @@ TEST_CASE("the superblock fields sit at the offsets docs/format.md gives") {
   CHECK(DecodeFixed32(b.data() + 4) == 0);
   CHECK(DecodeFixed64(b.data() + 8) == 7);
   CHECK(DecodeFixed64(b.data() + 16) == kSalt);
-  CHECK(DecodeFixed64(b.data() + 24) == 4096 + 160);
+  CHECK(DecodeFixed64(b.data() + 24) == 4096);
   CHECK(DecodeFixed64(b.data() + 32) == 12);
-  CHECK(DecodeFixed64(b.data() + 40) == 300);
-  CHECK(DecodeFixed64(b.data() + 48) == 45);
-  CHECK(DecodeFixed32(b.data() + 56) == 0);
+  CHECK(DecodeFixed64(b.data() + 40) == 4096 + 4000);
+  CHECK(b.substr(48, 12) == std::string(12, '\0'));
   CHECK(DecodeFixed32(b.data() + 60) == MaskCrc(Crc32c(b.data(), 60)));
 }
 

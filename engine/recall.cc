@@ -1,0 +1,407 @@
+// engine/recall.cc -- see recall.h. The planner, in order:
+//   1. candidates: the user's partition (or every user's) minus what the
+//      session / role / time filters exclude -- filters run before scoring,
+//      so k is guaranteed whenever k candidates exist;
+//   2. BM25 top-k over the partition's own index (N, df and avgdl are the
+//      partition's), MaxScore skipping, candidates enforced by a filter;
+//   3. vector top-k: an exact SIMD scan of the candidates' vectors;
+//   4. the union of both lists, fused by reciprocal rank fusion, weighted by
+//      recency when asked, cut at min_score;
+//   5. if fewer than k hits remain and more candidates exist, the remaining
+//      candidates fill the list in id order, i.e. the order they were
+//      remembered (marked `fill`, score 0) -- the reference BM25's rule for
+//      zero-score documents.
+#include "engine/recall.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+#include "index/vector/distance.h"
+#include "index/vector/exact_search.h"
+#include "index/vector/hnsw_format.h"
+
+namespace agentmem::engine {
+
+namespace {
+
+const char* ModeName(RecallMode m) {
+  switch (m) {
+    case RecallMode::kHybrid: return "hybrid";
+    case RecallMode::kBm25: return "bm25";
+    case RecallMode::kVector: return "vector";
+  }
+  return "?";
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RecallPlan::ToJson() const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "{\"mode\":\"%s\",\"partition\":%llu,\"filtered\":%llu,\"bm25_hits\":%zu,"
+                "\"vector_hits\":%zu,\"fused\":%zu,\"filled\":%zu,",
+                mode.c_str(), static_cast<unsigned long long>(partition),
+                static_cast<unsigned long long>(filtered), bm25_hits, vector_hits, fused, filled);
+  return std::string(buf) + "\"bm25\":\"" + JsonEscape(bm25_path) + "\",\"vector\":\"" +
+         JsonEscape(vector_path) + "\"}";
+}
+
+RecallIndex::RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
+                         bool builtin_embedder)
+    : tokenizer_(tokenizer), dim_(dim), metric_(metric) {
+  if (builtin_embedder) {
+    auto e = index::HashEmbedder::Create(index::HashEmbedderOptions{dim});
+    if (e.ok()) embedder_.emplace(std::move(e.value()));
+  }
+}
+
+uint32_t RecallIndex::Intern(std::unordered_map<std::string, uint32_t>* table,
+                             const std::string& s) {
+  auto [it, inserted] = table->emplace(s, static_cast<uint32_t>(table->size()));
+  return it->second;
+}
+
+std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
+
+const float* RecallIndex::VectorOf(uint64_t id) const {
+  if (id == 0 || id > attrs_.size() || !attrs_[id - 1].has_vector) return nullptr;
+  return vectors_.data() + (id - 1) * dim_;
+}
+
+Status RecallIndex::Add(const format::EpisodeRecord& r) {
+  if (r.id == 0) return Status(kInternal, "recall index: episode id 0");
+  if (attrs_.size() < r.id) {
+    attrs_.resize(r.id);
+    vectors_.resize(static_cast<size_t>(r.id) * dim_, 0.0f);
+  }
+  EpisodeAttrs& a = attrs_[r.id - 1];
+  a.user = Intern(&users_, r.user_id);
+  a.session = Intern(&sessions_, r.session_id);
+  a.role = Intern(&roles_, r.role);
+  a.ts = r.ts;
+  a.present = true;
+  if (r.vector.size() == dim_) {
+    std::copy(r.vector.begin(), r.vector.end(), vectors_.begin() + (r.id - 1) * dim_);
+    a.has_vector = true;
+  }
+  if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
+  if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
+  UserPartition& p = *partitions_[a.user];
+  p.ids.push_back(r.id);
+  episodes_++;
+  return p.bm25.Add(r.id, tokenizer_.Tokenize(r.text));
+}
+
+bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
+  if (!a.present || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
+  if (q.session_id) {
+    auto it = sessions_.find(*q.session_id);
+    if (it == sessions_.end() || it->second != a.session) return false;
+  }
+  if (q.role) {
+    auto it = roles_.find(*q.role);
+    if (it == roles_.end() || it->second != a.role) return false;
+  }
+  return true;
+}
+
+std::vector<uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t* partition) const {
+  std::vector<uint64_t> out;
+  auto consider = [&](uint64_t id) {
+    if (Passes(q, attrs_[id - 1])) out.push_back(id);
+  };
+  if (q.all_users) {
+    *partition = episodes_;
+    for (uint64_t id = 1; id <= attrs_.size(); id++) consider(id);
+    return out;
+  }
+  *partition = 0;
+  auto it = users_.find(q.user_id);
+  if (it == users_.end() || it->second >= partitions_.size() || !partitions_[it->second]) return out;
+  const UserPartition& p = *partitions_[it->second];
+  *partition = p.ids.size();
+  out.reserve(p.ids.size());
+  for (uint64_t id : p.ids) consider(id);
+  return out;
+}
+
+Status RecallIndex::VectorQuery(const RecallQuery& q, std::vector<float>* out) const {
+  if (!q.vector.empty()) {
+    if (q.vector.size() != dim_) {
+      return StatusF(kMismatchDimension, "query vector has %zu dimensions; the file's have %u",
+                     q.vector.size(), dim_);
+    }
+    if (!index::AllFinite(q.vector.data(), q.vector.size())) {
+      return Status(kRange, "query vector contains a NaN or infinite value");
+    }
+    *out = q.vector;
+    return Status::OK();
+  }
+  if (!embedder_) {
+    return Status(kMisuse,
+                  "this file's vectors come from an external embedder: pass a query vector");
+  }
+  *out = embedder_->Embed(q.text);
+  return Status::OK();
+}
+
+double RecallIndex::Similarity(float distance) const {
+  return metric_ == index::Metric::kL2 ? -static_cast<double>(distance)
+                                       : 1.0 - static_cast<double>(distance);
+}
+
+Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
+                                    std::string* delta) {
+  delta->clear();
+  AGENTMEM_RETURN_IF_ERROR(broken_);
+  bool any = false;
+  for (const auto& e : episodes) any |= e.vector.size() == dim_;
+  if (!any) return Status::OK();
+  if (!graph_) {
+    index::HnswOptions o;
+    o.metric = metric_;
+    o.dim = dim_;
+    auto g = index::HnswIndex::Create(o);
+    AGENTMEM_RETURN_IF_ERROR(g.status());
+    graph_ = std::move(g.value());
+  }
+  index::ChangeMark mark = graph_->Mark();
+  for (const auto& e : episodes) {
+    if (e.vector.size() != dim_) continue;
+    Status s = graph_->Add(e.id, e.vector);
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+  }
+  Status s = graph_->EncodeDelta(mark, delta);
+  if (!s.ok()) broken_ = s;
+  return s;
+}
+
+Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no) {
+  if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
+  auto header = index::hnsw::ParseImageHeader(image);
+  if (!header.ok()) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
+                               static_cast<long long>(page_no), header.status().message().c_str());
+  }
+  size_t have = graph_ ? graph_->size() : 0;
+  const auto& h = header.value();
+  if (graph_ && h.node_count == have) return Status::OK();  // this handle's own commit
+  Status s;
+  if (!graph_ && h.base_count == 0) {
+    auto g = index::HnswIndex::Deserialize(image);
+    s = g.status();
+    if (s.ok()) graph_ = std::move(g.value());
+  } else if (graph_ && h.base_count == have) {
+    s = graph_->ApplyDelta(image);
+  } else {
+    s = StatusF(kCorruptIndex, "graph image builds on %u nodes; the graph has %zu", h.base_count,
+                have);
+  }
+  if (!s.ok()) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
+                               static_cast<long long>(page_no), s.message().c_str());
+  }
+  return Status::OK();
+}
+
+void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& query,
+                               const std::vector<uint64_t>& candidates, size_t k,
+                               std::vector<index::Neighbor>* out, RecallPlan* plan) const {
+  std::vector<uint32_t> rows;
+  rows.reserve(candidates.size());
+  for (uint64_t id : candidates) {
+    if (attrs_[id - 1].has_vector) rows.push_back(static_cast<uint32_t>(id - 1));
+  }
+  if (rows.size() > kExactScanMax && graph_ && broken_.ok() && GraphSearch(q, query, rows, k, out, plan)) {
+    return;
+  }
+  index::VectorBlock block{vectors_.data(), attrs_.size(), dim_};
+  auto res = index::ExactTopKRows(metric_, query, block, rows, k);
+  out->clear();
+  if (res.ok()) {
+    for (index::Neighbor n : res.value()) {
+      n.id += 1;  // row -> episode id
+      out->push_back(n);
+    }
+  }
+  if (plan) {
+    std::string why = plan->vector_path.empty() ? "" : "; " + plan->vector_path;
+    plan->vector_path = "exact scan of " + std::to_string(rows.size()) + " vectors (" +
+                        index::SimdPathName(index::ActiveSimdPath()) + ")" + why;
+  }
+}
+
+// The graph path, for large candidate sets: hnswlib's graph walked by our own
+// search loop with the filters applied to every node it visits, so filtered
+// nodes cost a visit but never a result slot. When the walk cannot produce
+// min(k, candidates) hits (a very selective filter), it reports failure and
+// the caller scans exactly: k stays guaranteed.
+bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& query,
+                              const std::vector<uint32_t>& rows, size_t k,
+                              std::vector<index::Neighbor>* out, RecallPlan* plan) const {
+  index::HnswSearchOptions o;
+  o.k = k;
+  o.ef = std::max<size_t>(kGraphEf, 2 * k);
+  bool filtered = rows.size() != graph_->size();
+  if (filtered) {
+    uint32_t user = 0;
+    auto it = users_.find(q.user_id);
+    if (!q.all_users && it != users_.end()) user = it->second;
+    o.filter = [this, &q, user](uint64_t label) {
+      if (label == 0 || label > attrs_.size()) return false;
+      const EpisodeAttrs& a = attrs_[label - 1];
+      return (q.all_users || a.user == user) && Passes(q, a);
+    };
+  }
+  auto res = graph_->Search(query, o);
+  size_t want = std::min(k, rows.size());
+  if (!res.ok() || res.value().size() < want) {
+    plan->vector_path = "hnsw found " + std::to_string(res.ok() ? res.value().size() : 0) +
+                        " of " + std::to_string(want) + ", fell back";
+    return false;
+  }
+  *out = std::move(res.value());
+  plan->vector_path = "hnsw ef=" + std::to_string(o.ef) + " over " +
+                      std::to_string(graph_->size()) + " nodes" +
+                      (filtered ? ", filter inside the walk (" + std::to_string(rows.size()) +
+                                      " candidates)"
+                                : "");
+  return true;
+}
+
+void RecallIndex::Bm25Search(const RecallQuery& q, const std::vector<uint64_t>& candidates,
+                             size_t k, std::vector<index::ScoredDoc>* out,
+                             RecallPlan* plan) const {
+  std::vector<std::string> tokens = tokenizer_.Tokenize(q.text);
+  bool filtered = candidates.size() != plan->partition;
+  index::DocFilter filter;
+  if (filtered) {
+    filter = [&candidates](uint64_t id) {
+      return std::binary_search(candidates.begin(), candidates.end(), id);
+    };
+  }
+  index::QueryStats stats;
+  out->clear();
+  for (size_t u = 0; u < partitions_.size(); u++) {
+    if (!partitions_[u]) continue;
+    if (!q.all_users) {
+      auto it = users_.find(q.user_id);
+      if (it == users_.end() || it->second != u) continue;
+    }
+    index::QueryStats s;
+    auto top = partitions_[u]->bm25.TopK(tokens, k, filter, &s);
+    out->insert(out->end(), top.begin(), top.end());
+    stats.postings_total += s.postings_total;
+    stats.postings_scored += s.postings_scored;
+  }
+  std::sort(out->begin(), out->end(), [](const index::ScoredDoc& a, const index::ScoredDoc& b) {
+    return a.score != b.score ? a.score > b.score : a.doc_id < b.doc_id;
+  });
+  if (out->size() > k) out->resize(k);
+  plan->bm25_path = "maxscore: " + std::to_string(tokens.size()) + " query tokens, " +
+                    std::to_string(stats.postings_scored) + " of " +
+                    std::to_string(stats.postings_total) + " postings scored";
+}
+
+Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
+                           RecallPlan* plan_out) const {
+  RecallPlan plan;
+  plan.mode = ModeName(q.mode);
+  hits->clear();
+  if (!broken_.ok()) {
+    return Status(kIoErrSticky, "the recall index of this handle is out of step with the file ("
+                                    + broken_.message() + "); close and reopen the database");
+  }
+  if (q.k == 0) return Status::OK();
+  std::vector<uint64_t> candidates = Candidates(q, &plan.partition);
+  plan.filtered = candidates.size();
+
+  std::vector<index::ScoredDoc> bm25;
+  std::vector<index::Neighbor> vec;
+  if (q.mode != RecallMode::kVector) {
+    Bm25Search(q, candidates, q.k, &bm25, &plan);
+  } else {
+    plan.bm25_path = "skipped: mode vector";
+  }
+  if (q.mode != RecallMode::kBm25) {
+    std::vector<float> query;
+    Status s = VectorQuery(q, &query);
+    if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
+    if (s.ok()) {
+      VectorSearch(q, query, candidates, q.k, &vec, &plan);
+    } else {
+      plan.vector_path = "skipped: " + s.message();
+    }
+  } else {
+    plan.vector_path = "skipped: mode bm25";
+  }
+  plan.bm25_hits = bm25.size();
+  plan.vector_hits = vec.size();
+
+  // Reciprocal rank fusion over the union of both lists.
+  std::unordered_map<uint64_t, RecallHit> fused;
+  for (size_t i = 0; i < bm25.size(); i++) {
+    RecallHit& h = fused[bm25[i].doc_id];
+    h.id = bm25[i].doc_id;
+    h.bm25_score = bm25[i].score;
+    h.bm25_rank = static_cast<int>(i + 1);
+    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+  }
+  for (size_t i = 0; i < vec.size(); i++) {
+    RecallHit& h = fused[vec[i].id];
+    h.id = vec[i].id;
+    h.vector_score = Similarity(vec[i].distance);
+    h.vector_rank = static_cast<int>(i + 1);
+    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+  }
+  int64_t now = q.now;
+  if (now == 0) {
+    using namespace std::chrono;
+    now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  }
+  for (auto& [id, h] : fused) {
+    if (q.half_life_s > 0) {
+      double age_s = std::max<double>(0, static_cast<double>(now - attrs_[id - 1].ts) / 1e6);
+      h.score *= std::exp2(-age_s / q.half_life_s);
+    }
+    if (h.score >= q.min_score) hits->push_back(h);
+  }
+  std::sort(hits->begin(), hits->end(), [](const RecallHit& a, const RecallHit& b) {
+    return a.score != b.score ? a.score > b.score : a.id < b.id;
+  });
+  if (hits->size() > q.k) hits->resize(q.k);
+  plan.fused = hits->size();
+
+  // Fill: k is guaranteed when the filtered partition holds k episodes.
+  if (hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
+    std::unordered_set<uint64_t> have;
+    for (const RecallHit& h : *hits) have.insert(h.id);
+    for (auto it = candidates.begin(); it != candidates.end() && hits->size() < q.k; ++it) {
+      if (have.count(*it)) continue;
+      RecallHit h;
+      h.id = *it;
+      h.fill = true;
+      hits->push_back(h);
+      plan.filled++;
+    }
+  }
+  if (plan_out) *plan_out = std::move(plan);
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

@@ -1,0 +1,144 @@
+// engine/recall.h -- hybrid recall: BM25 and vector search inside a user's
+// partition with filters applied inside the search, fused by reciprocal rank
+// fusion (docs/architecture.md "Recall").
+//
+// RecallIndex holds the derived, in-memory state the searches need: one BM25
+// index per user, the vectors by episode id, and per-episode filter
+// attributes. The Database feeds it every committed episode, in commit order
+// (so a committed episode is visible to the next recall), and asks it to
+// plan and run queries.
+//
+// Thread safety: none; the owning Database serialises access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/records.h"
+#include "format/status.h"
+#include "index/text/bm25.h"
+#include "index/text/hash_embedder.h"
+#include "index/text/tokenizer.h"
+#include "index/vector/hnsw.h"
+#include "index/vector/metric.h"
+
+namespace agentmem::engine {
+
+enum class RecallMode { kHybrid, kBm25, kVector };
+
+struct RecallQuery {
+  std::string user_id;
+  bool all_users = false;
+  std::string text;
+  std::vector<float> vector;  // empty: embed `text` with the file's embedder
+  size_t k = 10;
+  RecallMode mode = RecallMode::kHybrid;
+  std::optional<std::string> session_id;
+  std::optional<std::string> role;
+  int64_t ts_from = INT64_MIN;  // event time in [ts_from, ts_to)
+  int64_t ts_to = INT64_MAX;
+  double half_life_s = 0;  // recency weighting; 0 = off
+  double min_score = 0;    // fused score below this is dropped
+  int rrf_k = 60;
+  int64_t now = 0;  // for recency weighting; 0 = the clock
+};
+
+struct RecallHit {
+  uint64_t id = 0;
+  double score = 0;         // the fused score (RRF, times the recency weight)
+  double bm25_score = 0;    // 0 when not in the BM25 list
+  double vector_score = 0;  // similarity; 0 when not in the vector list
+  int bm25_rank = 0;        // 1-based rank in the BM25 list; 0 = absent
+  int vector_rank = 0;      // 1-based rank in the vector list; 0 = absent
+  bool fill = false;        // not matched by either list; added to reach k
+};
+
+// What a query did, for EXPLAIN RECALL.
+struct RecallPlan {
+  std::string mode;
+  uint64_t partition = 0;  // episodes in the user's partition (all users: every episode)
+  uint64_t filtered = 0;   // after session/role/time filters
+  std::string bm25_path;   // "maxscore over N postings" or "skipped: …"
+  std::string vector_path; // "exact scan of N vectors (simd)" / "hnsw ef=…" / "skipped: …"
+  size_t bm25_hits = 0;
+  size_t vector_hits = 0;
+  size_t fused = 0;
+  size_t filled = 0;
+  std::string ToJson() const;
+};
+
+struct EpisodeAttrs {
+  uint32_t user = 0;
+  uint32_t session = 0;  // interned
+  uint32_t role = 0;     // interned
+  int64_t ts = 0;
+  bool has_vector = false;
+  bool present = false;
+};
+
+class RecallIndex {
+ public:
+  RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
+              bool builtin_embedder);
+
+  // Indexes one committed episode. REQUIRES: ids arrive in increasing order.
+  Status Add(const format::EpisodeRecord& r);
+  // Runs a query; `plan` (optional) receives what was done.
+  Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
+  // The embedding the built-in embedder gives `text` (the file's dimension).
+  // REQUIRES: builtin_embedder().
+  std::vector<float> Embed(std::string_view text) const;
+  bool builtin_embedder() const { return embedder_.has_value(); }
+  const float* VectorOf(uint64_t id) const;
+
+  // The writer's side of the graph: inserts the vectors of a transaction's
+  // episodes into the HNSW graph and returns the graph delta image to commit
+  // with them (empty when none has a vector). If the commit then fails, call
+  // Break(): the in-memory graph no longer matches the file.
+  Status InsertForCommit(const std::vector<format::EpisodeRecord>& episodes, std::string* delta);
+  // The reader's side: applies a committed graph image (a delta, or a full
+  // image on an empty graph). An image this handle made itself is skipped.
+  Status ApplyGraphImage(std::string_view image, int64_t page_no);
+  void Break(const Status& why) { broken_ = why; }
+  // Below this many candidate vectors the planner scans exactly.
+  static constexpr size_t kExactScanMax = 4096;
+  static constexpr size_t kGraphEf = 64;  // search beam width of the graph path
+
+ private:
+  struct UserPartition {
+    index::Bm25Index bm25;
+    std::vector<uint64_t> ids;  // increasing
+  };
+  uint32_t Intern(std::unordered_map<std::string, uint32_t>* table, const std::string& s);
+  std::vector<uint64_t> Candidates(const RecallQuery& q, uint64_t* partition) const;
+  bool Passes(const RecallQuery& q, const EpisodeAttrs& a) const;
+  Status VectorQuery(const RecallQuery& q, std::vector<float>* out) const;
+  void VectorSearch(const RecallQuery& q, const std::vector<float>& query,
+                    const std::vector<uint64_t>& candidates, size_t k,
+                    std::vector<index::Neighbor>* out, RecallPlan* plan) const;
+  bool GraphSearch(const RecallQuery& q, const std::vector<float>& query,
+                   const std::vector<uint32_t>& rows, size_t k, std::vector<index::Neighbor>* out,
+                   RecallPlan* plan) const;
+  void Bm25Search(const RecallQuery& q, const std::vector<uint64_t>& candidates, size_t k,
+                  std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
+  double Similarity(float distance) const;
+
+  index::Tokenizer tokenizer_;
+  uint32_t dim_;
+  index::Metric metric_;
+  std::optional<index::HashEmbedder> embedder_;
+  std::vector<EpisodeAttrs> attrs_;  // by id - 1
+  std::vector<float> vectors_;       // by id - 1, dim_ floats each (zeros when absent)
+  std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
+  std::unordered_map<std::string, uint32_t> users_, sessions_, roles_;
+  uint64_t episodes_ = 0;
+  std::unique_ptr<index::HnswIndex> graph_;  // every user's vectors; built by commits
+  Status broken_;
+};
+
+}  // namespace agentmem::engine
