@@ -1,6 +1,7 @@
 // cli/demo.cc -- `make demo`: builds demo.agentmem from a small sample
-// conversation (demo/sample_conversation.tsv), reopens it, and prints what it
-// holds per user. A pure client of include/agentmem.h.
+// conversation (demo/sample_conversation.tsv), reopens it, prints what it
+// holds per user, and recalls an answer for each user with the hybrid search.
+// A pure client of include/agentmem.h.
 //
 // Sample file lines (tab-separated):
 //   E  user  session  role  minutes-offset  text        an episode
@@ -112,6 +113,31 @@ int Print(const char* path, const std::set<std::string>& users) {
   return agentmem_close(db) == AGENTMEM_OK ? 0 : 1;
 }
 
+// Hybrid recall for one question per user, with the per-list ranks.
+int ShowRecall(const char* path) {
+  agentmem_db* db = nullptr;
+  if (agentmem_open_v2(path, &db, AGENTMEM_OPEN_READONLY, nullptr) != AGENTMEM_OK) {
+    return Fail(db, "reopen");
+  }
+  const char* asks[][2] = {{"ana", "what is wrong with my sourdough starter?"},
+                           {"ben", "what can I eat before the marathon?"}};
+  for (const auto& ask : asks) {
+    std::printf("\n== recall for %s: \"%s\"\n", ask[0], ask[1]);
+    agentmem_recall_options o;
+    agentmem_recall_options_init(&o);
+    o.k = 3;
+    agentmem_cursor* cur = nullptr;
+    if (agentmem_recall(db, ask[0], ask[1], &o, &cur) != AGENTMEM_OK) return Fail(db, "recall");
+    while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+      const agentmem_hit* h = agentmem_cursor_hit(cur);
+      std::printf("  #%-3lld score %.4f (bm25 #%d %.2f, vector #%d %.2f)  %s\n", (long long)h->id,
+                  h->score, h->bm25_rank, h->bm25_score, h->vector_rank, h->vector_score, h->text);
+    }
+    agentmem_cursor_close(cur);
+  }
+  return agentmem_close(db) == AGENTMEM_OK ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,5 +146,6 @@ int main(int argc, char** argv) {
   std::printf("agentmem %s demo: loading %s into %s\n", agentmem_libversion(), sample, path);
   std::set<std::string> users;
   if (Load(sample, path, &users) != 0) return 1;
-  return Print(path, users);
+  if (Print(path, users) != 0) return 1;
+  return ShowRecall(path);
 }
