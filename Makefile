@@ -1,7 +1,8 @@
 # agentmem -- the two commands a user runs:
 #   make test   install what is missing, build, run every test suite
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean.
+# Other targets: build, deps, asan, clean; bench (the recall benchmark at
+# N = 100,000, results in bench/results/) and bench-quick (N = 10,000).
 SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
@@ -44,3 +45,33 @@ asan: deps
 
 clean:
 	rm -rf $(BUILD) build-asan demo.agentmem
+
+# ---------------------------------------------------------------- benchmarks
+# make bench        the recall benchmark at N = 100,000 episodes x 384-d; writes
+#                   bench/results/recall-n100000.{md,csv} and prints the table
+# make bench-quick  the same at N = 10,000 (well under a minute)
+# BENCH_ARGS passes more options (see `build/bench/recall_bench --help`).
+BENCH_DEBIAN_PACKAGES := wordnet-base
+BENCH_ARGS ?=
+
+.PHONY: bench bench-quick bench-deps bench-build
+
+# Like deps: installs only the packages that are missing; never asks questions.
+bench-deps: deps
+	@missing=""; for p in $(BENCH_DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+bench-build: bench-deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) bench/recall_bench
+
+bench: bench-build
+	$(BUILD)/bench/recall_bench --n 100000 --out bench/results $(BENCH_ARGS)
+
+bench-quick: bench-build
+	$(BUILD)/bench/recall_bench --n 10000 --out bench/results $(BENCH_ARGS)
