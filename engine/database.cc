@@ -349,6 +349,10 @@ Status Database::DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const {
         case PageType::kGraph:
           out->graphs.push_back({records[slot], page_no});
           break;
+        case PageType::kText:
+          out->texts.emplace_back();
+          AGENTMEM_RETURN_IF_ERROR(format::DecodeText(records[slot], page_no, &out->texts.back()));
+          break;
         case PageType::kCommit:
           return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: commit page inside a transaction",
                                      static_cast<long long>(page_no));
@@ -378,12 +382,16 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
   next_episode_id_ = txn.commit.next_episode_id;
   next_fact_id_ = txn.commit.next_fact_id;
   next_block_version_ = txn.commit.next_block_version;
-  if (d.episodes.empty() && d.graphs.empty()) return Status::OK();
+  if (d.episodes.empty() && d.graphs.empty() && d.texts.empty()) return Status::OK();
   Status s = EnsureRecallIndex();
   if (!s.ok()) return s;
   for (const auto& [r, loc] : d.episodes) {
     s = recall_->Add(r);
     if (!s.ok()) break;
+  }
+  for (const auto& t : d.texts) {
+    if (!s.ok()) break;
+    s = recall_->AddText(t);
   }
   for (const auto& [image, page_no] : d.graphs) {
     if (!s.ok()) break;
@@ -566,7 +574,12 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
        [&](size_t i, std::string* r) { format::EncodeBlock(pending_blocks_[i], r); });
   pack(PageType::kFacts, pending_facts_.size(),
        [&](size_t i, std::string* r) { format::EncodeFact(pending_facts_[i], r); });
-  // The graph delta of this transaction's vectors rides in the same commit.
+  // The BM25 terms and the graph delta of this transaction's episodes ride in
+  // the same commit, so that no reader ever tokenizes or inserts again.
+  if (!pending_episodes_.empty()) AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  pack(PageType::kText, pending_episodes_.size(), [&](size_t i, std::string* r) {
+    format::EncodeText(recall_->TextFor(pending_episodes_[i]), r);
+  });
   if (recall_ && !pending_episodes_.empty()) {
     std::string delta;
     AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));

@@ -98,6 +98,7 @@ class Database {
     std::vector<std::pair<format::FactRecord, RecordLoc>> facts;
     std::vector<std::pair<std::string, std::string>> meta;
     std::vector<std::pair<std::string_view, int64_t>> graphs;  // image, page_no
+    std::vector<format::TextRecord> texts;
   };
   Status DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const;
   Status ApplyScanned(ScannedTxn& txn);

@@ -98,10 +98,29 @@ Status RecallIndex::Add(const format::EpisodeRecord& r) {
   }
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
-  UserPartition& p = *partitions_[a.user];
-  p.ids.push_back(r.id);
+  partitions_[a.user]->ids.push_back(r.id);
   episodes_++;
-  return p.bm25.Add(r.id, tokenizer_.Tokenize(r.text));
+  return Status::OK();
+}
+
+Status RecallIndex::AddText(const format::TextRecord& t) {
+  if (t.episode_id == 0 || t.episode_id > attrs_.size() || !attrs_[t.episode_id - 1].present) {
+    return StatusF(kCorruptIndex, "text record for episode %llu, which is not in the file",
+                   static_cast<unsigned long long>(t.episode_id));
+  }
+  std::vector<index::Bm25Index::TermCount> counts;
+  counts.reserve(t.terms.size());
+  for (const auto& [term, tf] : t.terms) counts.push_back({term, tf});
+  return partitions_[attrs_[t.episode_id - 1].user]->bm25.AddCounts(t.episode_id, t.doc_len, counts);
+}
+
+format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
+  std::vector<std::string> tokens = tokenizer_.Tokenize(r.text);
+  format::TextRecord t;
+  t.episode_id = r.id;
+  t.doc_len = static_cast<uint32_t>(tokens.size());
+  for (const auto& c : index::Bm25Index::CountTerms(tokens)) t.terms.emplace_back(c.term, c.tf);
+  return t;
 }
 
 bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {

@@ -86,8 +86,13 @@ class RecallIndex {
   RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
               bool builtin_embedder);
 
-  // Indexes one committed episode. REQUIRES: ids arrive in increasing order.
+  // Indexes one committed episode (filters and vector). REQUIRES: ids arrive
+  // in increasing order.
   Status Add(const format::EpisodeRecord& r);
+  // Adds an indexed episode's BM25 terms, as committed in the file.
+  Status AddText(const format::TextRecord& t);
+  // The BM25 terms of an episode, by the file's tokenizer (the writer's side).
+  format::TextRecord TextFor(const format::EpisodeRecord& r) const;
   // Runs a query; `plan` (optional) receives what was done.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
   // The embedding the built-in embedder gives `text` (the file's dimension).

@@ -156,6 +156,38 @@ Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out) {
   return Status::OK();
 }
 
+void EncodeText(const TextRecord& r, std::string* dst) {
+  PutFixed64(dst, r.episode_id);
+  PutVarint(dst, r.doc_len);
+  PutVarint(dst, r.terms.size());
+  for (const auto& [term, tf] : r.terms) {
+    PutString(dst, term);
+    PutVarint(dst, tf);
+  }
+}
+
+Status DecodeText(std::string_view in, int64_t page_no, TextRecord* out) {
+  Decoder d(in);
+  TextRecord r;
+  r.episode_id = d.Fixed64();
+  uint64_t doc_len = d.Varint();
+  uint64_t n = d.Varint();
+  if (d.failed() || doc_len > UINT32_MAX || n > d.remaining() / 2) return Malformed(page_no, "text");
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    std::string term(d.String());
+    uint64_t tf = d.Varint();
+    if (d.failed() || tf == 0 || tf > UINT32_MAX || term.empty()) return Malformed(page_no, "text");
+    sum += tf;
+    r.terms.emplace_back(std::move(term), static_cast<uint32_t>(tf));
+  }
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "text"));
+  if (sum != doc_len) return Malformed(page_no, "text");
+  r.doc_len = static_cast<uint32_t>(doc_len);
+  *out = std::move(r);
+  return Status::OK();
+}
+
 std::string EncodeCommit(const CommitRecord& r) {
   std::string b;
   PutFixed64(&b, r.commit_seq);        // 0

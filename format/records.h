@@ -71,6 +71,15 @@ struct CommitRecord {
   bool operator==(const CommitRecord&) const = default;
 };
 
+// An episode's BM25 terms, as the file's tokenizer produced them when it was
+// committed: the text index is rebuilt from these, never by tokenizing again.
+struct TextRecord {
+  uint64_t episode_id = 0;
+  uint32_t doc_len = 0;  // tokens in all; the sum of the counts
+  std::vector<std::pair<std::string, uint32_t>> terms;  // distinct terms, tf >= 1
+  bool operator==(const TextRecord&) const = default;
+};
+
 // File settings as key/value pairs; a later meta record overrides earlier keys.
 struct MetaRecord {
   std::vector<std::pair<std::string, std::string>> entries;
@@ -81,12 +90,14 @@ void EncodeEpisode(const EpisodeRecord& r, std::string* dst);
 void EncodeBlock(const BlockRecord& r, std::string* dst);
 void EncodeFact(const FactRecord& r, std::string* dst);
 void EncodeMeta(const MetaRecord& r, std::string* dst);
+void EncodeText(const TextRecord& r, std::string* dst);
 std::string EncodeCommit(const CommitRecord& r);
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
 Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
 Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);
+Status DecodeText(std::string_view in, int64_t page_no, TextRecord* out);
 Status DecodeCommit(std::string_view in, int64_t page_no, CommitRecord* out);
 
 // Appends one record (already encoded) to a page payload, length-prefixed.

@@ -18,22 +18,49 @@ bool RanksBefore(const ScoredDoc& a, const ScoredDoc& b) {
 }  // namespace
 
 Status Bm25Index::Add(uint64_t doc_id, std::span<const std::string> tokens) {
-  if (docs_.count(doc_id) != 0) {
-    return StatusF(kConstraint, "bm25: document %llu is already indexed",
-                   static_cast<unsigned long long>(doc_id));
-  }
   if (tokens.size() > std::numeric_limits<uint32_t>::max()) {
     return StatusF(kTooBig, "bm25: document %llu has %zu tokens, more than 2^32-1",
                    static_cast<unsigned long long>(doc_id), tokens.size());
   }
-  std::unordered_map<std::string_view, uint32_t> tf;
-  for (const std::string& token : tokens) tf[token]++;
-  const auto doc_len = static_cast<uint32_t>(tokens.size());
+  std::vector<TermCount> counts = CountTerms(tokens);
+  return AddCounts(doc_id, static_cast<uint32_t>(tokens.size()), counts);
+}
+
+std::vector<Bm25Index::TermCount> Bm25Index::CountTerms(std::span<const std::string> tokens) {
+  std::vector<TermCount> counts;
+  std::unordered_map<std::string_view, size_t> at;
+  for (const std::string& token : tokens) {
+    auto [it, inserted] = at.emplace(token, counts.size());
+    if (inserted) counts.push_back(TermCount{token, 0});
+    counts[it->second].tf++;
+  }
+  return counts;
+}
+
+Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts) {
+  if (docs_.count(doc_id) != 0) {
+    return StatusF(kConstraint, "bm25: document %llu is already indexed",
+                   static_cast<unsigned long long>(doc_id));
+  }
+  uint64_t sum = 0;
+  std::unordered_map<std::string_view, bool> seen;
+  for (const TermCount& c : counts) {
+    if (c.tf == 0 || c.term.empty() || !seen.emplace(c.term, true).second) {
+      return StatusF(kRange, "bm25: document %llu has an empty, repeated or zero-count term",
+                     static_cast<unsigned long long>(doc_id));
+    }
+    sum += c.tf;
+  }
+  if (sum != doc_len) {
+    return StatusF(kRange, "bm25: document %llu term counts add up to %llu, not %u",
+                   static_cast<unsigned long long>(doc_id), static_cast<unsigned long long>(sum),
+                   doc_len);
+  }
   Doc doc{doc_len, {}};
-  doc.term_ids.reserve(tf.size());
-  for (const auto& [token, count] : tf) {
-    uint32_t term_id = TermIdFor(token);
-    terms_[term_id].list.Insert(Posting{doc_id, count}, doc_len);
+  doc.term_ids.reserve(counts.size());
+  for (const TermCount& c : counts) {
+    uint32_t term_id = TermIdFor(c.term);
+    terms_[term_id].list.Insert(Posting{doc_id, c.tf}, doc_len);
     doc.term_ids.push_back(term_id);
   }
   docs_.emplace(doc_id, std::move(doc));

@@ -76,6 +76,19 @@ class Bm25Index {
   // 2^32-1 tokens; the index is unchanged on failure.
   Status Add(uint64_t doc_id, std::span<const std::string> tokens);
 
+  // The same, from a document's term counts (as persisted in the file):
+  // `doc_len` tokens in all, `counts` its distinct terms with their tf >= 1.
+  // Returns kConstraint for a known doc_id, kRange when the counts do not add
+  // up to doc_len or a term repeats; the index is unchanged on failure.
+  struct TermCount {
+    std::string_view term;
+    uint32_t tf;
+  };
+  Status AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts);
+
+  // The distinct terms of `tokens` with their counts, in first-seen order.
+  static std::vector<TermCount> CountTerms(std::span<const std::string> tokens);
+
   // Removes document `doc_id`. Returns kNotFound if it is not indexed, and
   // kInternal if the index is inconsistent (a posting of the document is
   // missing; the index is then partly updated and should be rebuilt).

@@ -548,3 +548,30 @@ TEST_CASE("random records framed into a payload split back into the same records
     for (size_t i = 0; i < out.size(); i++) CHECK(out[i] == records[i]);
   }
 }
+
+TEST_CASE("a text record round-trips and refuses counts that do not add up") {
+  TextRecord r;
+  r.episode_id = 42;
+  r.doc_len = 5;
+  r.terms = {{"lisbon", 2}, {"moved", 1}, {"café", 2}};
+  std::string bytes;
+  EncodeText(r, &bytes);
+  TextRecord back;
+  REQUIRE(DecodeText(bytes, 9, &back).ok());
+  CHECK(back == r);
+  for (size_t cut = 0; cut < bytes.size(); cut++) {
+    Status s = DecodeText(std::string_view(bytes).substr(0, cut), 9, &back);
+    CHECK(s.code() == kCorruptPage);
+    CHECK(s.page_no() == 9);
+  }
+  r.doc_len = 6;  // counts add up to 5
+  bytes.clear();
+  EncodeText(r, &bytes);
+  CHECK(DecodeText(bytes, 9, &back).code() == kCorruptPage);
+  r.doc_len = 5;
+  r.terms[1].second = 0;  // a zero count
+  r.terms[0].second = 3;
+  bytes.clear();
+  EncodeText(r, &bytes);
+  CHECK(DecodeText(bytes, 9, &back).code() == kCorruptPage);
+}

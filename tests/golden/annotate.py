@@ -36,7 +36,8 @@ COMMENT_COLUMN = 56  # "000000  " + 16 bytes as "xx " = 8 + 48
 WIDTH = 16
 MAX_SHOWN_CHARS = 60  # longer strings are cut short in comments
 
-PAGE_TYPES = {1: "episodes", 2: "blocks", 3: "facts", 4: "commit", 5: "meta"}
+PAGE_TYPES = {1: "episodes", 2: "blocks", 3: "facts", 4: "commit", 5: "meta", 6: "graph",
+              7: "text"}
 
 # ---------------------------------------------------------------- checksums
 
@@ -369,8 +370,21 @@ def meta(d, end):
         d.string("value", end)
 
 
+def text(d, end):
+    d.u64("episode_id")
+    d.varint("doc_len (tokens)", end)
+    n = d.varint("term count", end)
+    for i in range(n):
+        d.string("term[%d]" % i, end)
+        d.varint("tf", end)
+
+
+def graph(d, end):
+    d.field(end - d.pos, "HNSW graph image (layout: docs/format.md section 5.6)")
+
+
 RECORDS = {1: ("episode", episode), 2: ("block version", block), 3: ("fact", fact),
-           5: ("meta", meta)}
+           5: ("meta", meta), 6: ("graph", graph), 7: ("text", text)}
 
 
 def commit_record(d):
