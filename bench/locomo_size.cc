@@ -3,7 +3,9 @@
 // transaction per `batch` episodes, and reports the file size against the raw
 // text size, the commits and data syncs, and the load rate.
 //
-// usage: locomo_size [N=10000] [batch=1] [sync=full] [file=/tmp/locomo.agentmem]
+// usage: locomo_size [N=10000] [batch=1] [sync=full] [file=/tmp/locomo.agentmem] [options]
+// (options are appended to the open options, e.g. "embedder=none" to store
+// text without vectors)
 #include <agentmem.h>
 
 #include <chrono>
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   int batch = argc > 2 ? std::atoi(argv[2]) : 1;
   std::string sync = argc > 3 ? argv[3] : "full";
   std::string path = argc > 4 ? argv[4] : "/tmp/locomo.agentmem";
+  std::string extra = argc > 5 ? argv[5] : "";
   const char* src = "../shared/data/locomo/episodes.jsonl";
   std::ifstream in(src);
   if (!in) {
@@ -36,7 +39,7 @@ int main(int argc, char** argv) {
   }
   std::remove(path.c_str());
   agentmem_db* db = nullptr;
-  std::string opts = "sync=" + sync;
+  std::string opts = "sync=" + sync + (extra.empty() ? "" : "&" + extra);
   if (agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
                        opts.c_str()) != AGENTMEM_OK) {
     std::fprintf(stderr, "open: %s\n", agentmem_errmsg(db));
@@ -59,10 +62,11 @@ int main(int argc, char** argv) {
   agentmem_stats st;
   agentmem_stats_get(db, &st);
   std::printf("episodes %lld  raw text %lld bytes  file %lld bytes  (%.2fx raw)  commits %lld  "
-              "data syncs %lld  pages %lld  %.0f episodes/s (batch %d, sync=%s)\n",
+              "data syncs %lld  pages %lld  %.0f episodes/s (batch %d, sync=%s%s%s)\n",
               (long long)st.episodes, raw, (long long)st.file_bytes,
               static_cast<double>(st.file_bytes) / static_cast<double>(raw), (long long)st.commits,
-              (long long)st.syncs, (long long)st.pages, n / secs, batch, sync.c_str());
+              (long long)st.syncs, (long long)st.pages, n / secs, batch, sync.c_str(),
+              extra.empty() ? "" : ", ", extra.c_str());
   agentmem_close(db);
   return 0;
 }
