@@ -84,6 +84,7 @@ struct Config {
   std::string out = "bench/results";
   std::string workdir = "/tmp/agentmem-bench";
   bool run_single = true, run_filter = true, run_open = true;
+  bool reuse = false;         // keep a matching file from an earlier run (no ingest figures)
   // --open-only mode (the child of phase 4)
   std::string open_only, query_file, open_user;
 };
@@ -101,6 +102,8 @@ const char* kUsage =
     "  --out DIR        results folder (bench/results)\n"
     "  --workdir DIR    where the .agentmem files go (/tmp/agentmem-bench)\n"
     "  --no-single --no-filter --no-open   skip a phase\n"
+    "  --reuse          reuse the files of an earlier run with the same data (skips ingest;\n"
+    "                   for profiling recall and open)\n"
     "  --open-only FILE --query-file QF --user U   (internal) the child of the open phase\n";
 
 const char* kOpenOptions = "vector_dim=384&embedder=bench-synthetic&sync=full";
@@ -559,6 +562,7 @@ struct Data {
 struct IngestResult {
   std::vector<int64_t> ids;      // by corpus row
   std::vector<double> unit_us;   // per transaction
+  std::vector<double> unit_cpu_us;  // the same, thread CPU time (excludes waits and preemption)
   double seconds = 0;
   agentmem_stats stats{};
 };
@@ -576,7 +580,7 @@ IngestResult Ingest(const std::string& path, const Data& d, size_t n, size_t bat
   double t0 = Seconds(), next_report = t0 + 10;
   for (size_t i = 0; i < n; i += batch) {
     size_t end = std::min(n, i + batch);
-    double u0 = Seconds();
+    double u0 = Seconds(), c0 = ThreadCpuUs();
     int rc;
     if (batch > 1 && (rc = agentmem_begin(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_begin");
     for (size_t j = i; j < end; j++) {
@@ -589,6 +593,7 @@ IngestResult Ingest(const std::string& path, const Data& d, size_t n, size_t bat
     if (batch > 1 && (rc = agentmem_commit(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_commit");
     double u1 = Seconds();
     r.unit_us.push_back((u1 - u0) * 1e6);
+    r.unit_cpu_us.push_back(ThreadCpuUs() - c0);
     if (u1 >= next_report || end == n) {
       Progress("%s: %zu / %zu episodes, %.0f episodes/s so far", label, end, n,
                static_cast<double>(end) / (u1 - t0));
@@ -603,6 +608,44 @@ IngestResult Ingest(const std::string& path, const Data& d, size_t n, size_t bat
     Warn("%s: the file holds %lld episodes, %zu were written", label,
          static_cast<long long>(r.stats.episodes), n);
   return r;
+}
+
+// --reuse: takes the ids of an existing file written by Ingest() from the same
+// data (every user's episodes in id order must be the expected texts and
+// vectors).
+// Returns false when the file is missing or different.
+template <class UserOf>
+bool Reuse(const std::string& path, const Data& d, size_t n, UserOf user_of, IngestResult* r) {
+  if (FileBytes(path) <= 0) return false;
+  agentmem_db* db = nullptr;
+  if (agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READONLY, kOpenOptions) != AGENTMEM_OK) {
+    agentmem_close(db);
+    return false;
+  }
+  std::map<std::string, std::vector<size_t>> rows;
+  for (size_t i = 0; i < n; i++) rows[user_of(i)].push_back(i);
+  r->ids.assign(n, 0);
+  r->stats = StatsOrDie(db);
+  bool ok = r->stats.episodes == static_cast<int64_t>(n);
+  for (auto it = rows.begin(); ok && it != rows.end(); ++it) {
+    agentmem_cursor* cur = nullptr;
+    if (agentmem_episodes(db, it->first.c_str(), nullptr, &cur) != AGENTMEM_OK) {
+      ok = false;
+      break;
+    }
+    size_t j = 0;
+    while (ok && agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+      const agentmem_episode* e = agentmem_cursor_episode(cur);
+      ok = j < it->second.size() && d.texts[it->second[j]] == e->text && e->vector &&
+           e->dim == d.vecs.dim &&
+           std::memcmp(e->vector, d.vecs.row(it->second[j]), sizeof(float) * e->dim) == 0;
+      if (ok) r->ids[it->second[j++]] = e->id;
+    }
+    ok = ok && j == it->second.size();
+    agentmem_cursor_close(cur);
+  }
+  agentmem_close(db);
+  return ok;
 }
 
 struct ModeRun {
@@ -806,6 +849,7 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-single") c->run_single = false;
     else if (a == "--no-filter") c->run_filter = false;
     else if (a == "--no-open") c->run_open = false;
+    else if (a == "--reuse") c->reuse = true;
     else if (a == "--open-only") c->open_only = val();
     else if (a == "--query-file") c->query_file = val();
     else if (a == "--user") c->open_user = val();
@@ -884,8 +928,11 @@ int Main(int argc, char** argv) {
             static_cast<double>(m) / r.seconds, "1/s",
             Fmt("%zu commits into an empty file; %lld data syncs", m,
                 static_cast<long long>(r.stats.syncs)));
+    Summary cpu = Summarize(r.unit_cpu_us);
     rep.Add("ingest, 1 episode per transaction (sync=full)", "commit p50", s.p50 / 1e3, "ms",
-            Fmt("p99 %.3f, max %.3f ms", s.p99 / 1e3, s.max / 1e3));
+            Fmt("p99 %.3f, max %.3f ms; thread CPU p50 %.3f, p99 %.3f ms (wall minus CPU: "
+                "fdatasync and preemption)",
+                s.p99 / 1e3, s.max / 1e3, cpu.p50 / 1e3, cpu.p99 / 1e3));
     checks.push_back(Fmt("- one-per-transaction ingest: %lld commits, %lld data syncs for %zu "
                          "episodes",
                          static_cast<long long>(r.stats.commits),
@@ -894,19 +941,27 @@ int Main(int argc, char** argv) {
   }
 
   // ---- 2. batched ingest, one partition
-  Progress("ingest: %zu episodes, %zu per transaction, sync=full, one user -> %s", c.n, c.batch,
-           main_file.c_str());
-  IngestResult ing = Ingest(main_file, d, c.n, c.batch, [&](size_t) { return kUser; }, "batched");
-  {
-    Summary s = Summarize(ing.unit_us);
+  IngestResult ing;
+  bool reused = c.reuse && Reuse(main_file, d, c.n, [&](size_t) { return kUser; }, &ing);
+  if (reused) {
+    Progress("reusing %s (no ingest figures)", main_file.c_str());
+  } else {
+    Progress("ingest: %zu episodes, %zu per transaction, sync=full, one user -> %s", c.n, c.batch,
+             main_file.c_str());
+    ing = Ingest(main_file, d, c.n, c.batch, [&](size_t) { return kUser; }, "batched");
+  }
+  if (!reused) {
+    Summary s = Summarize(ing.unit_us), cpu = Summarize(ing.unit_cpu_us);
     std::string w = Fmt("ingest, %zu per transaction (sync=full)", c.batch);
     rep.Add(w, "episodes/s", static_cast<double>(c.n) / ing.seconds, "1/s",
             Fmt("%.1f s for %zu episodes; %lld commits, %lld data syncs", ing.seconds, c.n,
                 static_cast<long long>(ing.stats.commits),
                 static_cast<long long>(ing.stats.syncs)));
     rep.Add(w, "transaction p50", s.p50 / 1e3, "ms",
-            Fmt("p99 %.1f, min %.1f, max %.1f ms; first %.1f, last %.1f ms", s.p99 / 1e3,
-                s.min / 1e3, s.max / 1e3, ing.unit_us.front() / 1e3, ing.unit_us.back() / 1e3));
+            Fmt("p99 %.1f, min %.1f, max %.1f ms; first %.1f, last %.1f ms; thread CPU p50 %.1f "
+                "ms, total %.1f s",
+                s.p99 / 1e3, s.min / 1e3, s.max / 1e3, ing.unit_us.front() / 1e3,
+                ing.unit_us.back() / 1e3, cpu.p50 / 1e3, cpu.sum / 1e6));
   }
   std::unordered_map<int64_t, uint32_t> row_of_id;
   for (size_t i = 0; i < ing.ids.size(); i++) row_of_id[ing.ids[i]] = static_cast<uint32_t>(i);
@@ -1028,12 +1083,18 @@ int Main(int argc, char** argv) {
   if (c.run_filter) {
     auto user_name = [](size_t u) { return Fmt("user-%04zu", u); };
     size_t users = static_cast<size_t>(c.users);
-    Progress("ingest: %zu episodes over %zu users (round robin), %zu per transaction -> %s", c.n,
-             users, c.batch, users_file.c_str());
-    IngestResult ui = Ingest(users_file, d, c.n, c.batch,
-                             [&](size_t i) { return user_name(i % users); }, "users");
-    rep.Add(Fmt("ingest, %zu per transaction, %zu users", c.batch, users), "episodes/s",
-            static_cast<double>(c.n) / ui.seconds, "1/s", Fmt("%.1f s", ui.seconds));
+    IngestResult ui;
+    auto user_of = [&](size_t i) { return user_name(i % users); };
+    bool ureused = c.reuse && Reuse(users_file, d, c.n, user_of, &ui);
+    if (ureused) {
+      Progress("reusing %s (no ingest figures)", users_file.c_str());
+    } else {
+      Progress("ingest: %zu episodes over %zu users (round robin), %zu per transaction -> %s",
+               c.n, users, c.batch, users_file.c_str());
+      ui = Ingest(users_file, d, c.n, c.batch, user_of, "users");
+      rep.Add(Fmt("ingest, %zu per transaction, %zu users", c.batch, users), "episodes/s",
+              static_cast<double>(c.n) / ui.seconds, "1/s", Fmt("%.1f s", ui.seconds));
+    }
     agentmem_db* udb = OpenOrDie(users_file, AGENTMEM_OPEN_READWRITE);
     std::vector<std::string> user_of_query(c.queries);
     for (size_t q = 0; q < c.queries; q++) user_of_query[q] = user_name(q % users);
