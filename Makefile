@@ -13,9 +13,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build
 
-# Installs only the packages that are missing; never asks questions.
-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+# $(call install_missing,PACKAGES): installs only the Debian packages that are
+# missing, non-interactively (with sudo when not root); never asks questions.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -23,6 +24,10 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEBIAN_PACKAGES))
 
 $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) --buildtype=release -Dtest_hooks=true
@@ -56,16 +61,8 @@ BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-deps bench-build
 
-# Like deps: installs only the packages that are missing; never asks questions.
 bench-deps: deps
-	@missing=""; for p in $(BENCH_DEBIAN_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	$(call install_missing,$(BENCH_DEBIAN_PACKAGES))
 
 bench-build: bench-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) bench/recall_bench
