@@ -339,8 +339,8 @@ TEST_CASE("close with an open cursor is refused until the cursor is closed") {
 TEST_CASE("a file that is not an agentmem file is refused with AGENTMEM_NOTADB") {
   TempDir dir;
   std::string path = dir.File("notes.txt");
-  WriteFileBytes(path, std::string("SQLite format 3\0 and then some other bytes", 44) +
-                           std::string(5000, 'x'));
+  static const char kSqliteLike[] = "SQLite format 3\0 and then some other bytes";
+  WriteFileBytes(path, std::string(kSqliteLike, sizeof kSqliteLike - 1) + std::string(5000, 'x'));
   agentmem_db* db = nullptr;
   CHECK(agentmem_open(path.c_str(), &db) == AGENTMEM_NOTADB);
   CHECK(std::string(agentmem_errmsg(db)).find("not an agentmem database") != std::string::npos);
