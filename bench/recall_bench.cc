@@ -84,6 +84,7 @@ struct Config {
   std::string out = "bench/results";
   std::string workdir = "/tmp/agentmem-bench";
   bool run_single = true, run_filter = true, run_open = true;
+  std::vector<int> modes = {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR};
   bool reuse = false;         // keep a matching file from an earlier run (no ingest figures)
   // --open-only mode (the child of phase 4)
   std::string open_only, query_file, open_user;
@@ -102,6 +103,7 @@ const char* kUsage =
     "  --out DIR        results folder (bench/results)\n"
     "  --workdir DIR    where the .agentmem files go (/tmp/agentmem-bench)\n"
     "  --no-single --no-filter --no-open   skip a phase\n"
+    "  --modes LIST     recall modes to time, e.g. bm25 or hybrid,vector (all three)\n"
     "  --reuse          reuse the files of an earlier run with the same data (skips ingest;\n"
     "                   for profiling recall and open)\n"
     "  --open-only FILE --query-file QF --user U   (internal) the child of the open phase\n";
@@ -151,6 +153,13 @@ std::string Fmt(const char* fmt, ...) {
 void Append(std::string* list, const std::string& sep, const std::string& item) {
   if (!list->empty()) *list += sep;
   *list += item;
+}
+
+std::string Quoted(const std::string& s) {
+  std::string q = "\"";
+  q += s;
+  q += '"';
+  return q;
 }
 
 int g_warnings = 0;
@@ -302,7 +311,9 @@ class Report {
       md += " " + unit + " |";
       for (const auto& s : systems) {
         auto it = row.find(s);
-        md += " " + (it == row.end() ? std::string("—") : Value(it->second->value)) + " |";
+        md += ' ';
+        md += it == row.end() ? std::string("—") : Value(it->second->value);
+        md += " |";
       }
       md += " " + notes + " |\n";
       last_workload = key.first;
@@ -652,6 +663,7 @@ struct ModeRun {
   std::vector<double> wall_us, cpu_us;
   std::vector<double> round_p50_us;
   std::vector<std::vector<Hit>> first_round;  // hits of round 0, by query
+  std::vector<std::vector<double>> by_query_us;  // every round's latency, by query
 };
 
 // --warmup untimed queries per mode, then `rounds` timed passes over every
@@ -689,6 +701,8 @@ std::map<int, ModeRun> TimeRecall(agentmem_db* db, const Config& c, const Data& 
         run.cpu_us.push_back(c1 - c0);
         this_round.push_back(us);
         if (round == 0) run.first_round.push_back(hits);
+        run.by_query_us.resize(nq);
+        run.by_query_us[q].push_back(us);
       }
       Summary s = Summarize(this_round);
       run.round_p50_us.push_back(s.p50);
@@ -724,6 +738,61 @@ std::string Explain(agentmem_db* db, const char* user, const Data& d, size_t q, 
   // The plan part only (the hits follow it).
   size_t h = s.find(",\"hits\":");
   return h == std::string::npos ? s : s.substr(0, h) + "}";
+}
+
+// EXPLAIN RECALL of the slowest query (by its median over the rounds, so
+// that one preempted sample does not pick it), per mode.
+void AddSlowestPlans(agentmem_db* db, const Data& d, std::map<int, ModeRun>& runs,
+                     const std::vector<std::string>& user_of_query, int k, const std::string& what,
+                     std::vector<std::string>* plans) {
+  for (auto& [mode, run] : runs) {
+    size_t worst = 0;
+    double worst_us = -1;
+    for (size_t q = 0; q < run.by_query_us.size(); q++) {
+      double med = Summarize(run.by_query_us[q]).p50;
+      if (med > worst_us) worst = q, worst_us = med;
+    }
+    if (worst_us < 0) continue;
+    std::string p = Explain(db, user_of_query[worst].c_str(), d, worst, mode, k);
+    plans->push_back(Fmt("- %s, %s, slowest query (#%zu, median %.3f ms over the rounds, %zu "
+                         "bytes of text): `%s`",
+                         ModeName(mode), what.c_str(), worst + 1, worst_us / 1e3,
+                         d.qtexts[worst].size(), p.c_str()));
+  }
+}
+
+// Every list has k hits, and the hits came from the searches (a rank in the
+// list the mode asks for), not from the fill rule: an index that silently
+// finds nothing shows here.
+void CheckLists(std::map<int, ModeRun>& runs, const Data& d, int k, const std::string& what,
+                std::vector<std::string>* checks) {
+  for (auto& [mode, run] : runs) {
+    size_t short_lists = 0, hits = 0, ranked = 0, empty_queries = 0;
+    std::string examples;
+    for (size_t q = 0; q < run.first_round.size(); q++) {
+      const auto& list = run.first_round[q];
+      if (list.size() != static_cast<size_t>(k)) short_lists++;
+      size_t r = 0;
+      for (const Hit& h : list) {
+        bool in = mode == AGENTMEM_RECALL_BM25     ? h.bm25_rank > 0
+                  : mode == AGENTMEM_RECALL_VECTOR ? h.vector_rank > 0
+                                                   : h.bm25_rank > 0 || h.vector_rank > 0;
+        r += in;
+      }
+      hits += list.size();
+      ranked += r;
+      if (r == 0 && empty_queries++ < 3) Append(&examples, ", ", Quoted(d.qtexts[q]));
+    }
+    if (short_lists) Warn("%s %s: %zu recalls returned fewer than k hits", what.c_str(),
+                          ModeName(mode), short_lists);
+    if (empty_queries * 20 > run.first_round.size())
+      Warn("%s %s: %zu of %zu queries found nothing (every hit is fill)", what.c_str(),
+           ModeName(mode), empty_queries, run.first_round.size());
+    checks->push_back(Fmt("- %s, %s: %zu lists shorter than k=%d; %zu of %zu hits ranked by the "
+                          "search (the rest fill); %zu queries found nothing%s%s",
+                          what.c_str(), ModeName(mode), short_lists, k, ranked, hits,
+                          empty_queries, examples.empty() ? "" : ", e.g. ", examples.c_str()));
+  }
 }
 
 // ------------------------------------------------------------------ open phase
@@ -850,6 +919,19 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-filter") c->run_filter = false;
     else if (a == "--no-open") c->run_open = false;
     else if (a == "--reuse") c->reuse = true;
+    else if (a == "--modes") {
+      c->modes.clear();
+      std::stringstream list(val());
+      for (std::string m; std::getline(list, m, ',');) {
+        if (m == "hybrid") c->modes.push_back(AGENTMEM_RECALL_HYBRID);
+        else if (m == "bm25") c->modes.push_back(AGENTMEM_RECALL_BM25);
+        else if (m == "vector") c->modes.push_back(AGENTMEM_RECALL_VECTOR);
+        else {
+          std::fprintf(stderr, "recall_bench: unknown mode %s\n", m.c_str());
+          return false;
+        }
+      }
+    }
     else if (a == "--open-only") c->open_only = val();
     else if (a == "--query-file") c->query_file = val();
     else if (a == "--user") c->open_user = val();
@@ -862,7 +944,7 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     }
   }
   if (c->n == 0 || c->queries == 0 || c->rounds < 1 || c->k < 1 || c->clusters < 1 ||
-      c->batch == 0 || c->users < 1 || c->dim != 384) {
+      c->batch == 0 || c->users < 1 || c->dim != 384 || c->modes.empty()) {
     std::fprintf(stderr, "recall_bench: bad option values\n");
     return false;
   }
@@ -974,22 +1056,24 @@ int Main(int argc, char** argv) {
            "per mode",
            main_file.c_str(), reopen_ms, c.k, c.warmup, c.rounds, c.queries);
   std::vector<std::string> plans;
-  const std::vector<int> all_modes = {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25,
-                                      AGENTMEM_RECALL_VECTOR};
+  const std::vector<int>& all_modes = c.modes;
+  auto has_mode = [&](int m) { return std::count(all_modes.begin(), all_modes.end(), m) > 0; };
   for (int mode : all_modes) {
     std::string p = Explain(db, kUser.c_str(), d, 0, mode, c.k);
     Progress("plan %-6s %s", ModeName(mode), p.c_str());
-    plans.push_back(Fmt("- %s, one partition of %zu: `%s`", ModeName(mode), c.n, p.c_str()));
+    plans.push_back(Fmt("- %s, one partition of %zu, query 1: `%s`", ModeName(mode), c.n,
+                        p.c_str()));
   }
   std::vector<std::string> one_user(c.queries, kUser);
   auto runs = TimeRecall(db, c, d, all_modes, one_user, "recall");
-  {
+  AddSlowestPlans(db, d, runs, one_user, c.k, Fmt("one partition of %zu", c.n), &plans);
+  CheckLists(runs, d, c.k, "one partition", &checks);
+  if (has_mode(AGENTMEM_RECALL_VECTOR)) {
     // vector recall@k against the exact top-k
     size_t found = 0;
     const ModeRun& v = runs[AGENTMEM_RECALL_VECTOR];
     for (size_t q = 0; q < c.queries; q++) {
-      const auto& hits = v.first_round[q];
-      for (const Hit& h : hits) {
+      for (const Hit& h : v.first_round[q]) {
         auto it = row_of_id.find(h.id);
         if (it != row_of_id.end() &&
             std::find(truth[q].begin(), truth[q].end(), it->second) != truth[q].end())
@@ -997,17 +1081,12 @@ int Main(int argc, char** argv) {
       }
     }
     double recall = static_cast<double>(found) / static_cast<double>(c.queries * c.k);
-    size_t short_lists = 0;
-    for (int mode : all_modes)
-      for (const auto& hits : runs[mode].first_round)
-        if (hits.size() != static_cast<size_t>(c.k)) short_lists++;
-    if (short_lists) Warn("%zu recalls returned fewer than k hits", short_lists);
-    checks.push_back(Fmt("- every recall returned k=%d hits: %s (%zu short lists)", c.k,
-                         short_lists ? "NO" : "yes", short_lists));
     rep.Add("vector recall@10 vs exact (cosine)", "recall@10", recall, "",
             Fmt("%zu queries, exact brute force in the bench", c.queries));
-    const char* names[] = {"recall top-10, hybrid (BM25 + vector, RRF)", "recall top-10, BM25 only (OR)",
-                           "recall top-10, vector only"};
+  }
+  {
+    const char* names[] = {"recall top-10, hybrid (BM25 + vector, RRF)",
+                           "recall top-10, BM25 only (OR)", "recall top-10, vector only"};
     for (int mode : all_modes) {
       rep.AddLatency(names[mode], runs[mode].wall_us, LatencyNotes(runs[mode]));
     }
@@ -1038,7 +1117,8 @@ int Main(int argc, char** argv) {
       std::ofstream(query_file, std::ios::binary) << blob;
     }
     std::string expect;
-    for (const Hit& h : runs[AGENTMEM_RECALL_HYBRID].first_round[0])
+    if (has_mode(AGENTMEM_RECALL_HYBRID))
+      for (const Hit& h : runs[AGENTMEM_RECALL_HYBRID].first_round[0])
       Append(&expect, ",", std::to_string(h.id));
     std::vector<double> open_ms, first_ms, fork_ms;
     long child_rss = 0;
@@ -1051,7 +1131,7 @@ int Main(int argc, char** argv) {
         Warn("open-only child run %d failed", i);
         continue;
       }
-      if (r.ids != expect) same = false;
+      if (!expect.empty() && r.ids != expect) same = false;
       if (i == 0) continue;
       open_ms.push_back(r.open_ms);
       first_ms.push_back(r.first_ms);
@@ -1098,8 +1178,7 @@ int Main(int argc, char** argv) {
     agentmem_db* udb = OpenOrDie(users_file, AGENTMEM_OPEN_READWRITE);
     std::vector<std::string> user_of_query(c.queries);
     for (size_t q = 0; q < c.queries; q++) user_of_query[q] = user_name(q % users);
-    const std::vector<int> modes = {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_VECTOR,
-                                    AGENTMEM_RECALL_BM25};
+    const std::vector<int>& modes = c.modes;
     for (int mode : modes) {
       std::string p = Explain(udb, user_of_query[0].c_str(), d, 0, mode, c.k);
       Progress("plan %-6s (user filter) %s", ModeName(mode), p.c_str());
@@ -1107,6 +1186,9 @@ int Main(int argc, char** argv) {
                           users, c.n / users, p.c_str()));
     }
     auto fr = TimeRecall(udb, c, d, modes, user_of_query, "filtered");
+    std::string w = Fmt("filtered to 1 of %zu users (%zu episodes each)", users, c.n / users);
+    AddSlowestPlans(udb, d, fr, user_of_query, c.k, "user filter", &plans);
+    CheckLists(fr, d, c.k, "user filter", &checks);
     // Every hit belongs to the user; vector recall@k within the user's episodes.
     std::vector<std::vector<uint32_t>> rows_of_user(users);
     for (size_t i = 0; i < c.n; i++) rows_of_user[i % users].push_back(static_cast<uint32_t>(i));
@@ -1124,8 +1206,10 @@ int Main(int argc, char** argv) {
     for (size_t q = 0; q < c.queries; q++) {
       const auto& rows = rows_of_user[q % users];
       std::vector<Scored> top;
-      for (uint32_t r : rows) Offer(&top, static_cast<size_t>(c.k), Dot(d.vecs.row(r), d.qvecs.row(q), c.dim), r);
+      for (uint32_t r : rows)
+        Offer(&top, static_cast<size_t>(c.k), Dot(d.vecs.row(r), d.qvecs.row(q), c.dim), r);
       wanted += top.size();
+      if (!has_mode(AGENTMEM_RECALL_VECTOR)) continue;
       for (const Hit& h : fr[AGENTMEM_RECALL_VECTOR].first_round[q]) {
         auto it = urow.find(h.id);
         if (it == urow.end()) continue;
@@ -1137,15 +1221,14 @@ int Main(int argc, char** argv) {
     checks.push_back(Fmt("- user filter: %zu of %zu hits (all modes, round 1) belong to another "
                          "user",
                          foreign, total));
-    std::string w = Fmt("filtered to 1 of %zu users (%zu episodes each)", users, c.n / users);
-    rep.Add(w + ", vector", "recall@10", wanted ? static_cast<double>(found) / wanted : 0, "",
-            "against the exact top-10 of the user's episodes");
-    rep.AddLatency(w + ", hybrid", fr[AGENTMEM_RECALL_HYBRID].wall_us,
-                   LatencyNotes(fr[AGENTMEM_RECALL_HYBRID]));
-    rep.AddLatency(w + ", vector", fr[AGENTMEM_RECALL_VECTOR].wall_us,
-                   LatencyNotes(fr[AGENTMEM_RECALL_VECTOR]));
-    rep.AddLatency(w + ", BM25", fr[AGENTMEM_RECALL_BM25].wall_us,
-                   LatencyNotes(fr[AGENTMEM_RECALL_BM25]));
+    if (has_mode(AGENTMEM_RECALL_VECTOR))
+      rep.Add(w + ", vector", "recall@10", wanted ? static_cast<double>(found) / wanted : 0, "",
+              "against the exact top-10 of the user's episodes");
+    for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_VECTOR, AGENTMEM_RECALL_BM25}) {
+      if (!has_mode(mode)) continue;
+      rep.AddLatency(w + ", " + (mode == AGENTMEM_RECALL_BM25 ? "BM25" : ModeName(mode)),
+                     fr[mode].wall_us, LatencyNotes(fr[mode]));
+    }
     agentmem_close(udb);
   }
 
@@ -1197,7 +1280,7 @@ int Main(int argc, char** argv) {
                     "the thread-CPU and per-round figures for the noise.",
                     c.n, d.text_bytes / 1e6, c.dim, c.clusters, c.noise,
                     static_cast<unsigned long long>(c.seed), c.queries, c.warmup, c.rounds));
-  rep.AddSection("## Plans (EXPLAIN RECALL of query 1)", plans);
+  rep.AddSection("## Plans (EXPLAIN RECALL)", plans);
   checks.push_back(Fmt("- warnings: %d", g_warnings));
   rep.AddSection("## Checks", checks);
 
