@@ -1290,8 +1290,10 @@ int Main(int argc, char** argv) {
   std::string base = c.out + Fmt("/recall-n%zu", c.n);
   std::ofstream(base + ".md") << md;
   std::ofstream(base + ".csv") << csv;
-  std::fputs(md.c_str(), stdout);
   Progress("wrote %s.md and %s.csv (%d warnings)", base.c_str(), base.c_str(), g_warnings);
+  std::fflush(stderr);
+  std::fputs(md.c_str(), stdout);
+  std::fflush(stdout);
   return 0;
 }
 
