@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <unordered_set>
 #include <random>
 #include <thread>
 
@@ -389,9 +390,17 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
     s = recall_->Add(r);
     if (!s.ok()) break;
   }
+  std::unordered_set<uint64_t> with_text;
   for (const auto& t : d.texts) {
     if (!s.ok()) break;
     s = recall_->AddText(t);
+    with_text.insert(t.episode_id);
+  }
+  // Episodes committed without their text record (files written before text
+  // pages existed, in the unreleased v1) are tokenized here instead.
+  for (const auto& [r, loc] : d.episodes) {
+    if (!s.ok() || with_text.count(r.id)) continue;
+    s = recall_->AddText(recall_->TextFor(r));
   }
   for (const auto& [image, page_no] : d.graphs) {
     if (!s.ok()) break;

@@ -99,6 +99,7 @@ Status RecallIndex::Add(const format::EpisodeRecord& r) {
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
   partitions_[a.user]->ids.push_back(r.id);
+  partitions_[a.user]->vectors += a.has_vector;
   episodes_++;
   return Status::OK();
 }
@@ -136,24 +137,37 @@ bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
   return true;
 }
 
-std::vector<uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t* partition) const {
-  std::vector<uint64_t> out;
+bool RecallIndex::Unfiltered(const RecallQuery& q) {
+  return !q.session_id && !q.role && q.ts_from == INT64_MIN && q.ts_to == INT64_MAX;
+}
+
+// The candidates in id order. An unfiltered query of one user is that user's
+// partition itself (no copy, no per-episode work); otherwise *storage holds
+// the episodes that pass the filters.
+std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t* partition,
+                                                 std::vector<uint64_t>* storage) const {
   auto consider = [&](uint64_t id) {
-    if (Passes(q, attrs_[id - 1])) out.push_back(id);
+    if (Passes(q, attrs_[id - 1])) storage->push_back(id);
   };
   if (q.all_users) {
     *partition = episodes_;
     for (uint64_t id = 1; id <= attrs_.size(); id++) consider(id);
-    return out;
+    return *storage;
   }
   *partition = 0;
-  auto it = users_.find(q.user_id);
-  if (it == users_.end() || it->second >= partitions_.size() || !partitions_[it->second]) return out;
-  const UserPartition& p = *partitions_[it->second];
-  *partition = p.ids.size();
-  out.reserve(p.ids.size());
-  for (uint64_t id : p.ids) consider(id);
-  return out;
+  const UserPartition* p = Partition(q.user_id);
+  if (!p) return {};
+  *partition = p->ids.size();
+  if (Unfiltered(q)) return p->ids;
+  storage->reserve(p->ids.size());
+  for (uint64_t id : p->ids) consider(id);
+  return *storage;
+}
+
+const RecallIndex::UserPartition* RecallIndex::Partition(const std::string& user_id) const {
+  auto it = users_.find(user_id);
+  if (it == users_.end() || it->second >= partitions_.size()) return nullptr;
+  return partitions_[it->second].get();
 }
 
 Status RecallIndex::VectorQuery(const RecallQuery& q, std::vector<float>* out) const {
@@ -239,15 +253,25 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no) {
 }
 
 void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& query,
-                               const std::vector<uint64_t>& candidates, size_t k,
+                               std::span<const uint64_t> candidates, size_t k,
                                std::vector<index::Neighbor>* out, RecallPlan* plan) const {
+  // How many candidates have vectors: for an unfiltered user query it is kept
+  // per partition, so the graph path does no per-episode work.
+  const UserPartition* p = q.all_users ? nullptr : Partition(q.user_id);
+  size_t with_vectors = 0;
+  if (p && Unfiltered(q)) {
+    with_vectors = p->vectors;
+  } else {
+    for (uint64_t id : candidates) with_vectors += attrs_[id - 1].has_vector;
+  }
+  if (with_vectors > kExactScanMax && graph_ && broken_.ok() &&
+      GraphSearch(q, query, with_vectors, k, out, plan)) {
+    return;
+  }
   std::vector<uint32_t> rows;
-  rows.reserve(candidates.size());
+  rows.reserve(with_vectors);
   for (uint64_t id : candidates) {
     if (attrs_[id - 1].has_vector) rows.push_back(static_cast<uint32_t>(id - 1));
-  }
-  if (rows.size() > kExactScanMax && graph_ && broken_.ok() && GraphSearch(q, query, rows, k, out, plan)) {
-    return;
   }
   index::VectorBlock block{vectors_.data(), attrs_.size(), dim_};
   auto res = index::ExactTopKRows(metric_, query, block, rows, k);
@@ -271,12 +295,12 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
 // min(k, candidates) hits (a very selective filter), it reports failure and
 // the caller scans exactly: k stays guaranteed.
 bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& query,
-                              const std::vector<uint32_t>& rows, size_t k,
-                              std::vector<index::Neighbor>* out, RecallPlan* plan) const {
+                              size_t candidates, size_t k, std::vector<index::Neighbor>* out,
+                              RecallPlan* plan) const {
   index::HnswSearchOptions o;
   o.k = k;
   o.ef = std::max<size_t>(kGraphEf, 2 * k);
-  bool filtered = rows.size() != graph_->size();
+  bool filtered = candidates != graph_->size();
   if (filtered) {
     uint32_t user = 0;
     auto it = users_.find(q.user_id);
@@ -288,7 +312,7 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
     };
   }
   auto res = graph_->Search(query, o);
-  size_t want = std::min(k, rows.size());
+  size_t want = std::min(k, candidates);
   if (!res.ok() || res.value().size() < want) {
     plan->vector_path = "hnsw found " + std::to_string(res.ok() ? res.value().size() : 0) +
                         " of " + std::to_string(want) + ", fell back";
@@ -297,20 +321,20 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
   *out = std::move(res.value());
   plan->vector_path = "hnsw ef=" + std::to_string(o.ef) + " over " +
                       std::to_string(graph_->size()) + " nodes" +
-                      (filtered ? ", filter inside the walk (" + std::to_string(rows.size()) +
+                      (filtered ? ", filter inside the walk (" + std::to_string(candidates) +
                                       " candidates)"
                                 : "");
   return true;
 }
 
-void RecallIndex::Bm25Search(const RecallQuery& q, const std::vector<uint64_t>& candidates,
+void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
                              size_t k, std::vector<index::ScoredDoc>* out,
                              RecallPlan* plan) const {
   std::vector<std::string> tokens = tokenizer_.Tokenize(q.text);
   bool filtered = candidates.size() != plan->partition;
   index::DocFilter filter;
   if (filtered) {
-    filter = [&candidates](uint64_t id) {
+    filter = [candidates](uint64_t id) {
       return std::binary_search(candidates.begin(), candidates.end(), id);
     };
   }
@@ -347,7 +371,8 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
                                     + broken_.message() + "); close and reopen the database");
   }
   if (q.k == 0) return Status::OK();
-  std::vector<uint64_t> candidates = Candidates(q, &plan.partition);
+  std::vector<uint64_t> storage;
+  std::span<const uint64_t> candidates = Candidates(q, &plan.partition, &storage);
   plan.filtered = candidates.size();
 
   std::vector<index::ScoredDoc> bm25;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -118,18 +119,21 @@ class RecallIndex {
   struct UserPartition {
     index::Bm25Index bm25;
     std::vector<uint64_t> ids;  // increasing
+    size_t vectors = 0;         // of ids, those with a vector
   };
+  static bool Unfiltered(const RecallQuery& q);
+  const UserPartition* Partition(const std::string& user_id) const;
   uint32_t Intern(std::unordered_map<std::string, uint32_t>* table, const std::string& s);
-  std::vector<uint64_t> Candidates(const RecallQuery& q, uint64_t* partition) const;
+  std::span<const uint64_t> Candidates(const RecallQuery& q, uint64_t* partition,
+                                      std::vector<uint64_t>* storage) const;
   bool Passes(const RecallQuery& q, const EpisodeAttrs& a) const;
   Status VectorQuery(const RecallQuery& q, std::vector<float>* out) const;
   void VectorSearch(const RecallQuery& q, const std::vector<float>& query,
-                    const std::vector<uint64_t>& candidates, size_t k,
+                    std::span<const uint64_t> candidates, size_t k,
                     std::vector<index::Neighbor>* out, RecallPlan* plan) const;
-  bool GraphSearch(const RecallQuery& q, const std::vector<float>& query,
-                   const std::vector<uint32_t>& rows, size_t k, std::vector<index::Neighbor>* out,
-                   RecallPlan* plan) const;
-  void Bm25Search(const RecallQuery& q, const std::vector<uint64_t>& candidates, size_t k,
+  bool GraphSearch(const RecallQuery& q, const std::vector<float>& query, size_t candidates,
+                   size_t k, std::vector<index::Neighbor>* out, RecallPlan* plan) const;
+  void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
 
