@@ -207,6 +207,10 @@ Status BuildQuery(const char* user_id, const char* query, const agentmem_recall_
   if (o->query_dim < 0 || (o->query_dim > 0 && !o->query_vector)) {
     return Status(agentmem::kMisuse, "query_vector must be non-NULL when query_dim > 0");
   }
+  if ((o->metadata_key == nullptr) != (o->metadata_value == nullptr) ||
+      (o->metadata_key && !*o->metadata_key)) {
+    return Status(agentmem::kMisuse, "metadata_key and metadata_value go together, key non-empty");
+  }
   if (o->half_life_s < 0 || o->rrf_k < 1) {
     return Status(agentmem::kRange, "half_life_s must be >= 0 and rrf_k >= 1");
   }
@@ -224,6 +228,13 @@ Status BuildQuery(const char* user_id, const char* query, const agentmem_recall_
   q->min_score = o->min_score;
   q->rrf_k = o->rrf_k;
   return Status::OK();
+}
+
+std::string MetaKey(const agentmem_recall_options* o) {
+  return o && o->metadata_key ? o->metadata_key : "";
+}
+std::string MetaValue(const agentmem_recall_options* o) {
+  return o && o->metadata_value ? o->metadata_value : "null";
 }
 
 }  // namespace
@@ -249,7 +260,7 @@ int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,
     eng::RecallQuery q;
     AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
     std::vector<eng::RecallHit> hits;
-    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, &hits, nullptr));
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr));
     AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kHits, ppCur));
     (*ppCur)->hits = std::move(hits);
     db->open_cursors++;
@@ -266,7 +277,7 @@ int agentmem_explain_recall(agentmem_db* db, const char* user_id, const char* qu
     AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
     std::vector<eng::RecallHit> hits;
     eng::RecallPlan plan;
-    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, &hits, &plan));
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, &plan));
     std::string json = plan.ToJson();
     json.pop_back();  // reopen the object to add the hits
     json += ",\"hits\":[";

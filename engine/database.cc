@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "engine/validate.h"
+#include <nlohmann/json.hpp>
 #include "index/text/hash_embedder.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/metric.h"
@@ -783,6 +784,10 @@ Status Database::ReadRecord(const RecordLoc& loc, std::string_view* record, int6
 
 Status Database::GetEpisode(uint64_t id, EpisodeRecord* out) {
   AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  return GetEpisodeNoRefresh(id, out);
+}
+
+Status Database::GetEpisodeNoRefresh(uint64_t id, EpisodeRecord* out) {
   if (const EpisodeRecord* p = FindPending(pending_episodes_, &EpisodeRecord::id, id)) {
     *out = *p;
     return Status::OK();
@@ -890,11 +895,43 @@ Status Database::ListFacts(std::string_view user_id, const std::string* subject,
 }
 
 Status Database::Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) {
+  return Recall(q, std::string(), std::string(), hits, plan);
+}
+
+// The metadata filter: the episode's metadata JSON must hold `value` (JSON)
+// at `key` (a top-level key, or a JSON pointer such as "/place/city").
+Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
+                        const std::string& metadata_value, std::vector<RecallHit>* hits,
+                        RecallPlan* plan) {
   AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   RecallQuery query = q;
   if (query.now == 0) query.now = Now();
-  return recall_->Recall(query, hits, plan);
+  if (metadata_key.empty()) return recall_->Recall(query, hits, plan);
+  nlohmann::json want = nlohmann::json::parse(metadata_value, nullptr, false);
+  if (want.is_discarded()) {
+    return Status(kMismatchJson, "metadata_value is not valid JSON (a string needs quotes)");
+  }
+  nlohmann::json::json_pointer ptr;
+  try {
+    ptr = nlohmann::json::json_pointer(metadata_key[0] == '/' ? metadata_key
+                                                              : "/" + metadata_key);
+  } catch (const nlohmann::json::exception&) {
+    return Status(kMisuse, "metadata_key is not a key or a JSON pointer");
+  }
+  Status read_error;
+  query.extra_filter = [&](uint64_t id) {
+    EpisodeRecord r;
+    Status s = GetEpisodeNoRefresh(id, &r);
+    if (!s.ok()) {
+      if (read_error.ok()) read_error = s;
+      return false;
+    }
+    nlohmann::json meta = nlohmann::json::parse(r.metadata, nullptr, false);
+    return !meta.is_discarded() && meta.contains(ptr) && meta.at(ptr) == want;
+  };
+  Status s = recall_->Recall(query, hits, plan);
+  return s.ok() ? read_error : s;
 }
 
 Status Database::GetStats(Stats* out) {

@@ -67,6 +67,7 @@ class Database {
 
   // ---- reads, on the handle's snapshot plus its own pending writes.
   Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
+  Status GetEpisodeNoRefresh(uint64_t id, format::EpisodeRecord* out);
   Status ListEpisodeIds(std::string_view user_id, const std::string* session_id,
                         std::vector<uint64_t>* ids);
   Status GetBlock(std::string_view user_id, std::string_view name, format::BlockRecord* out);
@@ -77,6 +78,11 @@ class Database {
   // Hybrid / BM25 / vector recall over committed episodes (recall.h). An open
   // transaction's own uncommitted episodes are not searched.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan);
+  // The same with a metadata filter: `metadata_value` (JSON) at `metadata_key`
+  // (a top-level key or a JSON pointer); an empty key means no filter.
+  Status Recall(const RecallQuery& q, const std::string& metadata_key,
+                const std::string& metadata_value, std::vector<RecallHit>* hits,
+                RecallPlan* plan);
 
   const VectorSpace& space() const { return space_; }
   const Options& options() const { return opts_; }

@@ -134,11 +134,13 @@ bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
     auto it = roles_.find(*q.role);
     if (it == roles_.end() || it->second != a.role) return false;
   }
+  if (q.extra_filter) return q.extra_filter(static_cast<uint64_t>(&a - attrs_.data()) + 1);
   return true;
 }
 
 bool RecallIndex::Unfiltered(const RecallQuery& q) {
-  return !q.session_id && !q.role && q.ts_from == INT64_MIN && q.ts_to == INT64_MAX;
+  return !q.session_id && !q.role && q.ts_from == INT64_MIN && q.ts_to == INT64_MAX &&
+         !q.extra_filter;
 }
 
 // The candidates in id order. An unfiltered query of one user is that user's

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +48,9 @@ struct RecallQuery {
   double min_score = 0;    // fused score below this is dropped
   int rrf_k = 60;
   int64_t now = 0;  // for recency weighting; 0 = the clock
+  // A further predicate on episode ids (the metadata filter, which needs the
+  // record); it runs after the in-memory filters, inside both searches.
+  std::function<bool(uint64_t)> extra_filter;
 };
 
 struct RecallHit {

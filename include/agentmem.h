@@ -312,6 +312,12 @@ typedef struct agentmem_recall_options {
                                  half_life_s seconds of age (0: off) */
   double min_score;           /* drop hits whose fused score is below (default 0) */
   int rrf_k;                  /* reciprocal rank fusion constant (default 60) */
+  const char *metadata_key;   /* only episodes whose metadata JSON holds */
+  const char *metadata_value; /* this JSON value at this key ("channel" or a JSON
+                                 pointer "/place/city"); value is JSON text, so a
+                                 string needs its quotes: "\"chat\"". NULL: no filter.
+                                 Reads each candidate's record: slower on big
+                                 partitions than the other filters. */
 } agentmem_recall_options;
 
 void agentmem_recall_options_init(agentmem_recall_options *opts);

@@ -599,3 +599,36 @@ TEST_CASE("a user with 5 episodes among thousands gets exactly those, in every m
   }
   agentmem_close(db);
 }
+
+TEST_CASE("a metadata predicate filters inside the search in every mode") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  std::set<int64_t> chat;
+  for (int i = 0; i < 40; i++) {
+    const char* meta = i % 4 == 0 ? "{\"channel\":\"chat\",\"place\":{\"city\":\"Lisbon\"}}"
+                                  : "{\"channel\":\"email\"}";
+    int64_t id = 0;
+    REQUIRE(agentmem_remember(db, "u", "s", "user", ("a note about bread " + std::to_string(i)).c_str(),
+                              0, meta, nullptr, 0, &id) == AGENTMEM_OK);
+    if (i % 4 == 0) chat.insert(id);
+  }
+  for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
+    agentmem_recall_options o = Opts(mode, 20);
+    o.metadata_key = "channel";
+    o.metadata_value = "\"chat\"";
+    auto hits = Recall(db, "u", "bread", &o);
+    REQUIRE(hits.size() == 10);  // only 10 exist
+    for (const Hit& h : hits) CHECK(chat.count(h.id) == 1);
+    o.metadata_key = "/place/city";
+    o.metadata_value = "\"Lisbon\"";
+    CHECK(Recall(db, "u", "bread", &o).size() == 10);
+  }
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID, 5);
+  o.metadata_key = "channel";
+  o.metadata_value = "chat";  // not JSON: strings need their quotes
+  agentmem_cursor* cur = nullptr;
+  CHECK(agentmem_recall(db, "u", "bread", &o, &cur) == AGENTMEM_MISMATCH_JSON);
+  o.metadata_value = nullptr;
+  CHECK(agentmem_recall(db, "u", "bread", &o, &cur) == AGENTMEM_MISUSE);
+  agentmem_close(db);
+}
