@@ -632,3 +632,72 @@ TEST_CASE("a metadata predicate filters inside the search in every mode") {
   CHECK(agentmem_recall(db, "u", "bread", &o, &cur) == AGENTMEM_MISUSE);
   agentmem_close(db);
 }
+
+TEST_CASE("a user with 5 episodes among a hundred thousand of other users gets exactly those, best first") {
+  const int kDim = 8, kOthers = 100000;
+  std::mt19937_64 rng(agentmem::test::Seed());
+  std::normal_distribution<float> g(0, 1);
+  auto random_vector = [&] {
+    std::vector<float> v(kDim);
+    for (float& x : v) x = g(rng);
+    return v;
+  };
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE,
+                           "vector_dim=8&embedder=test-random-8d") == AGENTMEM_OK);
+  for (int batch = 0; batch < kOthers; batch += 10000) {
+    REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+    for (int i = batch; i < batch + 10000; i++) {
+      auto v = random_vector();
+      std::string user = "other-" + std::to_string(i % 2000);
+      std::string text = "garden note " + std::to_string(i) + " about tomatoes and my own note";
+      REQUIRE(agentmem_remember(db, user.c_str(), "s", "user", text.c_str(), 0, nullptr, v.data(),
+                                kDim, nullptr) == AGENTMEM_OK);
+    }
+    REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  }
+  std::map<int64_t, std::vector<float>> mine;
+  for (int i = 0; i < 5; i++) {
+    auto v = random_vector();
+    int64_t id = 0;
+    std::string text = "my own note number " + std::to_string(i) + std::string(i, '!');
+    REQUIRE(agentmem_remember(db, "me", "s", "user", text.c_str(), 0, nullptr, v.data(), kDim,
+                              &id) == AGENTMEM_OK);
+    mine[id] = v;
+  }
+  auto q = random_vector();
+  for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
+    CAPTURE(mode);
+    agentmem_recall_options o = Opts(mode, 10);
+    o.query_vector = q.data();
+    o.query_dim = kDim;
+    auto all = Recall(db, "me", "my own note number 3", &o);
+    std::set<int64_t> got;
+    for (const Hit& h : all) got.insert(h.id);
+    CHECK(got.size() == 5);
+    for (const auto& [id, v] : mine) CHECK(got.count(id) == 1);
+    o.k = 3;
+    auto best = Recall(db, "me", "my own note number 3", &o);
+    REQUIRE(best.size() == 3);
+    for (int i = 0; i < 3; i++) CHECK(best[i].id == all[i].id);  // the best 3 of the 5
+  }
+  // Vector mode ranks by exact cosine among the user's 5.
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 3);
+  o.query_vector = q.data();
+  o.query_dim = kDim;
+  std::vector<std::pair<double, int64_t>> truth;
+  for (const auto& [id, v] : mine) {
+    double dot = 0, nq = 0, nv = 0;
+    for (int d = 0; d < kDim; d++) {
+      dot += q[d] * v[d];
+      nq += q[d] * q[d];
+      nv += v[d] * v[d];
+    }
+    truth.push_back({-dot / std::sqrt(nq * nv), id});
+  }
+  std::sort(truth.begin(), truth.end());
+  auto best = Recall(db, "me", "", &o);
+  REQUIRE(best.size() == 3);
+  for (int i = 0; i < 3; i++) CHECK(best[i].id == truth[i].second);
+  agentmem_close(db);
+}
