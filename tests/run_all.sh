@@ -6,6 +6,14 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+for d in "${AGENTMEM_DATA_DIR:-}" ../shared/data /work/shared/data; do
+  if [ -n "$d" ] && [ -f "$d/bm25_baseline.py" ]; then
+    echo "evaluation data: $d"
+    export AGENTMEM_DATA_DIR=$(cd "$d" && pwd)
+    break
+  fi
+done
+[ -n "${AGENTMEM_DATA_DIR:-}" ] || echo "evaluation data: not found (../shared/data); the tests that need it say so and skip"
 passed=0
 failed=0
 status=0

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
 
@@ -64,7 +65,7 @@ agentmem_recall_options Opts(int mode, int k = 10) {
   return o;
 }
 
-const std::string kData = "../shared/data";
+const std::string kData = agentmem::test::SharedDataDir();
 
 }  // namespace
 

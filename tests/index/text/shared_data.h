@@ -15,11 +15,14 @@ namespace agentmem::test {
 
 // The data folder: $AGENTMEM_DATA_DIR, else ../shared/data relative to the
 // working directory (the repository root under meson test) or to the build
-// and build/tests folders; "" when none holds bm25_baseline.py.
+// and build/tests folders, else /work/shared/data (where the workplace
+// machines keep it, whatever folder a clone is in); "" when none holds
+// bm25_baseline.py.
 inline std::string SharedDataDir() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("AGENTMEM_DATA_DIR")) return env;
-  for (const char* dir : {"../shared/data", "../../shared/data", "../../../shared/data"}) {
+  for (const char* dir : {"../shared/data", "../../shared/data", "../../../shared/data",
+                          "/work/shared/data"}) {
     std::error_code ec;
     if (fs::exists(fs::path(dir) / "bm25_baseline.py", ec)) return dir;
   }

@@ -3,6 +3,8 @@
 // ../shared/data/bigann10k_sift, and a monotonic stopwatch.
 #pragma once
 
+#include "tests/index/text/shared_data.h"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -57,7 +59,7 @@ bool ReadTexmex(const std::string& path, TexmexMatrix<T>* out) {
 }
 
 // The evaluation data folder, seen from the project root (meson's workdir).
-inline std::string SiftDir() { return "../shared/data/bigann10k_sift"; }
+inline std::string SiftDir() { return SharedDataDir() + "/bigann10k_sift"; }
 
 class Stopwatch {
  public:
