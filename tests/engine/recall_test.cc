@@ -680,7 +680,13 @@ TEST_CASE("a user with 5 episodes among a hundred thousand of other users gets e
     o.k = 3;
     auto best = Recall(db, "me", "my own note number 3", &o);
     REQUIRE(best.size() == 3);
-    for (int i = 0; i < 3; i++) CHECK(best[i].id == all[i].id);  // the best 3 of the 5
+    for (int i = 0; i < 3; i++) {
+      CHECK(mine.count(best[i].id) == 1);
+      if (i > 0) CHECK(best[i - 1].score >= best[i].score);
+      // A single list's best 3 are its first 3. (Hybrid fuses the two top-3
+      // lists, so its 3 can differ from the head of a fusion of top-10 lists.)
+      if (mode != AGENTMEM_RECALL_HYBRID) CHECK(best[i].id == all[i].id);
+    }
   }
   // Vector mode ranks by exact cosine among the user's 5.
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 3);
