@@ -17,6 +17,7 @@
 #include "engine/database.h"
 #include "engine/env/env.h"
 #include "tests/util/fault_env.h"
+#include "tests/util/open_helpers.h"
 #include "tests/util/oracle.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
@@ -36,23 +37,7 @@ constexpr uint32_t kDim = 8;
 constexpr const char* kPath = "/mem/fault.agentmem";
 
 Options TestOptions(Env* env, TestClock* clock, SyncMode sync = SyncMode::kFull) {
-  Options o;
-  o.env = env;
-  o.sync = sync;
-  o.salt = kSalt;
-  o.clock = clock->Fn();
-  o.space = engine::VectorSpace{"test-hash", kDim, "cosine"};
-  o.space_given = true;
-  o.busy_timeout_ms = 200;
-  return o;
-}
-
-std::unique_ptr<Database> MustOpen(const std::string& path, const Options& opts) {
-  std::unique_ptr<Database> db;
-  Status s = Database::Open(path, opts, &db);
-  REQUIRE_MESSAGE(s.ok(), s.ToString());
-  REQUIRE(db != nullptr);
-  return db;
+  return TestOptionsFor(env, clock, sync, kSalt, kDim);
 }
 
 const char* SyncName(SyncMode m) { return engine::SyncModeName(m); }

@@ -23,6 +23,7 @@
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/fault_env.h"
+#include "tests/util/open_helpers.h"
 #include "tests/util/oracle.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
@@ -43,28 +44,12 @@ constexpr const char* kPath = "/mem/recovery.agentmem";
 
 Options TestOptions(Env* env, TestClock* clock, SyncMode sync = SyncMode::kFull,
                     uint64_t salt = kSalt) {
-  Options o;
-  o.env = env;
-  o.sync = sync;
-  o.salt = salt;
-  o.clock = clock->Fn();
-  o.space = engine::VectorSpace{"test-hash", kDim, "cosine"};
-  o.space_given = true;
-  o.busy_timeout_ms = 200;
-  return o;
+  return TestOptionsFor(env, clock, sync, salt, kDim);
 }
 
 Options ReadOnly(Options o) {
   o.read_only = true;
   return o;
-}
-
-std::unique_ptr<Database> MustOpen(const std::string& path, const Options& opts) {
-  std::unique_ptr<Database> db;
-  Status s = Database::Open(path, opts, &db);
-  REQUIRE_MESSAGE(s.ok(), s.ToString());
-  REQUIRE(db != nullptr);
-  return db;
 }
 
 Stats MustStats(Database* db) {
