@@ -68,7 +68,7 @@ format::MetaRecord SpaceMeta(const VectorSpace& s, const index::TokenizerOptions
   return m;
 }
 
-// Keeps a snapshot's read position when a pending record is read back.
+// A record of the open transaction, found by its id (or null).
 template <typename T>
 const T* FindPending(const std::vector<T>& v, uint64_t T::*key, uint64_t id) {
   for (const T& r : v)
@@ -189,13 +189,19 @@ Status Database::WriteInitialMeta() {
   return FinishWrite(CommitPending());
 }
 
-Status Database::LoadSpace() {
+// The vector space the file records (defaults for what it does not).
+VectorSpace Database::RecordedSpace() const {
   VectorSpace s;
   if (const std::string* v = catalog_.Meta("vector.embedder")) s.embedder = *v;
   if (const std::string* v = catalog_.Meta("vector.metric")) s.metric = *v;
   if (const std::string* v = catalog_.Meta("vector.dim")) {
     s.dim = static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
   }
+  return s;
+}
+
+Status Database::LoadSpace() {
+  VectorSpace s = RecordedSpace();
   if (opts_.space_given && !(s == opts_.space)) {
     return StatusF(kMismatch,
                    "vector space mismatch: the file records %s/%u/%s, the open asked for %s/%u/%s",
@@ -220,12 +226,7 @@ Status Database::LoadSpace() {
 // end of open needs it.
 Status Database::EnsureRecallIndex() {
   if (recall_) return Status::OK();
-  VectorSpace s;
-  if (const std::string* v = catalog_.Meta("vector.embedder")) s.embedder = *v;
-  if (const std::string* v = catalog_.Meta("vector.metric")) s.metric = *v;
-  if (const std::string* v = catalog_.Meta("vector.dim")) {
-    s.dim = static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
-  }
+  VectorSpace s = RecordedSpace();
   auto metric = index::ParseMetric(s.metric);
   if (!metric.ok() || s.dim == 0 || s.dim > 65536) {
     return StatusF(kCorrupt, "file settings: unusable vector space %s/%u/%s", s.embedder.c_str(),

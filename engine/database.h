@@ -93,6 +93,7 @@ class Database {
 
   Status OpenFile();
   Status LoadSpace();
+  VectorSpace RecordedSpace() const;
   Status WriteInitialMeta();
   // Brings the snapshot up to the last commit in the file. With `exclusive`
   // (write lock held) a torn tail is cut off.
