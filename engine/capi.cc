@@ -21,6 +21,7 @@ namespace fmt = agentmem::format;
 // The public codes must equal the internal ones.
 static_assert(AGENTMEM_CORRUPT == agentmem::kCorrupt && AGENTMEM_DONE == agentmem::kDone &&
               AGENTMEM_ROW == agentmem::kRow && AGENTMEM_RANGE == agentmem::kRange &&
+              AGENTMEM_ABORT == agentmem::kAbort &&
               AGENTMEM_TOOBIG == agentmem::kTooBig && AGENTMEM_MISMATCH == agentmem::kMismatch &&
               AGENTMEM_NOTFOUND == agentmem::kNotFound && AGENTMEM_BUSY == agentmem::kBusy &&
               AGENTMEM_IOERR_FSYNC == agentmem::kIoErrFsync &&

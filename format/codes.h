@@ -27,6 +27,7 @@ enum : int {
   kMismatch = 15,      // value of the wrong kind: vector dimension/space, invalid UTF-8, bad JSON
   kTooBig = 16,        // a value is larger than the limits allow
   kRange = 17,         // a parameter is out of range
+  kAbort = 18,         // an agentmem_exec() callback asked to stop
   kRow = 100,          // a cursor has a row ready
   kDone = 101,         // a cursor is finished
 

@@ -70,6 +70,7 @@ const char* CodeName(int code) {
     case kMismatch: return "AGENTMEM_MISMATCH";
     case kTooBig: return "AGENTMEM_TOOBIG";
     case kRange: return "AGENTMEM_RANGE";
+    case kAbort: return "AGENTMEM_ABORT";
     case kRow: return "AGENTMEM_ROW";
     case kDone: return "AGENTMEM_DONE";
     case kIoErrRead: return "AGENTMEM_IOERR_READ";
@@ -114,6 +115,7 @@ const char* CodeString(int code) {
     case kMismatch: return "value of the wrong kind";
     case kTooBig: return "value too big";
     case kRange: return "parameter out of range";
+    case kAbort: return "callback requested abort";
     case kRow: return "another row available";
     case kDone: return "no more rows available";
     default: return "unknown error";

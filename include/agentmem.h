@@ -63,6 +63,7 @@ extern "C" {
 #define AGENTMEM_MISMATCH       15   /* wrong kind of value (dimension, UTF-8, JSON) */
 #define AGENTMEM_TOOBIG         16   /* a value exceeds a size limit */
 #define AGENTMEM_RANGE          17   /* a parameter is out of range */
+#define AGENTMEM_ABORT          18   /* an agentmem_exec() callback asked to stop */
 #define AGENTMEM_ROW           100   /* agentmem_cursor_step(): a row is ready */
 #define AGENTMEM_DONE          101   /* agentmem_cursor_step(): no more rows */
 
@@ -402,13 +403,68 @@ typedef struct agentmem_stats {
 int agentmem_stats_get(agentmem_db *db, agentmem_stats *pStats);
 
 /* ---------------------------------------------------------------- SQL */
+/*
+** SQL runs on a private in-memory sqlite3 connection whose tables are virtual
+** tables over this file (docs/sql.md lists the tables and functions). No
+** SQLite database file is ever created. The calls mirror sqlite3's: a
+** statement is prepared, parameters are bound (by position, 1-based, or by
+** name through agentmem_bind_parameter_index), agentmem_step() returns
+** AGENTMEM_ROW for each row and AGENTMEM_DONE at the end, and
+** agentmem_finalize() releases it. A statement outside BEGIN ... COMMIT is its
+** own engine commit.
+*/
+typedef struct agentmem_stmt agentmem_stmt;  /* one prepared statement */
 
-/* Run SQL. Not yet available in this version: returns AGENTMEM_ERROR with
-** the message "agentmem_exec: SQL is not yet available in this build (issue #4)"
-** and, when pzErr is not NULL, a copy of it in *pzErr (free with
-** agentmem_free()). */
+/* Column types, as agentmem_column_type() returns them (sqlite3's values). */
+#define AGENTMEM_INTEGER 1
+#define AGENTMEM_FLOAT   2
+#define AGENTMEM_TEXT    3
+#define AGENTMEM_BLOB    4
+#define AGENTMEM_NULL    5
+
+/* Run zero or more ';'-separated statements, like sqlite3_exec(): xCallback
+** (may be NULL) is called once per result row with the column values as text
+** (NULL for SQL NULL) and the column names; a non-zero return aborts with
+** AGENTMEM_ABORT. On error, when pzErr is not NULL, *pzErr receives a copy
+** of the message (free with agentmem_free()). */
 int agentmem_exec(agentmem_db *db, const char *zSql,
                   int (*xCallback)(void *, int, char **, char **), void *pArg, char **pzErr);
+
+/* Compile the first statement of zSql (nByte < 0: up to the NUL). *pzTail,
+** when not NULL, is set to the rest of zSql. *ppStmt is NULL when zSql holds
+** only white space or comments. */
+int agentmem_prepare(agentmem_db *db, const char *zSql, int nByte, agentmem_stmt **ppStmt,
+                     const char **pzTail);
+int agentmem_step(agentmem_stmt *pStmt);       /* AGENTMEM_ROW, AGENTMEM_DONE or an error */
+int agentmem_reset(agentmem_stmt *pStmt);      /* back to the start; bindings are kept */
+int agentmem_finalize(agentmem_stmt *pStmt);   /* NULL is a no-op */
+int agentmem_clear_bindings(agentmem_stmt *pStmt);
+
+int agentmem_bind_parameter_count(agentmem_stmt *pStmt);
+/* The index of a named parameter (":name", "@name" or "$name"); 0 if none. */
+int agentmem_bind_parameter_index(agentmem_stmt *pStmt, const char *zName);
+int agentmem_bind_null(agentmem_stmt *pStmt, int i);
+int agentmem_bind_int64(agentmem_stmt *pStmt, int i, int64_t v);
+int agentmem_bind_double(agentmem_stmt *pStmt, int i, double v);
+/* Text and blobs are copied; n < 0 for text means up to the NUL. */
+int agentmem_bind_text(agentmem_stmt *pStmt, int i, const char *z, int n);
+int agentmem_bind_blob(agentmem_stmt *pStmt, int i, const void *p, int n);
+
+/* Result columns of the current row. Pointers stay valid until the next
+** step, reset or finalize of the statement. */
+int agentmem_column_count(agentmem_stmt *pStmt);
+const char *agentmem_column_name(agentmem_stmt *pStmt, int i);
+int agentmem_column_type(agentmem_stmt *pStmt, int i);
+int64_t agentmem_column_int64(agentmem_stmt *pStmt, int i);
+double agentmem_column_double(agentmem_stmt *pStmt, int i);
+const unsigned char *agentmem_column_text(agentmem_stmt *pStmt, int i);
+const void *agentmem_column_blob(agentmem_stmt *pStmt, int i);
+int agentmem_column_bytes(agentmem_stmt *pStmt, int i);
+
+/* The handle a statement belongs to; the rows the last INSERT, UPDATE or
+** DELETE on the handle changed. */
+agentmem_db *agentmem_db_handle(agentmem_stmt *pStmt);
+int64_t agentmem_changes(agentmem_db *db);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ done
 passed=0
 failed=0
 status=0
-for suite in format_tests index_tests engine_tests; do
+for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests; do
   exe="$build/tests/$suite"
   [ -x "$exe" ] || continue
   echo "== $suite"
