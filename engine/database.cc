@@ -307,9 +307,8 @@ Status Database::WriteSuperblock() {
 
 // Phase 1 of applying a scanned transaction: decode and check every record,
 // changing nothing. Counters must run on from the previous commit's.
-Status Database::DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const {
-  uint64_t next_episode = next_episode_id_, next_fact = next_fact_id_;
-  uint64_t next_block = next_block_version_;
+Status Database::DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out) {
+  uint64_t next_episode = next.episode, next_fact = next.fact, next_block = next.block;
   std::vector<std::string_view> records;
   for (DecodedPage& page : txn.pages) {
     int64_t page_no = static_cast<int64_t>(page.header.page_no);
@@ -377,7 +376,8 @@ Status Database::DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const {
 // then asks for a reopen) and the catalog stays right.
 Status Database::ApplyScanned(ScannedTxn& txn) {
   DecodedTxn d;
-  AGENTMEM_RETURN_IF_ERROR(DecodeScanned(txn, &d));
+  AGENTMEM_RETURN_IF_ERROR(
+      DecodeScanned(txn, Counters{next_episode_id_, next_fact_id_, next_block_version_}, &d));
   for (auto& [k, v] : d.meta) catalog_.SetMeta(k, v);
   for (const auto& [r, loc] : d.episodes) catalog_.AddEpisode(r, loc);
   for (const auto& [r, loc] : d.blocks) catalog_.AddBlock(r, loc);
@@ -952,6 +952,83 @@ Status Database::GetStats(Stats* out) {
   s.syncs = syncs_;
   s.torn_bytes = torn_bytes_;
   *out = s;
+  return Status::OK();
+}
+
+Status Database::ListUsers(std::vector<std::string>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  out->clear();
+  std::unordered_set<std::string_view> seen;
+  for (const UserEntry& u : catalog_.users()) {
+    if (u.episode_ids.empty() && u.blocks.empty() && u.fact_ids.empty()) continue;
+    out->push_back(u.user_id);
+    seen.insert(u.user_id);
+  }
+  auto add_pending = [&](const std::string& user) {
+    if (seen.insert(user).second) out->push_back(user);
+  };
+  for (const EpisodeRecord& r : pending_episodes_) add_pending(r.user_id);
+  for (const BlockRecord& r : pending_blocks_) add_pending(r.user_id);
+  for (const FactRecord& r : pending_facts_) add_pending(r.user_id);
+  return Status::OK();
+}
+
+Status Database::ListBlockHistory(std::string_view user_id, std::string_view name,
+                                  std::vector<BlockRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  out->clear();
+  if (const UserEntry* u = catalog_.FindUser(user_id)) {
+    if (auto it = u->blocks.find(name); it != u->blocks.end()) {
+      for (const BlockVersion& v : it->second) {
+        out->emplace_back();
+        AGENTMEM_RETURN_IF_ERROR(ReadBlock(v.loc, &out->back()));
+      }
+    }
+  }
+  for (const BlockRecord& r : pending_blocks_) {
+    if (r.user_id == user_id && r.name == name) out->push_back(r);
+  }
+  return Status::OK();
+}
+
+Status Database::Check(std::vector<std::string>* problems) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  Counters next;
+  uint64_t episodes = 0;
+  auto apply = [&](ScannedTxn& txn) {
+    DecodedTxn d;
+    AGENTMEM_RETURN_IF_ERROR(DecodeScanned(txn, next, &d));
+    next = Counters{txn.commit.next_episode_id, txn.commit.next_fact_id,
+                    txn.commit.next_block_version};
+    episodes += d.episodes.size();
+    for (const auto& [image, page_no] : d.graphs) {
+      if (image.empty()) problems->push_back("page " + std::to_string(page_no) + ": empty graph image");
+    }
+    return Status::OK();
+  };
+  ScanResult res;
+  Status s = ScanLog(file_.get(), header_, format::kFirstPageOffset, 0,
+                     superblock_.durable_through, apply, &res);
+  if (!s.ok()) {
+    if (s.primary() == kNoMem || s.primary() == kIoErr) return s;
+    problems->push_back(s.ToString());
+    return Status::OK();
+  }
+  auto mismatch = [&](const char* what, uint64_t file, uint64_t snapshot) {
+    if (file != snapshot) {
+      problems->push_back(std::string(what) + ": the file has " + std::to_string(file) +
+                          ", the open snapshot " + std::to_string(snapshot));
+    }
+  };
+  mismatch("last commit", res.commit_seq, seq_);
+  mismatch("episodes", episodes, catalog_.episode_count());
+  mismatch("next episode id", next.episode, next_episode_id_);
+  mismatch("next fact id", next.fact, next_fact_id_);
+  mismatch("next block version", next.block, next_block_version_);
+  if (recall_) {
+    Status broken = recall_->broken();
+    if (!broken.ok()) problems->push_back("recall index: " + broken.ToString());
+  }
   return Status::OK();
 }
 

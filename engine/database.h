@@ -75,6 +75,19 @@ class Database {
   Status ListFacts(std::string_view user_id, const std::string* subject,
                    const std::string* predicate, std::vector<format::FactRecord>* out);
   Status GetStats(Stats* out);
+  // Users with at least one episode, block or fact, in first-seen order.
+  Status ListUsers(std::vector<std::string>* out);
+  // Every version of one block, oldest first (pending writes last).
+  Status ListBlockHistory(std::string_view user_id, std::string_view name,
+                          std::vector<format::BlockRecord>* out);
+  // Episode ids run from 1 to below this (pending ones included); an id below
+  // it that GetEpisode does not find was never committed.
+  uint64_t episode_id_limit() const { return next_episode_id_ + pending_episodes_.size(); }
+  // Reads the whole file again, verifying every page checksum, every record
+  // and the counters of every commit, and compares it with the snapshot. Each
+  // problem found is appended to *problems (none: the file is sound). The
+  // Status is an error only when the check itself could not run.
+  Status Check(std::vector<std::string>* problems);
   // Hybrid / BM25 / vector recall over committed episodes (recall.h). An open
   // transaction's own uncommitted episodes are not searched.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan);
@@ -107,7 +120,10 @@ class Database {
     std::vector<std::pair<std::string_view, int64_t>> graphs;  // image, page_no
     std::vector<format::TextRecord> texts;
   };
-  Status DecodeScanned(ScannedTxn& txn, DecodedTxn* out) const;
+  struct Counters {
+    uint64_t episode = 1, fact = 1, block = 1;  // the next id of each
+  };
+  static Status DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out);
   Status ApplyScanned(ScannedTxn& txn);
   Status CheckWritable() const;
   Status AcquireWriteLock();

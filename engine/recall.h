@@ -115,6 +115,7 @@ class RecallIndex {
   // image on an empty graph). An image this handle made itself is skipped.
   Status ApplyGraphImage(std::string_view image, int64_t page_no);
   void Break(const Status& why) { broken_ = why; }
+  const Status& broken() const { return broken_; }
   // Below this many candidate vectors the planner scans exactly.
   static constexpr size_t kExactScanMax = 4096;
   static constexpr size_t kGraphEf = 64;  // search beam width of the graph path

@@ -198,3 +198,29 @@ TEST_CASE("sync=normal makes its commits durable at close") {
   REQUIRE(db->GetStats(&st).ok());
   CHECK(st.episodes == 20);
 }
+
+TEST_CASE("check finds nothing wrong in a sound file and lists users and block history") {
+  auto env = agentmem::engine::NewMemEnv();
+  auto db = OpenMem(env.get());
+  uint64_t id = 0;
+  REQUIRE(db->Remember(Ep("ann", "hello"), &id).ok());
+  agentmem::format::BlockRecord b;
+  b.user_id = "bob";
+  b.name = "persona";
+  b.value = "v1";
+  REQUIRE(db->SetBlock(b).ok());
+  b.value = "v2";
+  REQUIRE(db->SetBlock(b).ok());
+  std::vector<std::string> problems;
+  REQUIRE(db->Check(&problems).ok());
+  CHECK(problems.empty());
+  std::vector<std::string> users;
+  REQUIRE(db->ListUsers(&users).ok());
+  CHECK(users == std::vector<std::string>{"ann", "bob"});
+  std::vector<agentmem::format::BlockRecord> history;
+  REQUIRE(db->ListBlockHistory("bob", "persona", &history).ok());
+  REQUIRE(history.size() == 2);
+  CHECK(history[0].value == "v1");
+  CHECK(history[1].value == "v2");
+  CHECK(db->episode_id_limit() == 2);
+}
