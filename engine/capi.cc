@@ -12,7 +12,9 @@
 #include <unordered_set>
 
 #include "agentmem.h"
+#include "engine/capi_internal.h"
 #include "engine/database.h"
+#include "engine/sql/session.h"
 
 using agentmem::Status;
 namespace eng = agentmem::engine;
@@ -33,14 +35,8 @@ static_assert(AGENTMEM_CORRUPT == agentmem::kCorrupt && AGENTMEM_DONE == agentme
               AGENTMEM_READONLY_FILE == agentmem::kReadOnlyFile,
               "include/agentmem.h and format/codes.h disagree");
 
-struct agentmem_db {
-  std::mutex mu;
-  std::unique_ptr<eng::Env> mem_env;  // for ":memory:"
-  std::unique_ptr<eng::Database> db;
-  int errcode = AGENTMEM_OK;
-  std::string errmsg = "not an error";
-  int open_cursors = 0;
-};
+agentmem_db::agentmem_db() = default;
+agentmem_db::~agentmem_db() = default;
 
 struct agentmem_cursor {
   enum Kind { kEpisodes, kBlocks, kFacts, kHits } kind;
@@ -60,12 +56,15 @@ struct agentmem_cursor {
 };
 
 namespace {
-
 std::mutex g_live_mu;
 std::unordered_set<const void*>& Live() {
   static auto* live = new std::unordered_set<const void*>;
   return *live;
 }
+}  // namespace
+
+namespace agentmem::capi {
+
 bool IsLive(const void* p) {
   std::lock_guard<std::mutex> g(g_live_mu);
   return p && Live().count(p);
@@ -78,31 +77,28 @@ void SetLive(const void* p, bool live) {
 
 int Record(agentmem_db* db, const Status& s) {
   db->errcode = s.code();
-  db->errmsg = s.ok() ? "not an error" : s.message();
-  return s.code();
-}
-
-// Runs f under the handle's mutex, with exceptions turned into codes.
-template <typename F>
-int Guard(agentmem_db* db, F&& f) {
-  if (!IsLive(db)) return AGENTMEM_MISUSE;
-  std::lock_guard<std::mutex> g(db->mu);
-  try {
-    if (!db->db) return Record(db, Status(agentmem::kMisuse, "the database did not open"));
-    return Record(db, f(*db->db));
-  } catch (const std::bad_alloc&) {
-    return Record(db, Status(agentmem::kNoMem, "out of memory"));
-  } catch (const std::exception& e) {
-    return Record(db, Status(agentmem::kInternal, std::string("internal error: ") + e.what()));
-  } catch (...) {
-    return Record(db, Status(agentmem::kInternal, "internal error"));
+  if (s.ok()) {
+    db->errmsg.assign("not an error");
+  } else {
+    db->errmsg = s.message();
   }
+  return s.code();
 }
 
 Status Need(const void* p, const char* what) {
   if (p) return Status::OK();
   return agentmem::StatusF(agentmem::kMisuse, "%s must not be NULL", what);
 }
+
+}  // namespace agentmem::capi
+
+using agentmem::capi::Guard;
+using agentmem::capi::IsLive;
+using agentmem::capi::Need;
+using agentmem::capi::Record;
+using agentmem::capi::SetLive;
+
+namespace {
 
 // Packs a struct and the strings it points to into one malloc'd block, so the
 // caller frees everything with one agentmem_free().
@@ -362,8 +358,17 @@ int agentmem_close(agentmem_db* db) {
                                           "unable to close: %d cursor(s) still open",
                                           db->open_cursors));
     }
+    if (db->open_stmts > 0) {
+      return Record(db, agentmem::StatusF(agentmem::kBusy,
+                                          "unable to close: %d prepared statement(s) not "
+                                          "finalized",
+                                          db->open_stmts));
+    }
     SetLive(db, false);
     try {
+      // The SQL connection first: closing it rolls back an open SQL
+      // transaction through the virtual tables, which still need the Database.
+      db->sql.reset();
       if (db->db) s = db->db->Close();
     } catch (...) {
       s = Status(agentmem::kInternal, "internal error during close");
@@ -659,21 +664,6 @@ int agentmem_stats_get(agentmem_db* db, agentmem_stats* pStats) {
     pStats->syncs = static_cast<int64_t>(s.syncs);
     return Status::OK();
   });
-}
-
-int agentmem_exec(agentmem_db* db, const char* zSql, int (*xCallback)(void*, int, char**, char**),
-                  void* pArg, char** pzErr) {
-  (void)zSql;
-  (void)xCallback;
-  (void)pArg;
-  if (pzErr) *pzErr = nullptr;
-  static const char kMsg[] = "agentmem_exec: SQL is not yet available in this build (issue #4)";
-  int rc = Guard(db, [&](eng::Database&) { return Status(agentmem::kError, kMsg); });
-  if (pzErr && rc != AGENTMEM_MISUSE) {
-    *pzErr = static_cast<char*>(std::malloc(sizeof kMsg));
-    if (*pzErr) std::memcpy(*pzErr, kMsg, sizeof kMsg);
-  }
-  return rc;
 }
 
 }  // extern "C"

@@ -1,0 +1,69 @@
+// engine/capi_internal.h -- what the C ABI's translation units share: the
+// handle struct behind agentmem_db, the live-handle registry and Guard().
+//
+// engine/capi.cc implements the record API over engine::Database;
+// engine/sql/sql_capi.cc implements the SQL API (agentmem_exec, prepare, step,
+// ...) over an sql::Session. Both run every entry point inside Guard(): the
+// handle's mutex is held for the whole call and exceptions become codes.
+// Code that runs under Guard (the virtual tables run inside sqlite3_step)
+// must call Database methods directly, never a public agentmem_* function on
+// the same handle: the mutex is not recursive.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "agentmem.h"
+#include "engine/database.h"
+#include "engine/env/env.h"
+
+namespace agentmem::engine::sql {
+class Session;
+}
+
+struct agentmem_db {
+  agentmem_db();
+  ~agentmem_db();  // defined in capi.cc, where sql::Session is complete
+  std::mutex mu;
+  std::unique_ptr<agentmem::engine::Env> mem_env;  // for ":memory:"
+  std::unique_ptr<agentmem::engine::Database> db;
+  // The SQL connection, created by the first SQL call (engine/sql/session.h)
+  // and closed before the Database in agentmem_close().
+  std::unique_ptr<agentmem::engine::sql::Session> sql;
+  int errcode = AGENTMEM_OK;
+  std::string errmsg = "not an error";
+  int open_cursors = 0;
+  int open_stmts = 0;  // prepared statements not yet finalized (agentmem_close refuses)
+};
+
+namespace agentmem::capi {
+
+bool IsLive(const void* p);
+void SetLive(const void* p, bool live);
+
+// Stores s as the handle's most recent result; returns its code.
+int Record(agentmem_db* db, const Status& s);
+
+// Runs f(Database&) under the handle's mutex, with exceptions turned into
+// codes; records and returns f's Status code.
+template <typename F>
+int Guard(agentmem_db* db, F&& f) {
+  if (!IsLive(db)) return AGENTMEM_MISUSE;
+  std::lock_guard<std::mutex> g(db->mu);
+  try {
+    if (!db->db) return Record(db, Status(kMisuse, "the database did not open"));
+    return Record(db, f(*db->db));
+  } catch (const std::bad_alloc&) {
+    return Record(db, Status(kNoMem, "out of memory"));
+  } catch (const std::exception& e) {
+    return Record(db, Status(kInternal, std::string("internal error: ") + e.what()));
+  } catch (...) {
+    return Record(db, Status(kInternal, "internal error"));
+  }
+}
+
+Status Need(const void* p, const char* what);
+
+}  // namespace agentmem::capi
