@@ -1,0 +1,549 @@
+// engine/sql/functions.cc -- the table-valued functions: recall,
+// explain_recall, block_history, facts_as_of, integrity_check, stats and
+// user_stats (docs/sql.md).
+//
+// Each is an eponymous-only virtual table whose arguments are HIDDEN columns
+// after its result columns: f(a, b) is f WHERE a_col = a AND b_col = b.
+// xBestIndex hands every argument to xFilter (in column order, the bitmask
+// of the arguments present in idxNum) and refuses plans where an argument
+// would come from a table scanned later in a join.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/recall.h"
+#include "engine/sql/vtab.h"
+
+namespace agentmem::engine::sql {
+
+namespace {
+
+using format::BlockRecord;
+using format::EpisodeRecord;
+using format::FactRecord;
+
+// A function table: `visible` result columns, then `args` hidden columns.
+class FunctionTable : public VTable {
+ public:
+  FunctionTable(Session* s, int visible, int args, int required)
+      : VTable(s), visible_(visible), args_(args), required_(required) {}
+
+  Status BestIndex(sqlite3_index_info* info) override {
+    std::vector<int> chosen(static_cast<size_t>(args_), -1);
+    for (int i = 0; i < info->nConstraint; i++) {
+      const auto& c = info->aConstraint[i];
+      int a = c.iColumn - visible_;
+      if (a < 0 || a >= args_ || c.op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+      if (!c.usable) return Status(kConstraint, "argument not available in this plan");
+      if (chosen[a] < 0) chosen[a] = i;
+    }
+    int n = 0, mask = 0;
+    for (int a = 0; a < args_; a++) {
+      if (chosen[a] < 0) continue;
+      info->aConstraintUsage[chosen[a]].argvIndex = ++n;
+      info->aConstraintUsage[chosen[a]].omit = 1;
+      mask |= 1 << a;
+    }
+    info->idxNum = mask;
+    int need = (1 << required_) - 1;
+    // Plans without the required arguments fail in xFilter with a message
+    // that says what is missing; make them the last resort.
+    info->estimatedCost = (mask & need) == need ? 10.0 : 1e15;
+    info->estimatedRows = 10;
+    return Status::OK();
+  }
+
+  int visible() const { return visible_; }
+  int args() const { return args_; }
+
+ private:
+  int visible_, args_, required_;
+};
+
+class FunctionCursor : public VCursor {
+ public:
+  explicit FunctionCursor(FunctionTable* t) : table_(t) {}
+  ~FunctionCursor() override { FreeArgs(); }
+
+  Status Filter(int idx_num, const char*, int argc, sqlite3_value** argv) override {
+    FreeArgs();
+    args_.assign(static_cast<size_t>(table_->args()), nullptr);
+    int j = 0;
+    for (int a = 0; a < table_->args() && j < argc; a++) {
+      if (idx_num & (1 << a)) args_[a] = sqlite3_value_dup(argv[j++]);
+    }
+    pos_ = 0;
+    return Run();
+  }
+  Status Next() override {
+    pos_++;
+    return Status::OK();
+  }
+  bool Eof() const override { return pos_ >= Rows(); }
+  int64_t Rowid() const override { return static_cast<int64_t>(pos_) + 1; }
+  Status Column(sqlite3_context* ctx, int i) override {
+    if (i >= table_->visible()) {
+      sqlite3_value* v = args_[static_cast<size_t>(i - table_->visible())];
+      if (v) sqlite3_result_value(ctx, v);
+      else sqlite3_result_null(ctx);
+      return Status::OK();
+    }
+    return RowColumn(ctx, i);
+  }
+
+ protected:
+  virtual Status Run() = 0;
+  virtual size_t Rows() const = 0;
+  virtual Status RowColumn(sqlite3_context* ctx, int i) = 0;
+  sqlite3_value* Arg(int a) const { return args_[static_cast<size_t>(a)]; }
+  Database* db() const { return table_->db(); }
+
+  FunctionTable* table_;
+  size_t pos_ = 0;
+
+ private:
+  void FreeArgs() {
+    for (sqlite3_value* v : args_) sqlite3_value_free(v);
+    args_.clear();
+  }
+  std::vector<sqlite3_value*> args_;
+};
+
+// ====================================================================== recall
+
+// The arguments of recall() and explain_recall(), in order.
+enum RecallArg { kRaQuery, kRaUser, kRaK, kRaMode, kRaSession, kRaRole, kRaTsFrom, kRaTsTo,
+                 kRaMetaKey, kRaMetaValue, kRaHalfLife, kRaMinScore, kRaQueryVector, kRaCount };
+
+constexpr const char* kRecallArgs =
+    "query HIDDEN, for_user HIDDEN, k HIDDEN, mode HIDDEN, for_session HIDDEN, for_role HIDDEN, "
+    "ts_from HIDDEN, ts_to HIDDEN, metadata_key HIDDEN, metadata_value HIDDEN, "
+    "half_life_s HIDDEN, min_score HIDDEN, query_embedding HIDDEN";
+
+struct RecallRequest {
+  RecallQuery query;
+  std::string metadata_key, metadata_value;
+};
+
+Status NumberArg(sqlite3_value* v, const char* fn, const char* what, double* out) {
+  int t = sqlite3_value_numeric_type(v);
+  if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
+    return StatusF(kMismatch, "%s(): %s must be a number", fn, what);
+  }
+  *out = sqlite3_value_double(v);
+  return Status::OK();
+}
+
+Status BuildRecall(const char* fn, sqlite3_value* const* a, RecallRequest* r) {
+  RecallQuery& q = r->query;
+  if (IsNull(a[kRaQuery]) || IsNull(a[kRaUser])) {
+    return StatusF(kMisuse,
+                   "%s() needs a query and a user_id: %s(query, user_id [, k [, mode [, "
+                   "session_id [, role [, ts_from [, ts_to]]]]]])",
+                   fn, fn);
+  }
+  q.text = ValueText(a[kRaQuery]);
+  q.user_id = ValueText(a[kRaUser]);
+  if (!IsNull(a[kRaK])) {
+    std::optional<int64_t> k = ValueInt(a[kRaK]);
+    if (!k || *k < 0 || *k > 10000) return StatusF(kRange, "%s(): k must be 0..10000", fn);
+    q.k = static_cast<size_t>(*k);
+  }
+  if (!IsNull(a[kRaMode])) {
+    std::string mode = ValueText(a[kRaMode]);
+    std::transform(mode.begin(), mode.end(), mode.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (mode == "hybrid") q.mode = RecallMode::kHybrid;
+    else if (mode == "bm25") q.mode = RecallMode::kBm25;
+    else if (mode == "vector") q.mode = RecallMode::kVector;
+    else {
+      return StatusF(kMisuse, "%s(): mode must be 'hybrid', 'bm25' or 'vector', not '%s'", fn,
+                     ValueText(a[kRaMode]).c_str());
+    }
+  }
+  if (!IsNull(a[kRaSession])) q.session_id = ValueText(a[kRaSession]);
+  if (!IsNull(a[kRaRole])) q.role = ValueText(a[kRaRole]);
+  for (auto [arg, out, name] : {std::tuple{kRaTsFrom, &q.ts_from, "ts_from"},
+                                std::tuple{kRaTsTo, &q.ts_to, "ts_to"}}) {
+    if (IsNull(a[arg])) continue;
+    std::optional<int64_t> v = ValueInt(a[arg]);
+    if (!v) return StatusF(kMismatch, "%s(): %s must be an integer (unix microseconds)", fn, name);
+    *out = *v;
+  }
+  if (IsNull(a[kRaMetaKey]) != IsNull(a[kRaMetaValue])) {
+    return StatusF(kMisuse, "%s(): metadata_key and metadata_value go together", fn);
+  }
+  if (!IsNull(a[kRaMetaKey])) {
+    r->metadata_key = ValueText(a[kRaMetaKey]);
+    r->metadata_value = ValueText(a[kRaMetaValue]);
+    if (r->metadata_key.empty()) return StatusF(kMisuse, "%s(): metadata_key is empty", fn);
+  }
+  if (!IsNull(a[kRaHalfLife])) {
+    AGENTMEM_RETURN_IF_ERROR(NumberArg(a[kRaHalfLife], fn, "half_life_s", &q.half_life_s));
+    if (!(q.half_life_s >= 0)) return StatusF(kRange, "%s(): half_life_s must be >= 0", fn);
+  }
+  if (!IsNull(a[kRaMinScore])) {
+    AGENTMEM_RETURN_IF_ERROR(NumberArg(a[kRaMinScore], fn, "min_score", &q.min_score));
+  }
+  std::string what = std::string(fn) + "() query_embedding";
+  AGENTMEM_RETURN_IF_ERROR(VectorArg(a[kRaQueryVector], what.c_str(), &q.vector));
+  return Status::OK();
+}
+
+Status RunRecall(Database* db, const char* fn, sqlite3_value* const* a,
+                 std::vector<RecallHit>* hits, RecallPlan* plan) {
+  RecallRequest r;
+  AGENTMEM_RETURN_IF_ERROR(BuildRecall(fn, a, &r));
+  return db->Recall(r.query, r.metadata_key, r.metadata_value, hits, plan);
+}
+
+enum RecallCol { kRcId, kRcUser, kRcSession, kRcRole, kRcText, kRcTs, kRcScore, kRcBm25Score,
+                 kRcVectorScore, kRcBm25Rank, kRcVectorRank, kRcVisible };
+
+class RecallCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    hits_.clear();
+    std::vector<sqlite3_value*> a(kRaCount);
+    for (int i = 0; i < kRaCount; i++) a[i] = Arg(i);
+    return RunRecall(db(), "recall", a.data(), &hits_, nullptr);
+  }
+  size_t Rows() const override { return hits_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    const RecallHit& h = hits_[pos_];
+    switch (i) {
+      case kRcId: sqlite3_result_int64(ctx, static_cast<int64_t>(h.id)); return Status::OK();
+      case kRcScore: sqlite3_result_double(ctx, h.score); return Status::OK();
+      case kRcBm25Score: sqlite3_result_double(ctx, h.bm25_score); return Status::OK();
+      case kRcVectorScore: sqlite3_result_double(ctx, h.vector_score); return Status::OK();
+      case kRcBm25Rank: sqlite3_result_int(ctx, h.bm25_rank); return Status::OK();
+      case kRcVectorRank: sqlite3_result_int(ctx, h.vector_rank); return Status::OK();
+      default: break;
+    }
+    if (!loaded_ || episode_.id != h.id) {
+      Counters().episode_reads++;
+      AGENTMEM_RETURN_IF_ERROR(db()->GetEpisode(h.id, &episode_));
+      loaded_ = true;
+    }
+    switch (i) {
+      case kRcUser: ResultText(ctx, episode_.user_id); break;
+      case kRcSession: ResultText(ctx, episode_.session_id); break;
+      case kRcRole: ResultText(ctx, episode_.role); break;
+      case kRcText: ResultText(ctx, episode_.text); break;
+      case kRcTs: sqlite3_result_int64(ctx, episode_.ts); break;
+      default: sqlite3_result_null(ctx);
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<RecallHit> hits_;
+  EpisodeRecord episode_;
+  bool loaded_ = false;
+};
+
+class RecallTable : public FunctionTable {
+ public:
+  explicit RecallTable(Session* s) : FunctionTable(s, kRcVisible, kRaCount, 2) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<RecallCursor>(this); }
+};
+
+// ====================================================================== explain_recall
+
+class ExplainCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    json_.clear();
+    std::vector<sqlite3_value*> a(kRaCount);
+    for (int i = 0; i < kRaCount; i++) a[i] = Arg(i);
+    std::vector<RecallHit> hits;
+    RecallPlan plan;
+    AGENTMEM_RETURN_IF_ERROR(RunRecall(db(), "explain_recall", a.data(), &hits, &plan));
+    json_ = plan.ToJson();
+    json_.pop_back();  // reopen the object to add the hits
+    json_ += ",\"hits\":[";
+    for (size_t i = 0; i < hits.size(); i++) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "%s{\"id\":%llu,\"score\":%.17g,\"bm25_rank\":%d,\"bm25_score\":%.17g,"
+                    "\"vector_rank\":%d,\"vector_score\":%.17g%s}",
+                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
+                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
+                    hits[i].vector_score, hits[i].fill ? ",\"fill\":true" : "");
+      json_ += buf;
+    }
+    json_ += "]}";
+    return Status::OK();
+  }
+  size_t Rows() const override { return json_.empty() ? 0 : 1; }
+  Status RowColumn(sqlite3_context* ctx, int) override {
+    ResultText(ctx, json_);
+    sqlite3_result_subtype(ctx, 'J');  // JSON, for the json functions
+    return Status::OK();
+  }
+
+ private:
+  std::string json_;
+};
+
+class ExplainTable : public FunctionTable {
+ public:
+  explicit ExplainTable(Session* s) : FunctionTable(s, 1, kRaCount, 2) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<ExplainCursor>(this); }
+};
+
+// ====================================================================== block_history
+
+class HistoryCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    rows_.clear();
+    if (IsNull(Arg(0)) || IsNull(Arg(1))) {
+      return Status(kMisuse, "block_history() needs a user_id and a block name: "
+                             "block_history(user_id, name)");
+    }
+    return db()->ListBlockHistory(ValueText(Arg(0)), ValueText(Arg(1)), &rows_);
+  }
+  size_t Rows() const override { return rows_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    BlockRow(ctx, rows_[pos_], i);
+    return Status::OK();
+  }
+
+ private:
+  std::vector<BlockRecord> rows_;
+};
+
+class HistoryTable : public FunctionTable {
+ public:
+  explicit HistoryTable(Session* s) : FunctionTable(s, kBlockColumns, 2, 2) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<HistoryCursor>(this); }
+};
+
+// ====================================================================== facts_as_of
+
+class AsOfCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    rows_.clear();
+    if (IsNull(Arg(0))) {
+      return Status(kMisuse, "facts_as_of() needs a user_id: facts_as_of(user_id [, valid_at])");
+    }
+    int64_t now = NowMicros(db());
+    int64_t at = now;
+    if (!IsNull(Arg(1))) {
+      std::optional<int64_t> v = ValueInt(Arg(1));
+      if (!v) return Status(kMismatch, "facts_as_of(): valid_at must be an integer (unix "
+                                       "microseconds)");
+      at = *v;
+    }
+    std::vector<FactRecord> all;
+    AGENTMEM_RETURN_IF_ERROR(db()->ListFacts(ValueText(Arg(0)), nullptr, nullptr, &all));
+    for (FactRecord& f : all) {
+      // Valid at the instant, by the records as they stand now.
+      if (f.valid_from <= at && at < f.valid_to && f.expired_at > now) {
+        rows_.push_back(std::move(f));
+      }
+    }
+    return Status::OK();
+  }
+  size_t Rows() const override { return rows_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    FactColumn(ctx, rows_[pos_], i);
+    return Status::OK();
+  }
+
+ private:
+  std::vector<FactRecord> rows_;
+};
+
+class AsOfTable : public FunctionTable {
+ public:
+  explicit AsOfTable(Session* s) : FunctionTable(s, kFactColumns, 2, 1) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<AsOfCursor>(this); }
+};
+
+// ====================================================================== integrity_check
+
+class CheckCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    rows_.clear();
+    AGENTMEM_RETURN_IF_ERROR(db()->Check(&rows_));
+    if (rows_.empty()) rows_.push_back("ok");
+    return Status::OK();
+  }
+  size_t Rows() const override { return rows_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int) override {
+    ResultText(ctx, rows_[pos_]);
+    return Status::OK();
+  }
+
+ private:
+  std::vector<std::string> rows_;
+};
+
+class CheckTable : public FunctionTable {
+ public:
+  explicit CheckTable(Session* s) : FunctionTable(s, 1, 0, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<CheckCursor>(this); }
+};
+
+// ====================================================================== stats
+
+class StatsCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    return db()->GetStats(&stats_);
+  }
+  size_t Rows() const override { return 1; }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    const uint64_t values[] = {stats_.file_bytes, stats_.episodes,   stats_.blocks,
+                               stats_.block_versions, stats_.facts,  stats_.users,
+                               stats_.commits,    stats_.text_bytes, stats_.pages,
+                               stats_.syncs,      stats_.torn_bytes};
+    sqlite3_result_int64(ctx, static_cast<int64_t>(values[i]));
+    return Status::OK();
+  }
+
+ private:
+  Stats stats_;
+};
+
+class StatsTable : public FunctionTable {
+ public:
+  explicit StatsTable(Session* s) : FunctionTable(s, 11, 0, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<StatsCursor>(this); }
+};
+
+// ====================================================================== user_stats
+
+struct UserRow {
+  std::string user_id;
+  int64_t episodes = 0, blocks = 0, facts = 0;
+};
+
+class UserStatsCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    rows_.clear();
+    std::vector<std::string> users;
+    if (!IsNull(Arg(0))) {
+      users.push_back(ValueText(Arg(0)));
+    } else {
+      Counters().user_scans++;
+      AGENTMEM_RETURN_IF_ERROR(db()->ListUsers(&users));
+    }
+    std::vector<uint64_t> ids;
+    std::vector<BlockRecord> blocks;
+    std::vector<FactRecord> facts;
+    for (const std::string& u : users) {
+      UserRow r;
+      r.user_id = u;
+      AGENTMEM_RETURN_IF_ERROR(db()->ListEpisodeIds(u, nullptr, &ids));
+      AGENTMEM_RETURN_IF_ERROR(db()->ListBlocks(u, &blocks));
+      AGENTMEM_RETURN_IF_ERROR(db()->ListFacts(u, nullptr, nullptr, &facts));
+      r.episodes = static_cast<int64_t>(ids.size());
+      r.blocks = static_cast<int64_t>(blocks.size());
+      r.facts = static_cast<int64_t>(facts.size());
+      rows_.push_back(std::move(r));
+    }
+    return Status::OK();
+  }
+  size_t Rows() const override { return rows_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    const UserRow& r = rows_[pos_];
+    switch (i) {
+      case 0: ResultText(ctx, r.user_id); break;
+      case 1: sqlite3_result_int64(ctx, r.episodes); break;
+      case 2: sqlite3_result_int64(ctx, r.blocks); break;
+      default: sqlite3_result_int64(ctx, r.facts); break;
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<UserRow> rows_;
+};
+
+class UserStatsTable : public FunctionTable {
+ public:
+  explicit UserStatsTable(Session* s) : FunctionTable(s, 4, 1, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<UserStatsCursor>(this); }
+};
+
+template <typename T>
+VTable* Make(Session* s) {
+  return new T(s);
+}
+
+const std::string& RecallSchema() {
+  static const std::string s =
+      std::string("CREATE TABLE x(id INTEGER, user_id TEXT, session_id TEXT, role TEXT, "
+                  "text TEXT, ts INTEGER, score REAL, bm25_score REAL, vector_score REAL, "
+                  "bm25_rank INTEGER, vector_rank INTEGER, ") +
+      kRecallArgs + ")";
+  return s;
+}
+
+const std::string& ExplainSchema() {
+  static const std::string s = std::string("CREATE TABLE x(plan TEXT, ") + kRecallArgs + ")";
+  return s;
+}
+
+}  // namespace
+
+std::vector<ModuleSpec> FunctionSpecs() {
+  return {
+      {"recall", nullptr, RecallSchema().c_str(), false, Make<RecallTable>},
+      {"explain_recall", nullptr, ExplainSchema().c_str(), false, Make<ExplainTable>},
+      {"block_history", nullptr,
+       "CREATE TABLE x(user_id TEXT, name TEXT, value TEXT, version INTEGER, "
+       "char_limit INTEGER, pinned_order INTEGER, updated_at INTEGER, for_user HIDDEN, "
+       "for_name HIDDEN)",
+       false, Make<HistoryTable>},
+      {"facts_as_of", nullptr,
+       "CREATE TABLE x(id INTEGER, user_id TEXT, subject TEXT, predicate TEXT, object TEXT, "
+       "confidence REAL, source_episode_ids TEXT, valid_from INTEGER, valid_to INTEGER, "
+       "recorded_at INTEGER, expired_at INTEGER, for_user HIDDEN, valid_at HIDDEN)",
+       false, Make<AsOfTable>},
+      {"integrity_check", nullptr, "CREATE TABLE x(integrity_check TEXT)", false,
+       Make<CheckTable>},
+      {"stats", nullptr,
+       "CREATE TABLE x(file_bytes INTEGER, episodes INTEGER, blocks INTEGER, "
+       "block_versions INTEGER, facts INTEGER, users INTEGER, commits INTEGER, "
+       "text_bytes INTEGER, pages INTEGER, syncs INTEGER, torn_bytes INTEGER)",
+       false, Make<StatsTable>},
+      {"user_stats", nullptr,
+       "CREATE TABLE x(user_id TEXT, episodes INTEGER, blocks INTEGER, facts INTEGER, "
+       "for_user HIDDEN)",
+       false, Make<UserStatsTable>},
+  };
+}
+
+}  // namespace agentmem::engine::sql
