@@ -1,0 +1,139 @@
+// cli/shell/dot_commands.cc -- dispatch of dot-commands and the small ones
+// that only change settings (.mode, .headers, .bail, .open, .quit, .help).
+#include "shell/dot_commands.h"
+
+#include <cstdlib>
+
+#include "shell/text.h"
+
+namespace agentmem::shell {
+namespace {
+
+bool CmdHelp(Shell& sh, const Args&) {
+  std::fputs(DotHelp().c_str(), sh.out);
+  return true;
+}
+
+bool OnOff(Shell& sh, const Args& args, bool* flag) {
+  if (args.size() != 2 || (args[1] != "on" && args[1] != "off")) {
+    sh.Fail("usage: " + args[0] + " on|off");
+    return false;
+  }
+  *flag = args[1] == "on";
+  return true;
+}
+
+bool CmdHeaders(Shell& sh, const Args& args) { return OnOff(sh, args, &sh.print.headers); }
+bool CmdBail(Shell& sh, const Args& args) { return OnOff(sh, args, &sh.bail); }
+
+bool CmdMode(Shell& sh, const Args& args) {
+  if (args.size() == 1) {
+    std::fprintf(sh.out, "current output mode: %s\n", ModeName(sh.print.mode));
+    return true;
+  }
+  auto mode = args.size() == 2 ? ParseMode(args[1]) : std::nullopt;
+  if (!mode) {
+    sh.Fail("usage: .mode list|csv|json|line|table|box");
+    return false;
+  }
+  sh.print.mode = *mode;
+  return true;
+}
+
+bool CmdOpen(Shell& sh, const Args& args) {
+  Args rest;
+  OpenSettings settings = sh.open_settings;
+  for (size_t i = 1; i < args.size(); i++) {
+    if (args[i] == "--readonly" || args[i] == "-readonly") {
+      settings.readonly = true;
+    } else if ((args[i] == "--options" || args[i] == "-options") && i + 1 < args.size()) {
+      settings.options = args[++i];
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  if (rest.size() != 1) {
+    sh.Fail("usage: .open [--readonly] [--options OPTS] FILE");
+    return false;
+  }
+  OpenSettings saved = sh.open_settings;
+  sh.open_settings = settings;
+  bool ok = sh.Open(rest[0]);
+  if (!ok) sh.open_settings = saved;
+  return ok;
+}
+
+bool CmdQuit(Shell& sh, const Args& args) {
+  int64_t code = 0;
+  if (args.size() > 2 || (args.size() == 2 && !ParseInt(args[1], &code))) {
+    sh.Fail("usage: " + args[0] + " [CODE]");
+    return false;
+  }
+  sh.quit = true;
+  if (args.size() == 2) sh.exit_code = static_cast<int>(code);
+  return true;
+}
+
+struct DotCommand {
+  const char* name;
+  bool (*fn)(Shell&, const Args&);
+  const char* usage;
+  const char* help;
+};
+
+const DotCommand kCommands[] = {
+    {".bail", CmdBail, ".bail on|off", "stop at the first error (non-interactive input)"},
+    {".check", CmdCheck, ".check", "read the whole file again and verify it (integrity check)"},
+    {".exit", CmdQuit, ".exit [CODE]", "leave the shell (exit status CODE, default 0)"},
+    {".explain", CmdExplain, ".explain USER QUERY [K] [MODE]",
+     "show the recall plan as JSON (EXPLAIN RECALL)"},
+    {".export", CmdExport, ".export [FILE] [--vectors]",
+     "write every episode, block version and fact as JSONL (stdout without FILE)"},
+    {".headers", CmdHeaders, ".headers on|off", "column names in list and csv modes"},
+    {".help", CmdHelp, ".help", "this text"},
+    {".import", CmdImport, ".import FILE [options]",
+     "load episodes, blocks and facts from JSONL (options below)"},
+    {".mode", CmdMode, ".mode list|csv|json|line|table|box", "how query results are printed"},
+    {".open", CmdOpen, ".open [--readonly] [--options OPTS] FILE",
+     "close this database and open FILE (created if missing)"},
+    {".quit", CmdQuit, ".quit", "leave the shell"},
+    {".recall", CmdRecall, ".recall USER QUERY [K] [MODE]",
+     "recall with scores and both ranks (MODE: hybrid, bm25, vector)"},
+    {".schema", CmdSchema, ".schema [NAME]", "the columns of the tables and table functions"},
+    {".stats", CmdStats, ".stats", "counts per user, file size and pages"},
+    {".tables", CmdTables, ".tables", "the tables and table-valued functions"},
+    {".vacuum", CmdVacuum, ".vacuum", "compact the file (not available yet: issue #5)"},
+};
+
+}  // namespace
+
+std::string DotHelp() {
+  std::string out;
+  for (const auto& c : kCommands) {
+    std::string usage = c.usage;
+    usage.resize(std::max<size_t>(usage.size(), 44), ' ');
+    out += usage + " " + c.help + "\n";
+  }
+  out +=
+      "\n.import options: --user ID (user of lines without one), --user-field F,\n"
+      "  --session-field F, --role-field F (take user_id / session_id / role from\n"
+      "  field F), --batch N (records per transaction, default 1000)\n";
+  return out;
+}
+
+bool Shell::RunDot(const std::string& line) {
+  Args args;
+  std::string error;
+  if (!SplitArgs(line, &args, &error)) {
+    Fail(error);
+    return false;
+  }
+  if (args.empty()) return true;
+  for (const auto& c : kCommands) {
+    if (args[0] == c.name) return c.fn(*this, args);
+  }
+  Fail("unknown command: " + args[0] + " (.help lists the commands)");
+  return false;
+}
+
+}  // namespace agentmem::shell

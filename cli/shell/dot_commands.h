@@ -1,0 +1,30 @@
+// cli/shell/dot_commands.h -- the dot-commands, one function each. args[0] is
+// the command name (".stats"); each returns false after reporting a failure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shell/shell.h"
+
+namespace agentmem::shell {
+
+using Args = std::vector<std::string>;
+
+// info_commands.cc
+bool CmdTables(Shell& sh, const Args& args);
+bool CmdSchema(Shell& sh, const Args& args);
+bool CmdStats(Shell& sh, const Args& args);
+bool CmdCheck(Shell& sh, const Args& args);
+bool CmdVacuum(Shell& sh, const Args& args);
+// recall_commands.cc
+bool CmdRecall(Shell& sh, const Args& args);
+bool CmdExplain(Shell& sh, const Args& args);
+// import.cc / export.cc
+bool CmdImport(Shell& sh, const Args& args);
+bool CmdExport(Shell& sh, const Args& args);
+
+// The help text of every dot-command (".help").
+std::string DotHelp();
+
+}  // namespace agentmem::shell

@@ -1,0 +1,73 @@
+// cli/shell/main.cc -- `agentmem`, the shell (docs/shell.md): a pure client of
+// include/agentmem.h that opens one database file and runs SQL and
+// dot-commands from its arguments, from a script on standard input, or
+// interactively.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "shell/args.h"
+#include "shell/input.h"
+#include "shell/shell.h"
+
+using agentmem::shell::CommandLine;
+using agentmem::shell::Mode;
+using agentmem::shell::Shell;
+
+namespace {
+
+// Runs -cmd commands and the SQL arguments; false as soon as one fails
+// (-cmd failures only stop with -bail, as in sqlite3).
+bool RunArguments(Shell& sh, const CommandLine& cl) {
+  for (const auto& cmd : cl.cmds) {
+    if (!sh.Run(cmd) && sh.bail) return false;
+    if (sh.quit) return true;
+  }
+  for (const auto& sql : cl.sql) {
+    if (!sh.Run(sql)) return false;
+    if (sh.quit) return true;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine cl;
+  std::string error;
+  if (!agentmem::shell::ParseCommandLine(argc, argv, &cl, &error)) {
+    std::fprintf(stderr, "Error: %s\n", error.c_str());
+    return 1;
+  }
+  if (cl.help) {
+    std::fputs(agentmem::shell::Usage().c_str(), stdout);
+    return 0;
+  }
+  if (cl.version) {
+    std::printf("agentmem %s\n", agentmem_libversion());
+    return 0;
+  }
+  Shell sh;
+  sh.interactive = cl.sql.empty() && isatty(0);
+  sh.print.mode = cl.mode.value_or(sh.interactive ? Mode::kTable : Mode::kList);
+  sh.print.headers = cl.headers.value_or(sh.interactive);
+  sh.bail = cl.bail;
+  sh.open_settings.readonly = cl.readonly;
+  sh.open_settings.options = cl.options;
+  if (!sh.Open(cl.file.empty() ? ":memory:" : cl.file)) return 1;
+  if (cl.file.empty() && sh.interactive) {
+    std::printf("Connected to a private in-memory database; \".open FILE\" opens a file.\n");
+  }
+  bool ok = RunArguments(sh, cl);
+  if (ok && !sh.quit && cl.sql.empty()) {
+    if (sh.interactive) {
+      agentmem::shell::RunRepl(sh);
+    } else {
+      agentmem::shell::FileLines in(stdin);
+      agentmem::shell::RunLines(sh, in);
+    }
+  }
+  std::fflush(stdout);
+  if (sh.exit_code >= 0) return sh.exit_code;
+  return sh.failures() > 0 ? 1 : 0;
+}

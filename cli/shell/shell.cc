@@ -1,0 +1,175 @@
+// cli/shell/shell.cc -- opening files, running SQL and reporting errors.
+#include "shell/shell.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+
+namespace agentmem::shell {
+namespace {
+
+// The value of column i of the current row, typed.
+Value ColumnValue(agentmem_stmt* stmt, int i) {
+  switch (agentmem_column_type(stmt, i)) {
+    case AGENTMEM_INTEGER:
+      return Value::Int(static_cast<long long>(agentmem_column_int64(stmt, i)));
+    case AGENTMEM_FLOAT:
+      return Value::Real(agentmem_column_double(stmt, i));
+    case AGENTMEM_BLOB: {
+      const void* p = agentmem_column_blob(stmt, i);
+      int n = agentmem_column_bytes(stmt, i);
+      return Value::Blob(p ? std::string(static_cast<const char*>(p), n) : std::string());
+    }
+    case AGENTMEM_NULL:
+      return Value::Null();
+    default: {
+      const unsigned char* t = agentmem_column_text(stmt, i);
+      int n = agentmem_column_bytes(stmt, i);
+      return Value::Text(t ? std::string(reinterpret_cast<const char*>(t), n) : std::string());
+    }
+  }
+}
+
+bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+Shell::Shell(std::FILE* o, std::FILE* e) : out(o), err(e) {}
+
+Shell::~Shell() { agentmem_close(db_); }
+
+bool Shell::Open(const std::string& path) {
+  int flags = open_settings.readonly ? AGENTMEM_OPEN_READONLY
+                                     : AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE;
+  const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(path.c_str(), &db, flags, options);
+  if (rc != AGENTMEM_OK && !open_settings.readonly && path != ":memory:" && FileExists(path) &&
+      access(path.c_str(), W_OK) != 0) {
+    // Like sqlite3: a file we may read but not write opens read-only, and
+    // writes then fail with the engine's read-only message.
+    agentmem_close(db);
+    db = nullptr;
+    rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READONLY, options);
+    if (rc == AGENTMEM_OK) {
+      std::fprintf(err, "Note: %s is not writable; opened read-only\n", path.c_str());
+    }
+  }
+  if (rc != AGENTMEM_OK) {
+    std::string msg = db ? agentmem_errmsg(db) : agentmem_errstr(rc);
+    agentmem_close(db);
+    Fail("cannot open \"" + path + "\": " + msg);
+    return false;
+  }
+  if (db_ && agentmem_close(db_) != AGENTMEM_OK) {
+    std::fprintf(err, "Warning: closing %s: %s\n", path_.c_str(), agentmem_errmsg(db_));
+  }
+  db_ = db;
+  path_ = path;
+  return true;
+}
+
+void Shell::Fail(const std::string& message) {
+  failures_++;
+  std::fflush(out);
+  std::fprintf(err, "Error: %s\n", message.c_str());
+  std::fflush(err);
+}
+
+bool Shell::FailDb(const std::string& context) {
+  std::string msg = db_ ? agentmem_errmsg(db_) : "no database is open";
+  Fail(context.empty() ? msg : context + ": " + msg);
+  return false;
+}
+
+bool Shell::Query(const std::string& sql, std::vector<std::string>* columns,
+                  const std::function<void(const std::vector<Value>&)>& fn, std::string* error) {
+  auto fail = [&](const std::string& msg) {
+    if (error) {
+      *error = msg;
+    } else {
+      Fail(msg);
+    }
+    return false;
+  };
+  if (!db_) return fail("no database is open (use .open FILE)");
+  const char* tail = sql.c_str();
+  while (*tail) {
+    agentmem_stmt* stmt = nullptr;
+    const char* next = nullptr;
+    if (agentmem_prepare(db_, tail, -1, &stmt, &next) != AGENTMEM_OK) {
+      return fail(agentmem_errmsg(db_));
+    }
+    tail = next ? next : tail + std::strlen(tail);
+    if (!stmt) continue;
+    int n = agentmem_column_count(stmt);
+    columns->clear();
+    for (int i = 0; i < n; i++) {
+      const char* name = agentmem_column_name(stmt, i);
+      columns->push_back(name ? name : "");
+    }
+    int rc;
+    std::vector<Value> row(n);
+    while ((rc = agentmem_step(stmt)) == AGENTMEM_ROW) {
+      for (int i = 0; i < n; i++) row[i] = ColumnValue(stmt, i);
+      fn(row);
+    }
+    if (rc != AGENTMEM_DONE) {
+      std::string msg = agentmem_errmsg(db_);
+      agentmem_finalize(stmt);
+      return fail(msg);
+    }
+    agentmem_finalize(stmt);
+  }
+  return true;
+}
+
+bool Shell::RunSql(const std::string& sql) {
+  if (!db_) {
+    Fail("no database is open (use .open FILE)");
+    return false;
+  }
+  const char* tail = sql.c_str();
+  while (*tail) {
+    agentmem_stmt* stmt = nullptr;
+    const char* next = nullptr;
+    if (agentmem_prepare(db_, tail, -1, &stmt, &next) != AGENTMEM_OK) return FailDb();
+    tail = next ? next : tail + std::strlen(tail);
+    if (!stmt) continue;
+    int n = agentmem_column_count(stmt);
+    std::unique_ptr<Printer> printer;
+    if (n > 0) {
+      std::vector<std::string> columns;
+      for (int i = 0; i < n; i++) {
+        const char* name = agentmem_column_name(stmt, i);
+        columns.push_back(name ? name : "");
+      }
+      printer = MakePrinter(print, out);
+      printer->Begin(columns);
+    }
+    int rc;
+    std::vector<Value> row(n);
+    while ((rc = agentmem_step(stmt)) == AGENTMEM_ROW) {
+      for (int i = 0; i < n; i++) row[i] = ColumnValue(stmt, i);
+      printer->Row(row);
+    }
+    if (printer) printer->End();
+    if (rc != AGENTMEM_DONE) {
+      FailDb();
+      agentmem_finalize(stmt);
+      return false;
+    }
+    agentmem_finalize(stmt);
+  }
+  std::fflush(out);
+  return true;
+}
+
+bool Shell::Run(const std::string& input) {
+  size_t start = input.find_first_not_of(" \t\r\n");
+  if (start != std::string::npos && input[start] == '.') return RunDot(input.substr(start));
+  return RunSql(input);
+}
+
+}  // namespace agentmem::shell

@@ -1,0 +1,75 @@
+// cli/shell/shell.h -- the state of one `agentmem` shell session and the entry
+// points that run its input: SQL text and dot-commands (docs/shell.md).
+//
+// The shell is a pure client of include/agentmem.h. It owns one database
+// handle at a time (.open replaces it). Every failure is reported on stderr
+// as "Error: <message>" (the engine's message for engine failures) and
+// counted, so that main() can exit with status 1.
+#pragma once
+
+#include <agentmem.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shell/output.h"
+
+namespace agentmem::shell {
+
+struct OpenSettings {
+  bool readonly = false;
+  std::string options;  // agentmem_open_v2 option string ("" = defaults)
+};
+
+class Shell {
+ public:
+  explicit Shell(std::FILE* out = stdout, std::FILE* err = stderr);
+  ~Shell();
+  Shell(const Shell&) = delete;
+  Shell& operator=(const Shell&) = delete;
+
+  // Opens path and makes it the current database, closing the previous one
+  // only once the new one is open. Returns false (and reports) on failure.
+  bool Open(const std::string& path);
+  const std::string& path() const { return path_; }
+  agentmem_db* db() const { return db_; }
+
+  // Runs every ';'-separated statement of sql and prints the results in the
+  // current mode. Returns false at the first failing statement.
+  bool RunSql(const std::string& sql);
+  // Runs one dot-command line (starting with '.'). Returns false on failure.
+  bool RunDot(const std::string& line);
+  // A statement or a dot-command line.
+  bool Run(const std::string& input);
+
+  // Reports "Error: <message>" on stderr and counts the failure.
+  void Fail(const std::string& message);
+  // Reports the handle's current error message.
+  bool FailDb(const std::string& context = "");
+  size_t failures() const { return failures_; }
+
+  // Runs a query and hands its rows to fn(row) (column names in *columns).
+  // Returns false on an error: reported, or only stored in *error when
+  // error is not null.
+  bool Query(const std::string& sql, std::vector<std::string>* columns,
+             const std::function<void(const std::vector<Value>&)>& fn,
+             std::string* error = nullptr);
+
+  PrintOptions print;
+  OpenSettings open_settings;
+  bool bail = false;
+  bool interactive = false;  // stdin is a terminal and the REPL runs
+  bool quit = false;         // .quit was run
+  int exit_code = -1;        // .quit/.exit CODE (-1: by failures)
+  std::FILE* out;
+  std::FILE* err;
+
+ private:
+  agentmem_db* db_ = nullptr;
+  std::string path_;
+  size_t failures_ = 0;
+};
+
+}  // namespace agentmem::shell
