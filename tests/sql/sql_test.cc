@@ -10,6 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/database.h"
+#include "engine/sql/vtab.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
@@ -43,7 +50,8 @@ Rows Query(agentmem_db* db, const std::string& sql) {
         return 0;
       },
       &rows, &err);
-  REQUIRE_MESSAGE(rc == AGENTMEM_OK, sql << ": " << (err ? err : "") << " (" << rc << ")");
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK,
+                  sql << ": " << std::string(err ? err : "") << " (" << rc << ")");
   agentmem_free(err);
   return rows;
 }
@@ -196,4 +204,766 @@ TEST_CASE("close refuses while a statement is not finalized") {
   CHECK(std::string(agentmem_errmsg(db)).find("not finalized") != std::string::npos);
   CHECK(agentmem_finalize(st) == AGENTMEM_OK);
   CHECK(agentmem_close(db) == AGENTMEM_OK);
+}
+
+// ---------------------------------------------------------------- the tables
+
+namespace {
+
+std::vector<float> UnitVector(int dim, int seed) {
+  std::vector<float> v(dim);
+  double norm = 0;
+  for (int i = 0; i < dim; i++) {
+    v[i] = static_cast<float>(std::sin(seed * 31.0 + i));
+    norm += v[i] * v[i];
+  }
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(norm));
+  return v;
+}
+
+std::string JsonArray(const std::vector<float>& v) {
+  std::string s = "[";
+  char buf[32];
+  for (size_t i = 0; i < v.size(); i++) {
+    std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", v[i]);
+    s += buf;
+  }
+  return s + "]";
+}
+
+int64_t Commits(agentmem_db* db) { return std::stoll(One(db, "SELECT commits FROM stats()")); }
+
+// Steps a prepared statement to the end; returns the last code.
+int RunStmt(agentmem_stmt* st) {
+  int rc;
+  while ((rc = agentmem_step(st)) == AGENTMEM_ROW) {
+  }
+  return rc;
+}
+
+// A few episodes of two users, through SQL.
+void Seed(agentmem_db* db) {
+  Query(db,
+        "INSERT INTO episodes(user_id, session_id, role, text, ts, metadata) VALUES "
+        "('alice', 's1', 'user', 'I moved to Lisbon last spring', 1000, "
+        "'{\"channel\":\"chat\",\"place\":{\"city\":\"Lisbon\"}}'),"
+        "('alice', 's1', 'assistant', 'Lisbon is lovely in spring', 2000, NULL),"
+        "('alice', 's2', 'user', 'My cat is called Pixel', 3000, '{\"channel\":\"voice\"}'),"
+        "('bob', 's1', 'user', 'I work as a carpenter in Porto', 1500, NULL),"
+        "('bob', 's9', 'user', 'Porto has a bridge by Eiffel', 2500, '{\"channel\":\"chat\"}')");
+}
+
+}  // namespace
+
+TEST_CASE("episodes are inserted and read back through SQL with every column") {
+  Db h;
+  Seed(h.db);
+  CHECK(agentmem_changes(h.db) == 5);
+  CHECK(One(h.db, "SELECT last_insert_rowid()") == "5");
+  CHECK(Query(h.db, "SELECT id, user_id, session_id, role, text, ts, metadata FROM episodes "
+                    "WHERE id = 3") ==
+        Rows{{"3", "alice", "s2", "user", "My cat is called Pixel", "3000",
+              "{\"channel\":\"voice\"}"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes ORDER BY id") ==
+        Rows{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}});
+  CHECK(One(h.db, "SELECT count(*) FROM episodes WHERE metadata IS NULL") == "2");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes WHERE created_at > 0") == "5");
+  // SELECT * leaves the hidden embedding out; it is there when named.
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(h.db, "SELECT * FROM episodes", -1, &st, nullptr) == AGENTMEM_OK);
+  CHECK(agentmem_column_count(st) == 8);
+  agentmem_finalize(st);
+  CHECK(One(h.db, "SELECT length(embedding) FROM episodes WHERE id = 1") ==
+        std::to_string(384 * 4));
+}
+
+TEST_CASE("episode ids come in id order for every plan") {
+  Db h;
+  Seed(h.db);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('alice', 'later')");
+  CHECK(Query(h.db, "SELECT id FROM episodes") ==
+        Rows{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'alice'") ==
+        Rows{{"1"}, {"2"}, {"3"}, {"6"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'alice' ORDER BY id DESC") ==
+        Rows{{"6"}, {"3"}, {"2"}, {"1"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'alice' AND session_id = 's1'") ==
+        Rows{{"1"}, {"2"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE id IN (5, 2, 99, 4) ORDER BY id") ==
+        Rows{{"2"}, {"4"}, {"5"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE ts >= 1500 AND ts < 3000") ==
+        Rows{{"2"}, {"4"}, {"5"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'bob' AND ts > 1500.5") ==
+        Rows{{"5"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE id = '3'") == Rows{{"3"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE id = 2.5").empty());
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE id = 0 OR id = -1").empty());
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'nobody'").empty());
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = NULL").empty());
+}
+
+TEST_CASE("a point lookup and a one-user listing do not scan the other users") {
+  Db h;
+  Seed(h.db);
+  for (int i = 0; i < 50; i++) {
+    Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('user" + std::to_string(i) +
+                    "', 'filler')");
+  }
+  namespace sql = agentmem::engine::sql;
+  auto plan = [&](const std::string& q) {
+    Rows r = Query(h.db, "EXPLAIN QUERY PLAN " + q);
+    REQUIRE(!r.empty());
+    return r.back().back();
+  };
+  CHECK(plan("SELECT * FROM episodes WHERE id = 3").find("INDEX 0:id=") != std::string::npos);
+  CHECK(plan("SELECT * FROM episodes WHERE user_id = 'bob'").find("user_id=") !=
+        std::string::npos);
+  CHECK(plan("SELECT * FROM episodes").find(":scan") != std::string::npos);
+
+  sql::Counters() = sql::ReadCounters{};
+  CHECK(One(h.db, "SELECT text FROM episodes WHERE id = 3") == "My cat is called Pixel");
+  CHECK(sql::Counters().episode_reads == 1);
+  CHECK(sql::Counters().user_scans == 0);
+
+  sql::Counters() = sql::ReadCounters{};
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE id IN (1, 4)").size() == 2);
+  CHECK(sql::Counters().episode_reads == 2);
+  CHECK(sql::Counters().user_scans == 0);
+
+  sql::Counters() = sql::ReadCounters{};
+  CHECK(Query(h.db, "SELECT text FROM episodes WHERE user_id = 'bob'").size() == 2);
+  CHECK(sql::Counters().episode_reads == 2);  // bob's two, none of the other 53
+  CHECK(sql::Counters().user_scans == 0);
+  CHECK(sql::Counters().user_lists == 1);
+
+  // The counters do count: an unconstrained query walks every user.
+  sql::Counters() = sql::ReadCounters{};
+  CHECK(One(h.db, "SELECT count(*) FROM episodes WHERE text = 'filler'") == "50");
+  CHECK(sql::Counters().user_scans == 1);
+  CHECK(sql::Counters().episode_reads == 55);
+
+  // Joins drive the lookup from the other side.
+  sql::Counters() = sql::ReadCounters{};
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object, source_episode_ids) "
+              "VALUES ('bob', 'bob', 'works_as', 'carpenter', '[4]')");
+  CHECK(Query(h.db, "SELECT e.text FROM facts f, json_each(f.source_episode_ids) j "
+                    "JOIN episodes e ON e.id = j.value WHERE f.user_id = 'bob'") ==
+        Rows{{"I work as a carpenter in Porto"}});
+  CHECK(sql::Counters().episode_reads == 1);
+  CHECK(sql::Counters().user_scans == 0);
+}
+
+TEST_CASE("an episode without an embedding gets the file's embedder vector") {
+  Db h;
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'the same words')");
+  int64_t id = 0;
+  REQUIRE(agentmem_remember(h.db, "u", "", "", "the same words", 0, nullptr, nullptr, 0, &id) ==
+          AGENTMEM_OK);
+  agentmem_episode* e = nullptr;
+  REQUIRE(agentmem_episode_get(h.db, id, &e) == AGENTMEM_OK);
+  REQUIRE(e->dim == 384);
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(h.db, "SELECT embedding, user_id, session_id, role FROM episodes "
+                                 "WHERE id = 1", -1, &st, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
+  REQUIRE(agentmem_column_bytes(st, 0) == 384 * 4);
+  CHECK(std::memcmp(agentmem_column_blob(st, 0), e->vector, 384 * 4) == 0);
+  CHECK(std::string(reinterpret_cast<const char*>(agentmem_column_text(st, 2))).empty());
+  agentmem_finalize(st);
+  agentmem_free(e);
+}
+
+TEST_CASE("an app supplies its own vector as a float32 BLOB or a JSON array") {
+  TempDir dir;
+  Db h(dir.File("own.agentmem"), AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+       "vector_dim=8&embedder=my-model");
+  REQUIRE(h.rc == AGENTMEM_OK);
+  std::vector<float> a = UnitVector(8, 1), b = UnitVector(8, 2);
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(h.db, "INSERT INTO episodes(user_id, text, embedding) "
+                                 "VALUES (:u, :t, :v)", -1, &st, nullptr) == AGENTMEM_OK);
+  CHECK(agentmem_bind_text(st, agentmem_bind_parameter_index(st, ":u"), "u", -1) == AGENTMEM_OK);
+  CHECK(agentmem_bind_text(st, agentmem_bind_parameter_index(st, ":t"), "blob", -1) ==
+        AGENTMEM_OK);
+  CHECK(agentmem_bind_blob(st, agentmem_bind_parameter_index(st, ":v"), a.data(), 32) ==
+        AGENTMEM_OK);
+  CHECK(RunStmt(st) == AGENTMEM_DONE);
+  agentmem_finalize(st);
+  Query(h.db, "INSERT INTO episodes(user_id, text, embedding) VALUES ('u', 'json', '" +
+                  JsonArray(b) + "')");
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'none')");
+
+  for (auto [id, want] : {std::pair{1, &a}, std::pair{2, &b}}) {
+    agentmem_episode* e = nullptr;
+    REQUIRE(agentmem_episode_get(h.db, id, &e) == AGENTMEM_OK);
+    REQUIRE(e->dim == 8);
+    for (int i = 0; i < 8; i++) CHECK(e->vector[i] == (*want)[i]);
+    agentmem_free(e);
+  }
+  // No built-in embedder for this file: the text-only episode has no vector.
+  CHECK(One(h.db, "SELECT embedding IS NULL FROM episodes WHERE id = 3") == "1");
+
+  std::string msg;
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, embedding) VALUES ('u', 'x', '[1,2]')",
+              &msg) == AGENTMEM_MISMATCH_DIMENSION);
+  CHECK(msg.find("2 dimensions") != std::string::npos);
+  CHECK(agentmem_extended_errcode(h.db) == AGENTMEM_MISMATCH_DIMENSION);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, embedding) VALUES ('u', 'x', x'0102')",
+              &msg) == AGENTMEM_MISMATCH_DIMENSION);
+  CHECK(msg.find("float32") != std::string::npos);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, embedding) VALUES ('u', 'x', '[1,\"a\"]')",
+              &msg) == AGENTMEM_MISMATCH_JSON);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, embedding) VALUES ('u', 'x', 7)",
+              &msg) == AGENTMEM_MISMATCH);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "3");
+}
+
+TEST_CASE("bad episode inserts are refused with the engine's message") {
+  Db h;
+  std::string msg;
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id) VALUES ('u')", &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(msg == "episodes.text must not be NULL");
+  CHECK(Fails(h.db, "INSERT INTO episodes(id, user_id, text) VALUES (7, 'u', 'x')", &msg) ==
+        AGENTMEM_CONSTRAINT);
+  CHECK(msg.find("assigned by the engine") != std::string::npos);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, metadata) VALUES ('u', 'x', '{bad')",
+              &msg) == AGENTMEM_MISMATCH_JSON);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, ts) VALUES ('u', 'x', 'yesterday')",
+              &msg) == AGENTMEM_MISMATCH);
+  CHECK(msg.find("episodes.ts must be an integer") != std::string::npos);
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', CAST(x'ff' AS TEXT))",
+              &msg) == AGENTMEM_MISMATCH_UTF8);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+  CHECK(Commits(h.db) == 1);  // the file's creation only
+}
+
+TEST_CASE("episodes and facts are append-only until the lifecycle issue") {
+  Db h;
+  Seed(h.db);
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', 'p', 'o')");
+  std::string msg;
+  CHECK(Fails(h.db, "DELETE FROM episodes WHERE id = 1", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("append-only") != std::string::npos);
+  CHECK(msg.find("#5") != std::string::npos);
+  CHECK(Fails(h.db, "UPDATE episodes SET text = 'x' WHERE id = 1", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("append-only") != std::string::npos);
+  CHECK(Fails(h.db, "DELETE FROM facts", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "UPDATE facts SET object = 'x'", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("facts are append-only") != std::string::npos);
+  CHECK(Fails(h.db, "DELETE FROM blocks", &msg) == AGENTMEM_OK);  // no rows, nothing to refuse
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', 'v')");
+  CHECK(Fails(h.db, "DELETE FROM blocks", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("cannot be deleted") != std::string::npos);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "5");
+  CHECK(One(h.db, "SELECT text FROM episodes WHERE id = 1") == "I moved to Lisbon last spring");
+}
+
+TEST_CASE("SQLite's JSON functions work on metadata") {
+  Db h;
+  Seed(h.db);
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE json_extract(metadata, '$.channel') = 'chat'") ==
+        Rows{{"1"}, {"5"}});
+  CHECK(One(h.db, "SELECT metadata ->> '$.place.city' FROM episodes WHERE id = 1") == "Lisbon");
+  Query(h.db, "INSERT INTO episodes(user_id, text, metadata) VALUES ('u', 'x', "
+              "json_object('tags', json_array('a', 'b')))");
+  CHECK(One(h.db, "SELECT json_array_length(metadata, '$.tags') FROM episodes WHERE id = 6") ==
+        "2");
+}
+
+TEST_CASE("blocks are set with INSERT and UPDATE writes a new version") {
+  Db h;
+  Query(h.db, "INSERT INTO blocks(user_id, name, value, char_limit, pinned_order) "
+              "VALUES ('alice', 'profile', 'Lives in Lisbon', 40, 0), "
+              "('alice', 'todo', 'buy milk', NULL, NULL), ('bob', 'profile', 'Carpenter', 0, 1)");
+  CHECK(Query(h.db, "SELECT user_id, name, value, version, char_limit, pinned_order FROM blocks "
+                    "ORDER BY user_id, name") ==
+        Rows{{"alice", "profile", "Lives in Lisbon", "1", "40", "0"},
+             {"alice", "todo", "buy milk", "2", "0", "NULL"},
+             {"bob", "profile", "Carpenter", "3", "0", "1"}});
+  Query(h.db, "UPDATE blocks SET value = 'Lives in Porto' WHERE user_id = 'alice' AND "
+              "name = 'profile'");
+  CHECK(agentmem_changes(h.db) == 1);
+  CHECK(Query(h.db, "SELECT value, version, char_limit, pinned_order FROM blocks "
+                    "WHERE user_id = 'alice' AND name = 'profile'") ==
+        Rows{{"Lives in Porto", "4", "40", "0"}});
+  CHECK(Query(h.db, "SELECT value, version FROM block_history('alice', 'profile')") ==
+        Rows{{"Lives in Lisbon", "1"}, {"Lives in Porto", "4"}});
+  // INSERT of an existing name is a new version too (agentmem_block_set).
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('bob', 'profile', 'Retired')");
+  CHECK(One(h.db, "SELECT last_insert_rowid()") == "5");
+  CHECK(One(h.db, "SELECT count(*) FROM block_history('bob', 'profile')") == "2");
+
+  std::string msg;
+  CHECK(Fails(h.db, "UPDATE blocks SET value = 'Lives in a very very long place name that "
+                    "does not fit' WHERE user_id = 'alice' AND name = 'profile'",
+              &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(msg.find("its limit is 40") != std::string::npos);
+  CHECK(Fails(h.db, "UPDATE blocks SET name = 'other' WHERE user_id = 'alice'", &msg) ==
+        AGENTMEM_CONSTRAINT);
+  CHECK(msg.find("cannot change") != std::string::npos);
+  CHECK(Fails(h.db, "UPDATE blocks SET version = 99", &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(Fails(h.db, "INSERT INTO blocks(user_id, value) VALUES ('u', 'v')", &msg) ==
+        AGENTMEM_CONSTRAINT);
+  CHECK(Fails(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', '', 'v')", &msg) ==
+        AGENTMEM_CONSTRAINT);
+  CHECK(msg == "block name must not be empty");
+  CHECK(Fails(h.db, "INSERT INTO blocks(user_id, name, value, pinned_order) VALUES "
+                    "('u', 'n', 'v', -2)", &msg) == AGENTMEM_RANGE);
+  CHECK(One(h.db, "SELECT count(*) FROM blocks") == "3");
+  CHECK(One(h.db, "SELECT value FROM blocks WHERE user_id = 'alice' AND name = 'profile'") ==
+        "Lives in Porto");
+}
+
+TEST_CASE("facts are asserted and read with their times and sources") {
+  Db h;
+  Seed(h.db);
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object, confidence, "
+              "source_episode_ids, valid_from, valid_to) VALUES "
+              "('alice', 'alice', 'lives_in', 'Berlin', 0.5, '[]', 100, 1000),"
+              "('alice', 'alice', 'lives_in', 'Lisbon', 0.9, '[1, 2]', 1000, NULL),"
+              "('alice', 'alice', 'has_pet', 'cat', NULL, NULL, 500, NULL),"
+              "('bob', 'bob', 'works_as', 'carpenter', 1, '[4]', 10, NULL)");
+  CHECK(Query(h.db, "SELECT id, object, confidence, source_episode_ids, valid_from, valid_to, "
+                    "expired_at FROM facts WHERE user_id = 'alice'") ==
+        Rows{{"1", "Berlin", "0.5", "[]", "100", "1000", "NULL"},
+             {"2", "Lisbon", "0.899999976158142", "[1,2]", "1000", "NULL", "NULL"},
+             {"3", "cat", "1.0", "[]", "500", "NULL", "NULL"}});
+  CHECK(Query(h.db, "SELECT object FROM facts WHERE user_id = 'alice' AND predicate = "
+                    "'lives_in' AND subject = 'alice'") == Rows{{"Berlin"}, {"Lisbon"}});
+  CHECK(Query(h.db, "SELECT id FROM facts") == Rows{{"1"}, {"2"}, {"3"}, {"4"}});
+  CHECK(Query(h.db, "SELECT id FROM facts WHERE id = 4") == Rows{{"4"}});
+  CHECK(One(h.db, "SELECT recorded_at > 0 FROM facts WHERE id = 1") == "1");
+
+  SUBCASE("facts_as_of keeps the facts valid at the instant") {
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 200)") == Rows{{"Berlin"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 999)") ==
+          Rows{{"Berlin"}, {"cat"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 1000)") ==
+          Rows{{"Lisbon"}, {"cat"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice')") == Rows{{"Lisbon"}, {"cat"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 50)").empty());
+  }
+  SUBCASE("bad facts are refused") {
+    std::string msg;
+    CHECK(Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object, confidence) "
+                      "VALUES ('u', 's', 'p', 'o', 1.5)", &msg) == AGENTMEM_RANGE);
+    CHECK(Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object) "
+                      "VALUES ('u', 's', '', 'o')", &msg) == AGENTMEM_CONSTRAINT);
+    CHECK(Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object, valid_from, "
+                      "valid_to) VALUES ('u', 's', 'p', 'o', 10, 5)", &msg) == AGENTMEM_RANGE);
+    CHECK(Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object, "
+                      "source_episode_ids) VALUES ('u', 's', 'p', 'o', '[\"x\"]')", &msg) ==
+          AGENTMEM_MISMATCH_JSON);
+    CHECK(One(h.db, "SELECT count(*) FROM facts") == "4");
+  }
+}
+
+TEST_CASE("a statement outside a transaction is one engine commit") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  Seed(h.db);  // five rows, one statement
+  CHECK(Commits(h.db) == c0 + 1);
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'a', '1'), ('u', 'b', '2')");
+  CHECK(Commits(h.db) == c0 + 2);
+  // A statement that fails part-way writes nothing.
+  std::string msg;
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'ok'), ('u', NULL)",
+              &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(Commits(h.db) == c0 + 2);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "5");
+  // Reads commit nothing.
+  Query(h.db, "SELECT * FROM episodes; SELECT * FROM blocks");
+  CHECK(Commits(h.db) == c0 + 2);
+}
+
+TEST_CASE("BEGIN and COMMIT group statements into one engine commit") {
+  TempDir dir;
+  std::string path = dir.File("txn.agentmem");
+  Db h(path);
+  Db other(path);
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN");
+  Seed(h.db);
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('alice', 'b', 'v')");
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('alice', 's', 'p', "
+              "'o')");
+  // The transaction reads its own writes; no one else sees them yet.
+  CHECK(One(h.db, "SELECT count(*) FROM episodes WHERE user_id = 'alice'") == "3");
+  CHECK(One(h.db, "SELECT value FROM blocks WHERE user_id = 'alice'") == "v");
+  CHECK(One(other.db, "SELECT count(*) FROM episodes") == "0");
+  Query(h.db, "COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(One(other.db, "SELECT count(*) FROM episodes") == "5");
+  CHECK(One(other.db, "SELECT count(*) FROM facts") == "1");
+}
+
+TEST_CASE("ROLLBACK discards the transaction's writes") {
+  Db h;
+  Seed(h.db);
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'gone'); "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', 'gone')");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "6");
+  Query(h.db, "ROLLBACK");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "5");
+  CHECK(One(h.db, "SELECT count(*) FROM blocks") == "0");
+  CHECK(Commits(h.db) == c0);
+  // The next episode gets the id the rolled-back one had: it was never committed.
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'kept')");
+  CHECK(One(h.db, "SELECT text FROM episodes WHERE id = 6") == "kept");
+}
+
+TEST_CASE("a failed statement inside a transaction is undone and the transaction goes on") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN");
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'one'), ('u', 'two')");
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', 'kept')");
+  std::string msg;
+  // The third row fails: the statement's first two rows are undone, as in SQLite.
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'three'), ('u', 'four'), "
+                    "('u', NULL)", &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(Fails(h.db, "INSERT INTO blocks(user_id, name, value, char_limit) VALUES "
+                    "('u', 'c', 'ok', 0), ('u', 'd', 'too long', 2)", &msg) ==
+        AGENTMEM_CONSTRAINT);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'five')");
+  CHECK(Query(h.db, "SELECT id, text FROM episodes") ==
+        Rows{{"1", "one"}, {"2", "two"}, {"3", "five"}});
+  Query(h.db, "COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT id, text FROM episodes") ==
+        Rows{{"1", "one"}, {"2", "two"}, {"3", "five"}});
+  CHECK(Query(h.db, "SELECT name FROM blocks") == Rows{{"b"}});
+}
+
+TEST_CASE("SQL writes join a transaction opened with agentmem_begin") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'a')");
+  REQUIRE(agentmem_remember(h.db, "u", "", "", "b", 0, nullptr, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'c')");
+  CHECK(Commits(h.db) == c0);
+  REQUIRE(agentmem_rollback(h.db) == AGENTMEM_OK);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'a'), ('u', 'b')");
+  REQUIRE(agentmem_commit(h.db) == AGENTMEM_OK);
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "2");
+}
+
+TEST_CASE("a read sees what another handle committed since the last statement") {
+  TempDir dir;
+  std::string path = dir.File("shared.agentmem");
+  Db a(path);
+  Db b(path);
+  CHECK(One(b.db, "SELECT count(*) FROM episodes") == "0");
+  Seed(a.db);
+  CHECK(One(b.db, "SELECT count(*) FROM episodes") == "5");
+  CHECK(One(b.db, "SELECT text FROM episodes WHERE id = 4") == "I work as a carpenter in Porto");
+  REQUIRE(agentmem_remember(a.db, "carol", "", "", "hello", 0, nullptr, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  CHECK(One(b.db, "SELECT user_id FROM episodes WHERE id = 6") == "carol");
+  CHECK(One(b.db, "SELECT users FROM stats()") == "3");
+}
+
+TEST_CASE("a read-only handle reads through SQL and refuses writes") {
+  TempDir dir;
+  std::string path = dir.File("ro.agentmem");
+  {
+    Db w(path);
+    Seed(w.db);
+  }
+  Db ro(path, AGENTMEM_OPEN_READONLY);
+  REQUIRE(ro.rc == AGENTMEM_OK);
+  CHECK(One(ro.db, "SELECT count(*) FROM episodes") == "5");
+  CHECK(One(ro.db, "SELECT count(*) FROM recall('Lisbon', 'alice', 2)") == "2");
+  std::string msg;
+  CHECK(Fails(ro.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'x')", &msg) ==
+        AGENTMEM_READONLY_FILE);
+  CHECK(msg.find("read-only") != std::string::npos);
+  CHECK(agentmem_errcode(ro.db) == AGENTMEM_READONLY);
+  CHECK(Fails(ro.db, "BEGIN; INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'v')",
+              &msg) == AGENTMEM_READONLY_FILE);
+  Query(ro.db, "ROLLBACK");
+  CHECK(One(ro.db, "SELECT count(*) FROM episodes") == "5");
+}
+
+TEST_CASE("a second writer gets AGENTMEM_BUSY and loses nothing") {
+  TempDir dir;
+  std::string path = dir.File("busy.agentmem");
+  Db a(path, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE, "busy_timeout=0");
+  Db b(path, AGENTMEM_OPEN_READWRITE, "busy_timeout=0");
+  Query(a.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('a', 'holds the lock')");
+  std::string msg;
+  CHECK(Fails(b.db, "INSERT INTO episodes(user_id, text) VALUES ('b', 'waits')", &msg) ==
+        AGENTMEM_BUSY_TIMEOUT);
+  CHECK(msg.find("locked") != std::string::npos);
+  Query(a.db, "COMMIT");
+  Query(b.db, "INSERT INTO episodes(user_id, text) VALUES ('b', 'now')");
+  CHECK(Query(a.db, "SELECT user_id, text FROM episodes") ==
+        Rows{{"a", "holds the lock"}, {"b", "now"}});
+}
+
+// ---------------------------------------------------------------- functions
+
+namespace {
+
+struct Hit {
+  int64_t id;
+  double score, bm25_score, vector_score;
+  int bm25_rank, vector_rank;
+  bool operator==(const Hit&) const = default;
+};
+
+std::vector<Hit> SqlRecall(agentmem_db* db, const std::string& sql) {
+  std::vector<Hit> out;
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(db, sql.c_str(), -1, &st, nullptr) == AGENTMEM_OK);
+  int rc;
+  while ((rc = agentmem_step(st)) == AGENTMEM_ROW) {
+    out.push_back(Hit{agentmem_column_int64(st, 0), agentmem_column_double(st, 1),
+                      agentmem_column_double(st, 2), agentmem_column_double(st, 3),
+                      static_cast<int>(agentmem_column_int64(st, 4)),
+                      static_cast<int>(agentmem_column_int64(st, 5))});
+  }
+  CHECK(rc == AGENTMEM_DONE);
+  agentmem_finalize(st);
+  return out;
+}
+
+std::vector<std::string> DirEntries(const std::string& path) {
+  std::vector<std::string> out;
+  DIR* d = opendir(path.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("recall through SQL gives the ids and scores of Database::Recall and the C API") {
+  TempDir dir;
+  std::string path = dir.File("recall.agentmem");
+  Db h(path);
+  Seed(h.db);
+  const char* texts[] = {"We hiked in Sintra near Lisbon", "Pixel sleeps all day",
+                         "Dinner plans for Friday", "The tram to Belem was slow",
+                         "My sister visits in June", "Lisbon rent is getting expensive"};
+  for (int i = 0; i < 30; i++) {
+    Query(h.db, std::string("INSERT INTO episodes(user_id, session_id, role, text, ts) VALUES "
+                            "('alice', 's") + std::to_string(i % 3) + "', '" +
+                    (i % 2 ? "user" : "assistant") + "', '" + texts[i % 6] + " " +
+                    std::to_string(i) + "', " + std::to_string(10000 + i) + ")");
+  }
+  agentmem::engine::Options opts;
+  opts.read_only = true;
+  std::unique_ptr<agentmem::engine::Database> engine;
+  REQUIRE(agentmem::engine::Database::Open(path, opts, &engine).ok());
+
+  struct Case {
+    std::string sql;
+    agentmem::engine::RecallQuery q;
+  };
+  std::vector<Case> cases;
+  for (auto [mode, name] : {std::pair{agentmem::engine::RecallMode::kHybrid, "hybrid"},
+                            std::pair{agentmem::engine::RecallMode::kBm25, "bm25"},
+                            std::pair{agentmem::engine::RecallMode::kVector, "vector"}}) {
+    Case c;
+    c.sql = std::string("SELECT id, score, bm25_score, vector_score, bm25_rank, vector_rank "
+                        "FROM recall('Lisbon rent', 'alice', 7, '") + name + "')";
+    c.q.user_id = "alice";
+    c.q.text = "Lisbon rent";
+    c.q.k = 7;
+    c.q.mode = mode;
+    cases.push_back(c);
+  }
+  Case filtered;
+  filtered.sql = "SELECT id, score, bm25_score, vector_score, bm25_rank, vector_rank FROM "
+                 "recall('Lisbon', 'alice', 5, 'hybrid', 's1', 'user', 10000, 10020)";
+  filtered.q.user_id = "alice";
+  filtered.q.text = "Lisbon";
+  filtered.q.k = 5;
+  filtered.q.session_id = "s1";
+  filtered.q.role = "user";
+  filtered.q.ts_from = 10000;
+  filtered.q.ts_to = 10020;
+  cases.push_back(filtered);
+  Case defaults;
+  defaults.sql = "SELECT id, score, bm25_score, vector_score, bm25_rank, vector_rank FROM "
+                 "recall('Pixel', 'alice')";
+  defaults.q.user_id = "alice";
+  defaults.q.text = "Pixel";
+  cases.push_back(defaults);
+
+  for (const Case& c : cases) {
+    CAPTURE(c.sql);
+    std::vector<agentmem::engine::RecallHit> want;
+    REQUIRE(engine->Recall(c.q, &want, nullptr).ok());
+    std::vector<Hit> got = SqlRecall(h.db, c.sql);
+    REQUIRE(got.size() == want.size());
+    REQUIRE(!got.empty());
+    for (size_t i = 0; i < got.size(); i++) {
+      CHECK(got[i].id == static_cast<int64_t>(want[i].id));
+      CHECK(got[i].score == want[i].score);
+      CHECK(got[i].bm25_score == want[i].bm25_score);
+      CHECK(got[i].vector_score == want[i].vector_score);
+      CHECK(got[i].bm25_rank == want[i].bm25_rank);
+      CHECK(got[i].vector_rank == want[i].vector_rank);
+    }
+  }
+
+  // The typed C API and agentmem_exec agree with the prepared statement.
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.k = 7;
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_recall(h.db, "alice", "Lisbon rent", &o, &cur) == AGENTMEM_OK);
+  std::vector<Hit> typed;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    const agentmem_hit* x = agentmem_cursor_hit(cur);
+    typed.push_back(Hit{x->id, x->score, x->bm25_score, x->vector_score, x->bm25_rank,
+                        x->vector_rank});
+  }
+  agentmem_cursor_close(cur);
+  CHECK(typed == SqlRecall(h.db, cases[0].sql));
+  Rows ids = Query(h.db, "SELECT id FROM recall('Lisbon rent', 'alice', 7)");
+  REQUIRE(ids.size() == typed.size());
+  for (size_t i = 0; i < ids.size(); i++) CHECK(ids[i][0] == std::to_string(typed[i].id));
+
+  // The episode columns come with each hit.
+  CHECK(Query(h.db, "SELECT user_id, session_id, role, text, ts FROM recall('Pixel cat', "
+                    "'alice', 1, 'bm25')") ==
+        Rows{{"alice", "s2", "user", "My cat is called Pixel", "3000"}});
+  // Named arguments work like positional ones.
+  CHECK(Query(h.db, "SELECT id FROM recall WHERE query = 'Pixel' AND for_user = 'alice' AND "
+                    "k = 3") == Query(h.db, "SELECT id FROM recall('Pixel', 'alice', 3)"));
+  // The metadata filter.
+  CHECK(Query(h.db, "SELECT id FROM recall WHERE query = 'Lisbon' AND for_user = 'alice' AND "
+                    "metadata_key = 'channel' AND metadata_value = '\"chat\"'") == Rows{{"1"}});
+}
+
+TEST_CASE("recall arguments are checked with clear messages") {
+  Db h;
+  Seed(h.db);
+  std::string msg;
+  CHECK(Fails(h.db, "SELECT * FROM recall('x')", &msg) == AGENTMEM_MISUSE);
+  CHECK(msg.find("needs a query and a user_id") != std::string::npos);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 5, 'fuzzy')", &msg) == AGENTMEM_MISUSE);
+  CHECK(msg.find("'hybrid', 'bm25' or 'vector'") != std::string::npos);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', -1)", &msg) == AGENTMEM_RANGE);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 5, 'hybrid', NULL, NULL, 'soon')",
+              &msg) == AGENTMEM_MISMATCH);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 5, 'vector', NULL, NULL, NULL, NULL, "
+                    "NULL, NULL, NULL, NULL, '[1, 2]')", &msg) == AGENTMEM_MISMATCH_DIMENSION);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)",
+              &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("too many arguments") != std::string::npos);
+  CHECK(One(h.db, "SELECT count(*) FROM recall('Lisbon', 'nobody')") == "0");
+  CHECK(One(h.db, "SELECT count(*) FROM recall('Lisbon', 'alice', 0)") == "0");
+}
+
+TEST_CASE("recall is usable in a join with an argument from another table") {
+  Db h;
+  Seed(h.db);
+  CHECK(Query(h.db, "SELECT u.name, r.id FROM (SELECT 'bob' AS name) u, "
+                    "recall('Porto carpenter', u.name, 1, 'bm25') r") == Rows{{"bob", "4"}});
+}
+
+TEST_CASE("explain_recall returns the plan and the hits as one JSON row") {
+  Db h;
+  Seed(h.db);
+  std::string plan = One(h.db, "SELECT plan FROM explain_recall('Lisbon', 'alice', 2)");
+  CHECK(plan.find("\"mode\":\"hybrid\"") != std::string::npos);
+  CHECK(plan.find("\"partition\":3") != std::string::npos);
+  CHECK(One(h.db, "SELECT json_array_length(plan, '$.hits') FROM explain_recall('Lisbon', "
+                  "'alice', 2)") == "2");
+  CHECK(One(h.db, "SELECT plan ->> '$.hits[0].id' FROM explain_recall('Lisbon', 'alice', 2, "
+                  "'bm25')") == One(h.db, "SELECT id FROM recall('Lisbon', 'alice', 1, 'bm25')"));
+  char* c_plan = nullptr;
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.k = 2;
+  REQUIRE(agentmem_explain_recall(h.db, "alice", "Lisbon", &o, &c_plan) == AGENTMEM_OK);
+  CHECK(One(h.db, "SELECT json_extract(plan, '$.hits[0].id', '$.hits[1].id', '$.filtered') "
+                  "FROM explain_recall('Lisbon', 'alice', 2)") ==
+        One(h.db, std::string("SELECT json_extract('") + c_plan +
+                      "', '$.hits[0].id', '$.hits[1].id', '$.filtered')"));
+  agentmem_free(c_plan);
+}
+
+TEST_CASE("integrity_check stats and user_stats describe the file") {
+  Db h;
+  Seed(h.db);
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('alice', 'b', '1'); "
+              "UPDATE blocks SET value = '2' WHERE user_id = 'alice' AND name = 'b'; "
+              "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('carol', 's', "
+              "'p', 'o')");
+  CHECK(Query(h.db, "SELECT * FROM integrity_check()") == Rows{{"ok"}});
+  CHECK(Query(h.db, "SELECT episodes, blocks, block_versions, facts, users, commits FROM "
+                    "stats()") == Rows{{"5", "1", "2", "1", "3", "5"}});
+  CHECK(One(h.db, "SELECT file_bytes > 0 AND pages > 0 AND text_bytes > 0 FROM stats") == "1");
+  CHECK(Query(h.db, "SELECT * FROM user_stats() ORDER BY user_id") ==
+        Rows{{"alice", "3", "1", "0"}, {"bob", "2", "0", "0"}, {"carol", "0", "0", "1"}});
+  CHECK(Query(h.db, "SELECT episodes FROM user_stats('bob')") == Rows{{"2"}});
+}
+
+TEST_CASE("block_history needs both arguments") {
+  Db h;
+  std::string msg;
+  CHECK(Fails(h.db, "SELECT * FROM block_history('alice')", &msg) == AGENTMEM_MISUSE);
+  CHECK(msg.find("block_history(user_id, name)") != std::string::npos);
+  CHECK(Query(h.db, "SELECT * FROM block_history('alice', 'none')").empty());
+}
+
+TEST_CASE("maintenance that is not available yet says so instead of doing nothing") {
+  Db h;
+  std::string msg;
+  CHECK(Fails(h.db, "VACUUM", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("VACUUM is not available yet") != std::string::npos);
+  CHECK(msg.find("#5") != std::string::npos);
+  CHECK(Fails(h.db, "  /* c */ vacuum main", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "REINDEX", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("REINDEX is not available yet") != std::string::npos);
+}
+
+TEST_CASE("no SQLite database file is ever created") {
+  TempDir dir;
+  std::string path = dir.File("only.agentmem");
+  Db h(path);
+  std::vector<std::string> before = DirEntries(dir.path());
+  Seed(h.db);
+  Query(h.db, "BEGIN; INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'v'); COMMIT");
+  // Enough temporary data that a file-backed temp store would spill to disk.
+  Query(h.db, "CREATE TEMP TABLE scratch(a); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
+              "SELECT i + 1 FROM n WHERE i < 20000) INSERT INTO scratch SELECT "
+              "printf('%.500c', i) FROM n; SELECT a FROM scratch ORDER BY a DESC LIMIT 1");
+  Query(h.db, "SELECT * FROM episodes ORDER BY text DESC");
+  std::string msg;
+  std::string attached = dir.File("attached.db");
+  CHECK(Fails(h.db, "ATTACH '" + attached + "' AS x", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("ATTACH is not supported") != std::string::npos);
+  CHECK(Fails(h.db, "VACUUM INTO '" + dir.File("copy.db") + "'", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "CREATE TABLE t(a)", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("CREATE TEMP TABLE") != std::string::npos);
+  CHECK(Fails(h.db, "DROP TABLE episodes", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "PRAGMA temp_store = FILE", &msg) == AGENTMEM_ERROR);
+  CHECK(DirEntries(dir.path()) == before);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "5");
+}
+
+TEST_CASE("the tables are listed in the schema") {
+  Db h;
+  CHECK(Query(h.db, "SELECT name FROM sqlite_schema ORDER BY name") ==
+        Rows{{"blocks"}, {"episodes"}, {"facts"}});
+  CHECK(Query(h.db, "SELECT name FROM pragma_table_info('blocks')") ==
+        Rows{{"user_id"}, {"name"}, {"value"}, {"version"}, {"char_limit"}, {"pinned_order"},
+             {"updated_at"}});
 }
