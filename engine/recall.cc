@@ -76,26 +76,30 @@ uint32_t RecallIndex::Intern(std::unordered_map<std::string, uint32_t>* table,
 std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
 
 const float* RecallIndex::VectorOf(uint64_t id) const {
-  if (id == 0 || id > attrs_.size() || !attrs_[id - 1].has_vector) return nullptr;
-  return vectors_.data() + (id - 1) * dim_;
+  if (id == 0 || id > attrs_.size() || attrs_[id - 1].node == EpisodeAttrs::kNoNode) return nullptr;
+  return graph_->NodeVectors().row(attrs_[id - 1].node);
+}
+
+void RecallIndex::SyncNodes() {
+  size_t nodes = graph_ ? graph_->size() : 0;
+  for (; synced_nodes_ < nodes; synced_nodes_++) {
+    uint64_t label = graph_->NodeLabel(static_cast<uint32_t>(synced_nodes_));
+    if (label == 0) continue;
+    if (attrs_.size() < label) attrs_.resize(label);
+    attrs_[label - 1].node = static_cast<uint32_t>(synced_nodes_);
+  }
 }
 
 Status RecallIndex::Add(const format::EpisodeRecord& r) {
   if (r.id == 0) return Status(kInternal, "recall index: episode id 0");
-  if (attrs_.size() < r.id) {
-    attrs_.resize(r.id);
-    vectors_.resize(static_cast<size_t>(r.id) * dim_, 0.0f);
-  }
+  if (attrs_.size() < r.id) attrs_.resize(r.id);
   EpisodeAttrs& a = attrs_[r.id - 1];
   a.user = Intern(&users_, r.user_id);
   a.session = Intern(&sessions_, r.session_id);
   a.role = Intern(&roles_, r.role);
   a.ts = r.ts;
   a.present = true;
-  if (r.vector.size() == dim_) {
-    std::copy(r.vector.begin(), r.vector.end(), vectors_.begin() + (r.id - 1) * dim_);
-    a.has_vector = true;
-  }
+  a.has_vector = r.vector.size() == dim_;
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
   partitions_[a.user]->ids.push_back(r.id);
@@ -221,6 +225,7 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
       return s;
     }
   }
+  SyncNodes();
   Status s = graph_->EncodeDelta(mark, delta);
   if (!s.ok()) broken_ = s;
   return s;
@@ -251,6 +256,7 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no) {
     return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
                                static_cast<long long>(page_no), s.message().c_str());
   }
+  SyncNodes();
   return Status::OK();
 }
 
@@ -273,14 +279,16 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   std::vector<uint32_t> rows;
   rows.reserve(with_vectors);
   for (uint64_t id : candidates) {
-    if (attrs_[id - 1].has_vector) rows.push_back(static_cast<uint32_t>(id - 1));
+    if (attrs_[id - 1].node != EpisodeAttrs::kNoNode) rows.push_back(attrs_[id - 1].node);
   }
-  index::VectorBlock block{vectors_.data(), attrs_.size(), dim_};
-  auto res = index::ExactTopKRows(metric_, query, block, rows, k);
   out->clear();
+  // Node order is episode id order (a commit inserts its episodes in id
+  // order), so ties between equal distances still go to the smaller id.
+  auto res = rows.empty() ? Result<std::vector<index::Neighbor>>(std::vector<index::Neighbor>{})
+                          : index::ExactTopKRows(metric_, query, graph_->NodeVectors(), rows, k);
   if (res.ok()) {
     for (index::Neighbor n : res.value()) {
-      n.id += 1;  // row -> episode id
+      n.id = graph_->NodeLabel(static_cast<uint32_t>(n.id));  // node -> episode id
       out->push_back(n);
     }
   }

@@ -78,9 +78,11 @@ struct RecallPlan {
 };
 
 struct EpisodeAttrs {
+  static constexpr uint32_t kNoNode = UINT32_MAX;
   uint32_t user = 0;
   uint32_t session = 0;  // interned
   uint32_t role = 0;     // interned
+  uint32_t node = kNoNode;  // the episode's node in the graph, which holds its vector
   int64_t ts = 0;
   bool has_vector = false;
   bool present = false;
@@ -141,17 +143,21 @@ class RecallIndex {
   void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
+  // Records the graph node of each episode inserted since the last call.
+  void SyncNodes();
 
   index::Tokenizer tokenizer_;
   uint32_t dim_;
   index::Metric metric_;
   std::optional<index::HashEmbedder> embedder_;
   std::vector<EpisodeAttrs> attrs_;  // by id - 1
-  std::vector<float> vectors_;       // by id - 1, dim_ floats each (zeros when absent)
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   std::unordered_map<std::string, uint32_t> users_, sessions_, roles_;
   uint64_t episodes_ = 0;
-  std::unique_ptr<index::HnswIndex> graph_;  // every user's vectors; built by commits
+  // Every user's vectors, held once: the exact scans read them from the
+  // graph's node records too. Built by commits.
+  std::unique_ptr<index::HnswIndex> graph_;
+  size_t synced_nodes_ = 0;  // graph nodes whose episode knows its node
   Status broken_;
 };
 

@@ -104,7 +104,7 @@ Result<std::vector<Neighbor>> ExactTopK(Metric metric, std::span<const float> qu
   if (k == 0) return top.Take();
   RowScorer score(metric, query.data(), block.dim);
   for (size_t row = 0; row < block.count; ++row) {
-    top.Offer(IdOf(ids, row), score(block.data + row * block.dim));
+    top.Offer(IdOf(ids, row), score(block.row(row)));
   }
   return top.Take();
 }
@@ -122,7 +122,7 @@ Result<std::vector<Neighbor>> ExactTopKRows(Metric metric, std::span<const float
   TopK top(std::min(k, rows.size()));
   if (k == 0) return top.Take();
   RowScorer score(metric, query.data(), block.dim);
-  for (uint32_t row : rows) top.Offer(IdOf(ids, row), score(block.data + size_t{row} * block.dim));
+  for (uint32_t row : rows) top.Offer(IdOf(ids, row), score(block.row(row)));
   return top.Take();
 }
 

@@ -651,6 +651,25 @@ bool HnswIndex::Contains(uint64_t label) const {
   return it != impl_->graph->label_lookup_.end() && !impl_->graph->isMarkedDeleted(it->second);
 }
 
+VectorBlock HnswIndex::NodeVectors() const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  // Every part of a node record is a multiple of 4 bytes (hnswlib's layout:
+  // u32 header, u32 links, floats, u64 label), so the stride is whole floats.
+  static_assert(sizeof(hnswlib::linklistsizeint) % sizeof(float) == 0);
+  VectorBlock b;
+  b.data = reinterpret_cast<const float*>(g.data_level0_memory_ + g.offsetData_);
+  b.count = g.cur_element_count;
+  b.dim = impl_->shape.dim;
+  b.stride = g.size_data_per_element_ / sizeof(float);
+  return b;
+}
+
+uint64_t HnswIndex::NodeLabel(uint32_t node) const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->graph->getExternalLabel(node);
+}
+
 size_t HnswIndex::size() const {
   std::shared_lock lock(impl_->mu);
   return impl_->graph->cur_element_count;

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "format/status.h"
+#include "index/vector/exact_search.h"
 #include "index/vector/metric.h"
 
 namespace agentmem::index {
@@ -151,6 +152,13 @@ class HnswIndex {
   HnswStats Stats() const;
   const HnswOptions& options() const;
   void set_default_ef(size_t ef);
+
+  // The stored vectors, node by node in insertion order (node n's vector at
+  // row n; for cosine, normalised), and each node's label. Valid until the
+  // next Add(), Reserve() or ApplyDelta(); the caller must not run those
+  // concurrently with reading through them.
+  VectorBlock NodeVectors() const;
+  uint64_t NodeLabel(uint32_t node) const;
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   Status Serialize(std::string* out) const;

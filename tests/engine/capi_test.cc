@@ -392,14 +392,3 @@ TEST_CASE("the vector space is recorded at creation and checked on open") {
   CHECK(std::string(agentmem_errmsg(db)).find("hosted-3-small/1536/ip") != std::string::npos);
   agentmem_close(db);
 }
-
-TEST_CASE("exec reports that SQL is not yet available") {
-  agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
-  char* err = nullptr;
-  CHECK(agentmem_exec(db, "SELECT 1", nullptr, nullptr, &err) == AGENTMEM_ERROR);
-  REQUIRE(err != nullptr);
-  CHECK(std::string(err).find("not yet available") != std::string::npos);
-  agentmem_free(err);
-  agentmem_close(db);
-}
