@@ -52,14 +52,21 @@ clean:
 	rm -rf $(BUILD) build-asan demo.agentmem
 
 # ---------------------------------------------------------------- benchmarks
-# make bench        the recall benchmark at N = 100,000 episodes x 384-d; writes
-#                   bench/results/recall-n100000.{md,csv} and prints the table
-# make bench-quick  the same at N = 10,000 (well under a minute)
+# agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5
+# (issue #7), same process run, same data; docs/bench.md reads the results.
+# make bench            N = 10,000 (for the latency-against-N plot), then
+#                       N = 100,000 with LoCoMo and SIFT: bench/results/
+#                       recall-n<N>.{md,csv}, latency-vs-n.png, recall-vs-latency.png
+# make bench-quick      everything at N = 10,000 (a few minutes)
+# make bench-large      N = 1,000,000 (optional; WordNet texts repeat past 117k)
+# make bench-callgrind  instruction counts of ingest and recall per system
+#                       (valgrind, N = 2,000): bench/results/callgrind.md
 # BENCH_ARGS passes more options (see `build/bench/recall_bench --help`).
-BENCH_DEBIAN_PACKAGES := wordnet-base
+BENCH_DEBIAN_PACKAGES := wordnet-base gnuplot-nox valgrind
 BENCH_ARGS ?=
+BENCH_CG_DIR ?= /tmp/agentmem-bench-callgrind
 
-.PHONY: bench bench-quick bench-deps bench-build
+.PHONY: bench bench-quick bench-deps bench-build bench-large bench-callgrind
 
 bench-deps: deps
 	$(call install_missing,$(BENCH_DEBIAN_PACKAGES))
@@ -68,7 +75,22 @@ bench-build: bench-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) bench/recall_bench
 
 bench: bench-build
+	$(BUILD)/bench/recall_bench --n 10000 --no-locomo --no-sift --no-embedder --out bench/results $(BENCH_ARGS) >/dev/null
 	$(BUILD)/bench/recall_bench --n 100000 --out bench/results $(BENCH_ARGS)
+	bench/plot.sh bench/results
 
 bench-quick: bench-build
 	$(BUILD)/bench/recall_bench --n 10000 --out bench/results $(BENCH_ARGS)
+	bench/plot.sh bench/results
+
+bench-large: bench-build
+	$(BUILD)/bench/recall_bench --n 1000000 --no-locomo --no-sift --out bench/results $(BENCH_ARGS)
+	bench/plot.sh bench/results
+
+bench-callgrind: bench-build
+	rm -rf $(BENCH_CG_DIR) && mkdir -p $(BENCH_CG_DIR)
+	valgrind --tool=callgrind --collect-atstart=no --compress-strings=no --compress-pos=no \
+	  --callgrind-out-file=$(BENCH_CG_DIR)/callgrind.out.%p \
+	  $(BUILD)/bench/recall_bench --callgrind --n 2000 --queries 100 \
+	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
+	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
