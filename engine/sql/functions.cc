@@ -117,12 +117,13 @@ class FunctionCursor : public VCursor {
 
 // The arguments of recall() and explain_recall(), in order.
 enum RecallArg { kRaQuery, kRaUser, kRaK, kRaMode, kRaSession, kRaRole, kRaTsFrom, kRaTsTo,
-                 kRaMetaKey, kRaMetaValue, kRaHalfLife, kRaMinScore, kRaQueryVector, kRaCount };
+                 kRaMetaKey, kRaMetaValue, kRaHalfLife, kRaMinScore, kRaQueryVector, kRaAllUsers,
+                 kRaCount };
 
 constexpr const char* kRecallArgs =
     "query HIDDEN, for_user HIDDEN, k HIDDEN, mode HIDDEN, for_session HIDDEN, for_role HIDDEN, "
     "ts_from HIDDEN, ts_to HIDDEN, metadata_key HIDDEN, metadata_value HIDDEN, "
-    "half_life_s HIDDEN, min_score HIDDEN, query_embedding HIDDEN";
+    "half_life_s HIDDEN, min_score HIDDEN, query_embedding HIDDEN, all_users HIDDEN";
 
 struct RecallRequest {
   RecallQuery query;
@@ -140,14 +141,21 @@ Status NumberArg(sqlite3_value* v, const char* fn, const char* what, double* out
 
 Status BuildRecall(const char* fn, sqlite3_value* const* a, RecallRequest* r) {
   RecallQuery& q = r->query;
-  if (IsNull(a[kRaQuery]) || IsNull(a[kRaUser])) {
+  if (!IsNull(a[kRaAllUsers])) {
+    std::optional<int64_t> all = ValueInt(a[kRaAllUsers]);
+    if (!all || (*all != 0 && *all != 1)) {
+      return StatusF(kMismatch, "%s(): all_users must be 0 or 1", fn);
+    }
+    q.all_users = *all == 1;
+  }
+  if (IsNull(a[kRaQuery]) || (IsNull(a[kRaUser]) && !q.all_users)) {
     return StatusF(kMisuse,
                    "%s() needs a query and a user_id: %s(query, user_id [, k [, mode [, "
                    "session_id [, role [, ts_from [, ts_to]]]]]])",
                    fn, fn);
   }
   q.text = ValueText(a[kRaQuery]);
-  q.user_id = ValueText(a[kRaUser]);
+  q.user_id = ValueText(a[kRaUser]);  // "" when NULL (all users)
   if (!IsNull(a[kRaK])) {
     std::optional<int64_t> k = ValueInt(a[kRaK]);
     if (!k || *k < 0 || *k > 10000) return StatusF(kRange, "%s(): k must be 0..10000", fn);

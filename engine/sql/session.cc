@@ -234,6 +234,12 @@ Status Session::TxnSync() {
     db_->Rollback().IgnoreError();
     return s;
   }
+  if (!db_->in_transaction()) {
+    return Status(kMisuse,
+                  "the SQL transaction's engine transaction was ended by agentmem_commit() or "
+                  "agentmem_rollback() while SQL had it open; end SQL transactions with COMMIT "
+                  "or ROLLBACK");
+  }
   return db_->Commit();
 }
 

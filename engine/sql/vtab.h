@@ -12,6 +12,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -86,10 +87,16 @@ constexpr int kFactColumns = 11;
 
 // Counts of engine reads made by the virtual tables, for tests that check a
 // plan does not scan (tests/sql/sql_test.cc).
+// Process-wide (handles on several threads add to them).
 struct ReadCounters {
-  uint64_t episode_reads = 0;  // episode records read (GetEpisode)
-  uint64_t user_scans = 0;     // walks over every user (ListUsers)
-  uint64_t user_lists = 0;     // one user's listings (ListEpisodeIds, ListBlocks, ListFacts)
+  std::atomic<uint64_t> episode_reads{0};  // episode records read (GetEpisode)
+  std::atomic<uint64_t> user_scans{0};     // walks over every user (ListUsers)
+  std::atomic<uint64_t> user_lists{0};     // one user's listings (ListEpisodeIds, ListBlocks, ListFacts)
+  void Reset() {
+    episode_reads = 0;
+    user_scans = 0;
+    user_lists = 0;
+  }
 };
 ReadCounters& Counters();
 

@@ -200,6 +200,7 @@ Status VTable::Update(int, sqlite3_value**, sqlite3_int64*) {
 }
 
 std::string ValueText(sqlite3_value* v) {
+  if (!v) return std::string();
   const unsigned char* t = sqlite3_value_text(v);
   int n = sqlite3_value_bytes(v);
   return t ? std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(n)) : std::string();

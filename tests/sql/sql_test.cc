@@ -320,30 +320,30 @@ TEST_CASE("a point lookup and a one-user listing do not scan the other users") {
         std::string::npos);
   CHECK(plan("SELECT * FROM episodes").find(":scan") != std::string::npos);
 
-  sql::Counters() = sql::ReadCounters{};
+  sql::Counters().Reset();
   CHECK(One(h.db, "SELECT text FROM episodes WHERE id = 3") == "My cat is called Pixel");
   CHECK(sql::Counters().episode_reads == 1);
   CHECK(sql::Counters().user_scans == 0);
 
-  sql::Counters() = sql::ReadCounters{};
+  sql::Counters().Reset();
   CHECK(Query(h.db, "SELECT id FROM episodes WHERE id IN (1, 4)").size() == 2);
   CHECK(sql::Counters().episode_reads == 2);
   CHECK(sql::Counters().user_scans == 0);
 
-  sql::Counters() = sql::ReadCounters{};
+  sql::Counters().Reset();
   CHECK(Query(h.db, "SELECT text FROM episodes WHERE user_id = 'bob'").size() == 2);
   CHECK(sql::Counters().episode_reads == 2);  // bob's two, none of the other 53
   CHECK(sql::Counters().user_scans == 0);
   CHECK(sql::Counters().user_lists == 1);
 
   // The counters do count: an unconstrained query walks every user.
-  sql::Counters() = sql::ReadCounters{};
+  sql::Counters().Reset();
   CHECK(One(h.db, "SELECT count(*) FROM episodes WHERE text = 'filler'") == "50");
   CHECK(sql::Counters().user_scans == 1);
   CHECK(sql::Counters().episode_reads == 55);
 
   // Joins drive the lookup from the other side.
-  sql::Counters() = sql::ReadCounters{};
+  sql::Counters().Reset();
   Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object, source_episode_ids) "
               "VALUES ('bob', 'bob', 'works_as', 'carpenter', '[4]')");
   CHECK(Query(h.db, "SELECT e.text FROM facts f, json_each(f.source_episode_ids) j "
@@ -863,10 +863,16 @@ TEST_CASE("recall arguments are checked with clear messages") {
               &msg) == AGENTMEM_MISMATCH);
   CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 5, 'vector', NULL, NULL, NULL, NULL, "
                     "NULL, NULL, NULL, NULL, '[1, 2]')", &msg) == AGENTMEM_MISMATCH_DIMENSION);
-  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)",
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)",
               &msg) == AGENTMEM_ERROR);
   CHECK(msg.find("too many arguments") != std::string::npos);
   CHECK(One(h.db, "SELECT count(*) FROM recall('Lisbon', 'nobody')") == "0");
+  CHECK(Fails(h.db, "SELECT * FROM recall WHERE query = 'x' AND all_users = 2", &msg) ==
+        AGENTMEM_MISMATCH);
+  // all_users searches every user's episodes; user_id is not needed.
+  CHECK(Query(h.db, "SELECT user_id FROM recall WHERE query = 'Porto Lisbon' AND all_users = 1 "
+                    "AND k = 4 AND mode = 'bm25' ORDER BY user_id") ==
+        Rows{{"alice"}, {"alice"}, {"bob"}, {"bob"}});
   CHECK(One(h.db, "SELECT count(*) FROM recall('Lisbon', 'alice', 0)") == "0");
 }
 
