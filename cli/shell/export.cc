@@ -22,6 +22,11 @@ using Keyed = std::vector<std::pair<int64_t, std::string>>;  // (order key, JSON
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+int64_t IntOr(const Value& v, int64_t dflt) {
+  int64_t x;
+  return !v.is_null() && ParseInt(v.text, &x) ? x : dflt;
+}
+
 // Every user with an episode, a block or a fact.
 bool ListUsers(Shell& sh, std::vector<std::string>* users) {
   std::vector<std::string> cols;
@@ -80,9 +85,9 @@ bool ExportBlocks(Shell& sh, const std::string& user, Keyed* out) {
       j["user_id"] = user;
       j["name"] = name;
       j["value"] = row[1].text;
-      j["limit"] = std::stoll(row[2].text);
-      j["pinned_order"] = std::stoll(row[3].text);
-      out->emplace_back(std::stoll(row[0].text), Dump(j));
+      j["limit"] = IntOr(row[2], 0);
+      j["pinned_order"] = IntOr(row[3], -1);  // SQL shows "not pinned" as NULL
+      out->emplace_back(IntOr(row[0], 0), Dump(j));
     });
     if (!ok) return false;
   }

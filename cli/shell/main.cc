@@ -69,5 +69,8 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (sh.exit_code >= 0) return sh.exit_code;
+  // An interactive session succeeds even if a typed statement failed; a
+  // script or SQL arguments fail when anything failed.
+  if (sh.interactive && ok) return 0;
   return sh.failures() > 0 ? 1 : 0;
 }
