@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dirent.h>
@@ -634,6 +635,62 @@ TEST_CASE("a failed statement inside a transaction is undone and the transaction
   CHECK(Query(h.db, "SELECT id, text FROM episodes") ==
         Rows{{"1", "one"}, {"2", "two"}, {"3", "five"}});
   CHECK(Query(h.db, "SELECT name FROM blocks") == Rows{{"b"}});
+}
+
+TEST_CASE("ROLLBACK TO a savepoint undoes the writes made since it") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'one'); SAVEPOINT sp; "
+              "INSERT INTO episodes(user_id, text) VALUES ('u', 'undone'); "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', 'undone'); "
+              "ROLLBACK TO sp; INSERT INTO episodes(user_id, text) VALUES ('u', 'two'); "
+              "RELEASE sp; COMMIT");
+  CHECK(Query(h.db, "SELECT id, text FROM episodes") == Rows{{"1", "one"}, {"2", "two"}});
+  CHECK(Query(h.db, "SELECT * FROM blocks").empty());
+  CHECK(Commits(h.db) == c0 + 1);
+  // A savepoint outside BEGIN is a transaction of its own.
+  Query(h.db, "SAVEPOINT outer_sp; INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', "
+              "'v'); RELEASE outer_sp");
+  CHECK(Commits(h.db) == c0 + 2);
+  CHECK(One(h.db, "SELECT value FROM blocks") == "v");
+}
+
+TEST_CASE("COMMIT after the C API ended the transaction says what happened") {
+  Db h;
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'x')");
+  REQUIRE(agentmem_commit(h.db) == AGENTMEM_OK);
+  std::string msg;
+  CHECK(Fails(h.db, "COMMIT", &msg) == AGENTMEM_MISUSE);
+  CHECK(msg.find("agentmem_commit()") != std::string::npos);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "1");
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'y')");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "2");
+}
+
+TEST_CASE("one handle is shared by threads running SQL") {
+  Db h;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&h, t] {
+      for (int i = 0; i < 25; i++) {
+        agentmem_stmt* st = nullptr;
+        if (agentmem_prepare(h.db, "INSERT INTO episodes(user_id, text) VALUES (?, ?)", -1, &st,
+                             nullptr) != AGENTMEM_OK) {
+          return;
+        }
+        std::string user = "t" + std::to_string(t), text = "row " + std::to_string(i);
+        agentmem_bind_text(st, 1, user.c_str(), -1);
+        agentmem_bind_text(st, 2, text.c_str(), -1);
+        agentmem_step(st);
+        agentmem_finalize(st);
+        agentmem_exec(h.db, "SELECT count(*) FROM episodes WHERE user_id = 't0'", nullptr,
+                      nullptr, nullptr);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(Query(h.db, "SELECT user_id, count(*) FROM episodes GROUP BY user_id") ==
+        Rows{{"t0", "25"}, {"t1", "25"}, {"t2", "25"}, {"t3", "25"}});
 }
 
 TEST_CASE("SQL writes join a transaction opened with agentmem_begin") {
