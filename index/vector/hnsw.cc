@@ -89,10 +89,34 @@ float DistanceTo(const Graph& g, const float* query, uint32_t node) {
   return g.fstdistfunc_(query, g.getDataByInternalId(node), g.dist_func_param_);
 }
 
+// The node holding `label`. Nodes inserted or applied in this process are in
+// hnswlib's label map; the first `mapped` nodes of a mapped image are not
+// (building the map would touch memory for every node on open), but their
+// labels increase with the node id, so a binary search over the records finds
+// them.
+bool FindNode(const Graph& g, size_t mapped, uint64_t label, uint32_t* node) {
+  if (auto it = g.label_lookup_.find(label); it != g.label_lookup_.end()) {
+    *node = it->second;
+    return true;
+  }
+  size_t lo = 0, hi = mapped;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uint64_t l = g.getExternalLabel(static_cast<uint32_t>(mid));
+    if (l == label) {
+      *node = static_cast<uint32_t>(mid);
+      return true;
+    }
+    if (l < label) lo = mid + 1; else hi = mid;
+  }
+  return false;
+}
+
 // hnsw_format's view of an hnswlib graph.
 class GraphView final : public hnsw::GraphSource {
  public:
-  GraphView(const Graph& g, const GraphShape& shape) : g_(g), shape_(shape) {}
+  GraphView(const Graph& g, const GraphShape& shape, size_t mapped)
+      : g_(g), shape_(shape), mapped_(mapped) {}
   GraphShape shape() const override { return shape_; }
   uint32_t node_count() const override { return static_cast<uint32_t>(g_.cur_element_count); }
   uint32_t entry_point() const override { return empty() ? kNoNode : g_.enterpoint_node_; }
@@ -106,12 +130,16 @@ class GraphView final : public hnsw::GraphSource {
   std::span<const uint32_t> links(uint32_t node, int layer) const override {
     return Links(g_, node, layer);
   }
-  bool HasLabel(uint64_t label) const override { return g_.label_lookup_.count(label) != 0; }
+  bool HasLabel(uint64_t label) const override {
+    uint32_t node;
+    return FindNode(g_, mapped_, label, &node);
+  }
 
  private:
   bool empty() const { return g_.cur_element_count == 0; }
   const Graph& g_;
   GraphShape shape_;
+  size_t mapped_;
 };
 
 // ---- search ----
@@ -341,7 +369,13 @@ struct HnswIndex::Impl {
   Status CheckMark(const ChangeMark& mark) const;
   Status CheckVector(std::span<const float> v, const char* what) const;
   void TouchInsert(uint32_t node);
-  GraphView View() const { return GraphView(*graph, shape); }
+  GraphView View() const { return GraphView(*graph, shape, mapped); }
+  void NoteChange(uint32_t node) {
+    if (node_seq.size() <= node) node_seq.resize(size_t{node} + 1);
+    node_seq[node] = seq;
+  }
+  Status EnsureLocks();
+  ~Impl();
 
   const HnswOptions options;
   const GraphShape shape;
@@ -351,10 +385,39 @@ struct HnswIndex::Impl {
 
   mutable GatedSharedMutex mu;
   // Guarded by mu (written under the exclusive lock only):
-  std::vector<uint64_t> node_seq;  // seq of each node's last change
+  std::vector<uint64_t> node_seq;  // seq of each node's last change (missing: 0)
   uint64_t seq = 0;                // changes so far
   Status sticky;                   // set when a failure left the graph inconsistent
+
+  // A mapped image (Map()): its first `mapped` nodes live in `region` -- their
+  // level-0 records (while level0_mapped) and their upper-layer lists -- which
+  // the graph must not free. hnswlib's locks are made on the first insert.
+  std::shared_ptr<void> region;
+  size_t mapped = 0;
+  bool level0_mapped = false;
 };
+
+HnswIndex::Impl::~Impl() {
+  if (!graph) return;
+  Graph& g = *graph;
+  for (size_t i = 0; i < mapped; ++i) {
+    if (g.element_levels_[i] > 0) g.linkLists_[i] = nullptr;
+  }
+  if (level0_mapped) g.data_level0_memory_ = nullptr;
+}
+
+// hnswlib's per-node and update locks, which only inserts use. A mapped index
+// makes them on its first insert rather than on open.
+Status HnswIndex::Impl::EnsureLocks() {
+  Graph& g = *graph;
+  if (g.link_list_locks_.size() < g.max_elements_) {
+    std::vector<std::mutex>(g.max_elements_).swap(g.link_list_locks_);
+  }
+  if (g.link_list_update_locks_.size() < Graph::max_update_element_locks) {
+    std::vector<std::mutex>(Graph::max_update_element_locks).swap(g.link_list_update_locks_);
+  }
+  return Status::OK();
+}
 
 Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) const {
   if (v.size() != shape.dim) {
@@ -376,9 +439,18 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   if (capacity > hnsw::kMaxNodes) capacity = hnsw::kMaxNodes;
   auto pool = std::make_unique<hnswlib::VisitedListPool>(1, static_cast<int>(capacity));
   std::vector<std::mutex> locks(capacity);
-  void* data = std::realloc(g.data_level0_memory_, capacity * g.size_data_per_element_);
+  void* data = nullptr;
+  if (level0_mapped) {  // the mapped records move to the heap
+    data = std::malloc(capacity * g.size_data_per_element_);
+    if (data != nullptr) {
+      std::memcpy(data, g.data_level0_memory_, g.cur_element_count * g.size_data_per_element_);
+    }
+  } else {
+    data = std::realloc(g.data_level0_memory_, capacity * g.size_data_per_element_);
+  }
   if (data == nullptr) return StatusF(kNoMem, "hnsw: cannot grow to %zu nodes", capacity);
   g.data_level0_memory_ = static_cast<char*>(data);
+  level0_mapped = false;
   void* lists = std::realloc(g.linkLists_, capacity * sizeof(char*));
   if (lists == nullptr) return StatusF(kNoMem, "hnsw: cannot grow to %zu nodes", capacity);
   g.linkLists_ = static_cast<char**>(lists);
@@ -394,9 +466,9 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
 // rewrites exactly the lists of the new node and of the neighbours it chose.
 void HnswIndex::Impl::TouchInsert(uint32_t node) {
   ++seq;
-  node_seq[node] = seq;
+  NoteChange(node);
   for (int layer = 0; layer <= graph->element_levels_[node]; ++layer) {
-    for (uint32_t n : Links(*graph, node, layer)) node_seq[n] = seq;
+    for (uint32_t n : Links(*graph, node, layer)) NoteChange(n);
   }
 }
 
@@ -407,16 +479,17 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
   Graph& g = *graph;
-  if (g.label_lookup_.count(label) != 0) {
+  uint32_t existing;
+  if (FindNode(g, mapped, label, &existing)) {
     return StatusF(kConstraint, "hnsw: label %llu is already in the index",
                    static_cast<unsigned long long>(label));
   }
+  AGENTMEM_RETURN_IF_ERROR(EnsureLocks());
   const size_t node = g.cur_element_count;
   if (node >= hnsw::kMaxNodes) return StatusF(kTooBig, "hnsw: index is full (%zu nodes)", node);
   if (node == g.max_elements_) {
     AGENTMEM_RETURN_IF_ERROR(Grow(std::max(2 * node, node + kMinCapacity)));
   }
-  node_seq.resize(node + 1);
   g.linkLists_[node] = nullptr;  // so that the destructor stays safe if addPoint fails midway
   SeedLevelGenerator(&g, label);
   try {
@@ -435,14 +508,15 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
 Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
-  auto it = graph->label_lookup_.find(label);
-  if (it == graph->label_lookup_.end()) {
+  uint32_t node;
+  if (!FindNode(*graph, mapped, label, &node)) {
     return StatusF(kNotFound, "hnsw: label %llu is not in the index",
                    static_cast<unsigned long long>(label));
   }
-  if (!graph->isMarkedDeleted(it->second)) {
-    graph->markDeletedInternal(it->second);
-    node_seq[it->second] = ++seq;
+  if (!graph->isMarkedDeleted(node)) {
+    graph->markDeletedInternal(node);
+    ++seq;
+    NoteChange(node);
   }
   return Status::OK();
 }
@@ -514,7 +588,7 @@ void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_
   }
   WriteLinks(r);
   SetDeleted(r.node, r.deleted);
-  node_seq[r.node] = seq;
+  NoteChange(r.node);
 }
 
 // Applies a validated image. Everything that can fail for want of memory is
@@ -524,8 +598,7 @@ Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
   const hnsw::ImageHeader& h = image.header;
   Graph& g = *graph;
   AGENTMEM_RETURN_IF_ERROR(Grow(std::max<size_t>(h.node_count, g.max_elements_)));
-  node_seq.resize(h.node_count);
-  g.label_lookup_.reserve(h.node_count);
+  g.label_lookup_.reserve(h.node_count - std::min<size_t>(h.node_count, mapped));
   MallocBlocks upper;
   upper.blocks.reserve(image.records.size());
   for (const hnsw::NodeRecordView& r : image.records) {
@@ -562,7 +635,7 @@ std::vector<uint32_t> HnswIndex::Impl::ChangedSince(const ChangeMark& mark) cons
   std::vector<uint32_t> nodes;
   const uint32_t count = static_cast<uint32_t>(graph->cur_element_count);
   for (uint32_t i = 0; i < count; ++i) {
-    if (i >= mark.node_count || node_seq[i] > mark.seq) nodes.push_back(i);
+    if (i >= mark.node_count || (i < node_seq.size() && node_seq[i] > mark.seq)) nodes.push_back(i);
   }
   return nodes;
 }
@@ -616,6 +689,206 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Deserialize(std::string_view image
   return index;
 }
 
+// ---- mappable images ----
+
+namespace {
+
+constexpr uint32_t kMapMagic = 0x4d4e4841;  // "AHNM"
+constexpr uint32_t kMapVersion = 1;
+constexpr size_t kMapHeader = 64;
+constexpr size_t kMapAlign = 64;
+
+size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+template <class T>
+void Put(std::string* out, size_t at, T v) {
+  std::memcpy(out->data() + at, &v, sizeof v);
+}
+template <class T>
+T Get(const char* p, size_t at) {
+  T v;
+  std::memcpy(&v, p + at, sizeof v);
+  return v;
+}
+
+Status MapCorrupt(const char* fmt, uint64_t a = 0, uint64_t b = 0) {
+  char msg[160];
+  std::snprintf(msg, sizeof msg, fmt, static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return StatusF(kCorruptIndex, "hnsw mapped image: %s", msg);
+}
+
+}  // namespace
+
+Status HnswIndex::SerializeMappable(std::string* out) const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  const size_t n = g.cur_element_count;
+  size_t upper = 0;
+  for (size_t i = 0; i < n; ++i) {
+    upper += size_t(g.element_levels_[i]) * g.size_links_per_element_;
+    if (i > 0 && g.getExternalLabel(uint32_t(i)) <= g.getExternalLabel(uint32_t(i - 1))) {
+      return Status(kMisuse, "hnsw: labels do not increase with the node id; cannot map");
+    }
+  }
+  // At least 8 bytes between the upper lists and level 0: hnswlib reads one
+  // id past the end of a list (see kListSlack).
+  const size_t level0 = AlignUp(kMapHeader + n + upper + 8, kMapAlign);
+  const size_t start = out->size();
+  out->resize(start + level0 + n * g.size_data_per_element_, '\0');
+  std::string header(kMapHeader, '\0');
+  Put<uint32_t>(&header, 0, kMapMagic);
+  Put<uint32_t>(&header, 4, kMapVersion);
+  Put<uint32_t>(&header, 8, static_cast<uint32_t>(impl_->shape.metric));
+  Put<uint32_t>(&header, 12, impl_->shape.dim);
+  Put<uint32_t>(&header, 16, impl_->shape.m);
+  Put<uint32_t>(&header, 20, impl_->shape.ef_construction);
+  Put<uint32_t>(&header, 24, static_cast<uint32_t>(n));
+  Put<uint32_t>(&header, 28, n == 0 ? kNoNode : g.enterpoint_node_);
+  Put<int32_t>(&header, 32, n == 0 ? -1 : g.maxlevel_);
+  Put<uint32_t>(&header, 36, static_cast<uint32_t>(g.num_deleted_));
+  Put<uint64_t>(&header, 40, upper);
+  Put<uint64_t>(&header, 48, level0);
+  Put<uint32_t>(&header, 56, static_cast<uint32_t>(g.size_data_per_element_));
+  std::memcpy(out->data() + start, header.data(), kMapHeader);
+  char* p = out->data() + start + kMapHeader;
+  for (size_t i = 0; i < n; ++i) *p++ = static_cast<char>(g.element_levels_[i]);
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = size_t(g.element_levels_[i]) * g.size_links_per_element_;
+    if (bytes == 0) continue;
+    std::memcpy(p, g.linkLists_[i], bytes);
+    p += bytes;
+  }
+  std::memcpy(out->data() + start + level0, g.data_level0_memory_, n * g.size_data_per_element_);
+  return Status::OK();
+}
+
+Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
+                                                  std::shared_ptr<void> owner,
+                                                  size_t default_ef) {
+  if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
+    return MapCorrupt("%llu bytes, too short or misaligned", size);
+  }
+  if (Get<uint32_t>(image, 0) != kMapMagic) return MapCorrupt("bad magic");
+  if (Get<uint32_t>(image, 4) != kMapVersion) {
+    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known",
+                   Get<uint32_t>(image, 4));
+  }
+  GraphShape shape{static_cast<Metric>(Get<uint32_t>(image, 8)), Get<uint32_t>(image, 12),
+                   Get<uint32_t>(image, 16), Get<uint32_t>(image, 20)};
+  if (Get<uint32_t>(image, 8) > 255) return MapCorrupt("unknown metric %llu", Get<uint32_t>(image, 8));
+  AGENTMEM_RETURN_IF_ERROR(hnsw::ValidateShape(shape, kCorruptIndex));
+  const size_t n = Get<uint32_t>(image, 24);
+  const uint32_t entry = Get<uint32_t>(image, 28);
+  const int32_t max_level = Get<int32_t>(image, 32);
+  const size_t deleted = Get<uint32_t>(image, 36);
+  const uint64_t upper = Get<uint64_t>(image, 40);
+  const uint64_t level0 = Get<uint64_t>(image, 48);
+  const size_t record = Get<uint32_t>(image, 56);
+  const size_t links0 = size_t{2} * shape.m * 4 + 4, links_upper = size_t{shape.m} * 4 + 4;
+  if (record != links0 + size_t{shape.dim} * 4 + 8) return MapCorrupt("record size %llu", record);
+  if (n > hnsw::kMaxNodes || level0 % kMapAlign != 0 || upper > size ||
+      level0 < kMapHeader + n + upper + 8 || level0 > size || (size - level0) / record != n ||
+      (size - level0) % record != 0) {
+    return MapCorrupt("sections do not fit its %llu bytes (%llu nodes)", size, n);
+  }
+  if ((n == 0) != (entry == kNoNode) || (n == 0 && max_level != -1) ||
+      (n > 0 && (entry >= n || max_level < 0 || max_level > hnsw::kMaxLevel))) {
+    return MapCorrupt("entry point %llu or top level out of range", entry);
+  }
+  const uint8_t* levels = reinterpret_cast<const uint8_t*>(image + kMapHeader);
+  uint64_t upper_sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (levels[i] > max_level) return MapCorrupt("node %llu: level above the top level", i);
+    upper_sum += size_t{levels[i]} * links_upper;
+  }
+  if (upper_sum != upper) return MapCorrupt("upper lists hold %llu bytes, not %llu", upper, upper_sum);
+  if (n > 0 && levels[entry] != max_level) return MapCorrupt("entry point %llu below the top level", entry);
+  // Every list: its count within bounds, each neighbour a node on that layer.
+  auto check_list = [&](const char* list, size_t node, int layer, size_t max_count) -> Status {
+    const uint32_t count = Get<uint32_t>(list, 0) & 0xffff;
+    if (count > max_count) return MapCorrupt("node %llu: too many links (%llu)", node, count);
+    for (uint32_t j = 0; j < count; ++j) {
+      const uint32_t to = Get<uint32_t>(list, 4 + 4 * size_t{j});
+      if (to >= n || levels[to] < layer) return MapCorrupt("node %llu: link to %llu out of range", node, to);
+    }
+    return Status::OK();
+  };
+  size_t deleted_seen = 0;
+  uint64_t last_label = 0;
+  const char* records = image + level0;
+  for (size_t i = 0; i < n; ++i) {
+    const char* r = records + i * record;
+    AGENTMEM_RETURN_IF_ERROR(check_list(r, i, 0, size_t{2} * shape.m));
+    deleted_seen += (static_cast<uint8_t>(r[2]) & 1);
+    const uint64_t label = Get<uint64_t>(r, links0 + size_t{shape.dim} * 4);
+    if (i > 0 && label <= last_label) return MapCorrupt("node %llu: labels do not increase", i);
+    last_label = label;
+  }
+  if (deleted_seen != deleted) return MapCorrupt("%llu nodes marked deleted, header says %llu", deleted_seen, deleted);
+  const char* up = image + kMapHeader + n;
+  for (size_t i = 0; i < n; ++i) {
+    for (int layer = 1; layer <= levels[i]; ++layer, up += links_upper) {
+      AGENTMEM_RETURN_IF_ERROR(check_list(up, i, layer, shape.m));
+    }
+  }
+
+  HnswOptions o{shape.metric, shape.dim, shape.m, shape.ef_construction, n, default_ef};
+  std::unique_ptr<Impl> impl;
+  Status s = Guarded("map", [&] {
+    impl = std::make_unique<Impl>(o, shape);
+    impl->graph = std::make_unique<Graph>(&impl->space);  // members set below
+    Graph& g = *impl->graph;
+    // What the destructor reads first, so that a failure below leaves it safe.
+    g.cur_element_count = 0;
+    g.data_level0_memory_ = nullptr;
+    g.linkLists_ = nullptr;
+    g.visited_list_pool_ = nullptr;
+    const size_t capacity = std::min<size_t>(hnsw::kMaxNodes, n + spare / record);
+    g.max_elements_ = capacity;
+    g.num_deleted_ = deleted;
+    g.M_ = shape.m;
+    g.maxM_ = shape.m;
+    g.maxM0_ = size_t{2} * shape.m;
+    g.ef_construction_ = std::max<size_t>(shape.ef_construction, shape.m);
+    g.ef_ = 10;
+    g.mult_ = 1 / std::log(1.0 * g.M_);
+    g.revSize_ = 1.0 / g.mult_;
+    g.data_size_ = impl->space.get_data_size();
+    g.fstdistfunc_ = impl->space.get_dist_func();
+    g.dist_func_param_ = impl->space.get_dist_func_param();
+    g.size_links_level0_ = links0;
+    g.size_data_per_element_ = record;
+    g.offsetData_ = links0;
+    g.label_offset_ = links0 + g.data_size_;
+    g.offsetLevel0_ = 0;
+    g.size_links_per_element_ = links_upper;
+    g.enterpoint_node_ = entry;
+    g.maxlevel_ = max_level;
+    g.element_levels_.assign(capacity, 0);
+    g.linkLists_ = static_cast<char**>(std::malloc(std::max<size_t>(capacity, 1) * sizeof(char*)));
+    if (g.linkLists_ == nullptr) throw std::bad_alloc();
+    g.visited_list_pool_ =
+        new hnswlib::VisitedListPool(1, static_cast<int>(std::max<size_t>(capacity, 1)));
+    impl->region = std::move(owner);
+    impl->mapped = n;
+    char* lists = image + kMapHeader + n;
+    for (size_t i = 0; i < n; ++i) {
+      g.element_levels_[i] = levels[i];
+      if (levels[i] > 0) {
+        g.linkLists_[i] = lists;
+        lists += size_t{levels[i]} * links_upper;
+      }
+    }
+    g.data_level0_memory_ = image + level0;
+    impl->level0_mapped = true;
+    g.cur_element_count = n;
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return std::unique_ptr<HnswIndex>(new HnswIndex(std::move(impl)));
+}
+
 Status HnswIndex::Add(uint64_t label, std::span<const float> vector) {
   return Guarded("insert", [&] { return impl_->Add(label, vector); });
 }
@@ -647,8 +920,9 @@ Result<std::vector<Neighbor>> HnswIndex::Search(std::span<const float> query,
 
 bool HnswIndex::Contains(uint64_t label) const {
   std::shared_lock lock(impl_->mu);
-  auto it = impl_->graph->label_lookup_.find(label);
-  return it != impl_->graph->label_lookup_.end() && !impl_->graph->isMarkedDeleted(it->second);
+  uint32_t node;
+  return FindNode(*impl_->graph, impl_->mapped, label, &node) &&
+         !impl_->graph->isMarkedDeleted(node);
 }
 
 VectorBlock HnswIndex::NodeVectors() const {

@@ -160,6 +160,23 @@ class HnswIndex {
   VectorBlock NodeVectors() const;
   uint64_t NodeLabel(uint32_t node) const;
 
+  // ---- mappable images (docs/format.md §5.8)
+  // A full image laid out so that it can be used where it lies, without a
+  // copy: a 64-byte header, each node's level (one byte), the upper-layer
+  // lists, then hnswlib's level-0 records verbatim at a 64-byte aligned
+  // offset. Node labels must increase with the node id (the engine inserts
+  // episodes in id order); kMisuse otherwise.
+  Status SerializeMappable(std::string* out) const;
+  // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
+  // writable and private to this process, followed by `spare` writable bytes
+  // that new nodes may use before the index moves to the heap. `owner` is kept
+  // alive as long as the index points into the memory. Every header field,
+  // level and link is checked first; the vectors are taken as they are.
+  // Errors: kCorruptIndex (message names the node and the check), kNoMem.
+  static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
+                                                std::shared_ptr<void> owner,
+                                                size_t default_ef = 64);
+
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   Status Serialize(std::string* out) const;
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -357,6 +359,114 @@ TEST_CASE("serialise then deserialise gives identical results and identical byte
     REQUIRE((*copy)->Add(42, v).ok());
     CHECK(MustSearch(**copy, v, Top(1))[0].id == 42);
   }
+}
+
+// A private, writable copy of a mappable image with `spare` bytes after it,
+// as the engine maps the file.
+struct MappedCopy {
+  std::shared_ptr<char[]> memory;
+  size_t size = 0;
+  static MappedCopy Of(const std::string& image, size_t spare) {
+    MappedCopy m;
+    m.memory = std::shared_ptr<char[]>(new char[image.size() + spare + 64]());
+    m.size = image.size();
+    std::memcpy(m.memory.get(), image.data(), image.size());
+    return m;
+  }
+  Result<std::unique_ptr<HnswIndex>> Map(size_t spare) const {
+    return HnswIndex::Map(memory.get(), size, spare, memory);
+  }
+};
+
+TEST_CASE("a mapped image searches like the index it came from and keeps taking changes") {
+  auto rng = SeededRng(31);
+  const size_t n = 3000, dim = 24;
+  std::vector<float> data = RandomFloats(rng, (n + 600) * dim, -1.0f, 1.0f);
+  for (Metric metric : kMetrics) {
+    CAPTURE(MetricName(metric));
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n, 1);
+    for (uint64_t l = 1; l < n; l += 13) REQUIRE(index->MarkDeleted(l).ok());
+    std::string image;
+    REQUIRE(index->SerializeMappable(&image).ok());
+    for (size_t spare : {size_t{0}, size_t{200} * 4096}) {
+      CAPTURE(spare);
+      MappedCopy copy = MappedCopy::Of(image, spare);
+      Result<std::unique_ptr<HnswIndex>> mapped = copy.Map(spare);
+      REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+      HnswIndex& m = **mapped;
+      CHECK(m.size() == n);
+      CHECK(m.Stats().deleted == index->Stats().deleted);
+      CHECK(ImageOf(m) == ImageOf(*index));
+      for (int t = 0; t < 30; ++t) {
+        std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+        auto a = MustSearch(*index, q, Top(10, 40));
+        auto b = MustSearch(m, q, Top(10, 40));
+        REQUIRE(a.size() == b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          CHECK(a[i].id == b[i].id);
+          CHECK(a[i].distance == b[i].distance);
+        }
+      }
+      CHECK(m.Contains(2));
+      CHECK_FALSE(m.Contains(1));  // marked deleted
+      CHECK(m.Add(5, std::span<const float>(data.data(), dim)).code() == kConstraint);
+      // Inserts into the spare room and past it, a delete of a mapped node, and
+      // a delta from the mapped index that a deserialised replica applies.
+      Result<std::unique_ptr<HnswIndex>> replica = HnswIndex::Deserialize(ImageOf(m));
+      REQUIRE(replica.ok());
+      ChangeMark mark = m.Mark();
+      AddRows(&m, data, dim, n, n + 600, 1);
+      REQUIRE(m.MarkDeleted(2).ok());
+      std::string delta;
+      REQUIRE(m.EncodeDelta(mark, &delta).ok());
+      REQUIRE((*replica)->ApplyDelta(delta).ok());
+      CHECK(ImageOf(**replica) == ImageOf(m));
+      for (size_t r = n; r < n + 600; r += 50) {
+        std::span<const float> v(data.data() + r * dim, dim);
+        CHECK(MustSearch(m, v, Top(1, 64))[0].id == r + 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("a mapped image with a damaged link or header is refused with kCorruptIndex") {
+  auto rng = SeededRng(32);
+  const size_t n = 500, dim = 8;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);
+  std::string image;
+  REQUIRE(index->SerializeMappable(&image).ok());
+  uint64_t level0 = 0;
+  std::memcpy(&level0, image.data() + 48, 8);
+  const size_t record = 2 * 16 * 4 + 4 + dim * 4 + 8;
+  struct Damage {
+    size_t at;
+    uint32_t value;
+  };
+  const Damage damages[] = {
+      {level0 + 7 * record + 4, 0xfffffff0u},  // a level-0 link out of range
+      {level0 + 9 * record, 0xffffu},          // a link count above 2m
+      {24, 501},                               // node count
+      {0, 0},                                  // magic
+      {level0 + 3 * record + 2 * 16 * 4 + 4 + dim * 4, 0},  // a label that does not increase
+  };
+  for (const Damage& d : damages) {
+    CAPTURE(d.at);
+    std::string bad = image;
+    std::memcpy(bad.data() + d.at, &d.value, 4);
+    MappedCopy copy = MappedCopy::Of(bad, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = copy.Map(0);
+    REQUIRE_FALSE(mapped.ok());
+    CHECK(mapped.status().code() == kCorruptIndex);
+  }
+  // Labels that do not increase cannot be written as a mappable image.
+  auto unordered = NewIndex(Metric::kL2, dim);
+  AddRows(unordered.get(), data, dim, 0, 10, 100);
+  REQUIRE(unordered->Add(5, std::span<const float>(data.data(), dim)).ok());
+  std::string out;
+  CHECK(unordered->SerializeMappable(&out).code() == kMisuse);
 }
 
 TEST_CASE("the same inserts in the same order give byte-identical graphs") {
