@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -533,12 +534,8 @@ class BlocksTable : public VTable {
       AGENTMEM_RETURN_IF_ERROR(MustBeNull(col[kBlUpdated], "blocks", "updated_at"));
     } else {  // UPDATE of the current version: a new version
       int64_t old = sqlite3_value_int64(argv[0]);
-      auto it = seen_.find(old);
-      if (it == seen_.end()) {
-        return StatusF(kNotFound, "block version %lld is not a current block",
-                       static_cast<long long>(old));
-      }
-      const BlockRecord& was = it->second;
+      BlockRecord was;
+      AGENTMEM_RETURN_IF_ERROR(FindVersion(old, &was));
       if (was.user_id != r.user_id || was.name != r.name) {
         return Status(kConstraint,
                       "a block's user_id and name cannot change: write the value under the "
@@ -560,14 +557,45 @@ class BlocksTable : public VTable {
   }
 
   // Rows the cursors returned, by version: an UPDATE names the row it
-  // changes only by its rowid.
+  // changes only by its rowid (the version). A bounded cache; FindVersion
+  // falls back to a search when a version is not in it.
   void Saw(const BlockRecord& b) {
-    if (seen_.size() > 100000) seen_.clear();
-    seen_[static_cast<int64_t>(b.version)] = b;
+    if (seen_.size() >= (size_t{1} << 20)) seen_.clear();
+    Key& k = seen_[static_cast<int64_t>(b.version)];
+    k.user_id = b.user_id;
+    k.name = b.name;
+    k.updated_at = b.updated_at;
   }
 
  private:
-  std::map<int64_t, BlockRecord> seen_;
+  Status FindVersion(int64_t version, BlockRecord* out) {
+    if (auto it = seen_.find(version); it != seen_.end()) {
+      out->user_id = it->second.user_id;
+      out->name = it->second.name;
+      out->updated_at = it->second.updated_at;
+      return Status::OK();
+    }
+    std::vector<std::string> users;
+    AGENTMEM_RETURN_IF_ERROR(AllUsers(db(), &users));
+    std::vector<BlockRecord> blocks;
+    for (const std::string& u : users) {
+      AGENTMEM_RETURN_IF_ERROR(db()->ListBlocks(u, &blocks));
+      for (BlockRecord& b : blocks) {
+        if (static_cast<int64_t>(b.version) == version) {
+          *out = std::move(b);
+          return Status::OK();
+        }
+      }
+    }
+    return StatusF(kNotFound, "block version %lld is no longer the current version of its block",
+                   static_cast<long long>(version));
+  }
+
+  struct Key {
+    std::string user_id, name;
+    int64_t updated_at = 0;
+  };
+  std::unordered_map<int64_t, Key> seen_;
 };
 
 BlocksCursor::BlocksCursor(BlocksTable* t) : table_(t) {}

@@ -515,6 +515,23 @@ TEST_CASE("blocks are set with INSERT and UPDATE writes a new version") {
         "Lives in Porto");
 }
 
+TEST_CASE("an UPDATE of every user's blocks writes one version of each") {
+  Db h;
+  for (int u = 0; u < 30; u++) {
+    Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u" + std::to_string(u) +
+                    "', 'a', 'x'), ('u" + std::to_string(u) + "', 'b', 'y')");
+  }
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "UPDATE blocks SET value = value || '!', pinned_order = 3 WHERE name = 'b'");
+  CHECK(agentmem_changes(h.db) == 30);
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(One(h.db, "SELECT count(*) FROM blocks WHERE value = 'y!' AND pinned_order = 3") ==
+        "30");
+  CHECK(One(h.db, "SELECT count(*) FROM blocks WHERE value = 'x' AND pinned_order IS NULL") ==
+        "30");
+  CHECK(One(h.db, "SELECT block_versions FROM stats()") == "90");
+}
+
 TEST_CASE("facts are asserted and read with their times and sources") {
   Db h;
   Seed(h.db);
