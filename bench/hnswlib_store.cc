@@ -12,6 +12,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 
 #include "sqlite_text.h"
 #include "systems.h"
@@ -163,16 +164,20 @@ class HnswlibStore : public Store {
   }
 
   // hnswlib 0.6.2 has no filter: for one user, search ever more neighbours
-  // (k, then doubling, ef >= the count) and keep the user's, until k of them
-  // are found or the whole index was returned -- what a user of this
-  // version has to do.
+  // (k, then doubling, ef >= the count, at most kMaxFetch) and keep the
+  // user's (their user read from SQLite by id), until k of them are found --
+  // what a user of this version has to do. A user with few episodes among
+  // many may get fewer than k, or not their nearest: recall@10 shows it.
+  static constexpr size_t kMaxFetch = 4096;
   void Search(const char* user, const float* vec, int k, std::vector<int64_t>* ids) {
     ids->clear();
     size_t count = index_->cur_element_count;
     if (count == 0) return;
     const float* q = Prepared(vec, &qbuf_);
+    is_users_.clear();  // id -> belongs to `user`, looked up once per query
     size_t want = std::min<size_t>(static_cast<size_t>(k), count);
-    for (size_t fetch = want;; fetch = std::min(count, fetch * 2)) {
+    size_t cap = std::min(count, std::max(want, kMaxFetch));
+    for (size_t fetch = want;; fetch = std::min(cap, fetch * 2)) {
       if (user) index_->setEf(std::max<size_t>(static_cast<size_t>(ef_), fetch));
       auto pq = index_->searchKnn(q, fetch);
       std::vector<std::pair<float, hnswlib::labeltype>> res;
@@ -185,14 +190,14 @@ class HnswlibStore : public Store {
       for (const auto& r : res) {
         int64_t id = static_cast<int64_t>(r.second);
         if (user) {
-          SysHit h;
-          text_.Fetch(id, &h);
-          if (h.user != user) continue;
+          auto [it, added] = is_users_.try_emplace(id, false);
+          if (added) it->second = text_.UserOf(id) == user;
+          if (!it->second) continue;
         }
         ids->push_back(id);
         if (ids->size() == static_cast<size_t>(k)) break;
       }
-      if (!user || ids->size() >= want || fetch >= count) break;
+      if (!user || ids->size() >= want || fetch >= cap) break;
     }
     if (user) index_->setEf(static_cast<size_t>(ef_));
   }
@@ -208,6 +213,7 @@ class HnswlibStore : public Store {
   bool in_txn_ = false;
   double build_seconds_ = 0, close_seconds_ = -1;
   std::vector<int64_t> bm25_, vec_;
+  std::unordered_map<int64_t, bool> is_users_;
 };
 
 }  // namespace

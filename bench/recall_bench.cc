@@ -1468,8 +1468,14 @@ void AddGoals(Ctx& x) {
     }
     double r = a / b;
     bool met = lower ? r <= goal_ratio : r >= goal_ratio;
-    lines.push_back(Fmt("| %s | %.3g %s | %.3g %s | %.3g | %s | %s |", goal.c_str(), a, unit, b,
-                        unit, r, goal_s, met ? "yes" : "**no**"));
+    auto num = [](double v) {
+      double m = std::fabs(v);
+      return m >= 100 ? Fmt("%.0f", v) : m >= 10 ? Fmt("%.1f", v) : m >= 1 ? Fmt("%.2f", v)
+                                                                            : Fmt("%.3f", v);
+    };
+    lines.push_back(Fmt("| %s | %s %s | %s %s | %s | %s | %s |", goal.c_str(), num(a).c_str(),
+                        unit, num(b).c_str(), unit, num(r).c_str(), goal_s,
+                        met ? "yes" : "**no**"));
   };
   row("hybrid recall p50 vs SQLite + FTS5 + cosine UDF (≥ 50× faster)",
       get(f.hybrid_p50, "agentmem"), get(f.hybrid_p50, "sqlite"), "ms", true, 0.02, "≤ 0.02");
@@ -1660,7 +1666,8 @@ int Main(int argc, char** argv) {
   const size_t distinct_texts = std::min(c.n, glosses.size() - c.queries);
   d.texts.reserve(c.n);
   for (size_t i = 0; i < c.n; i++) d.texts.push_back(glosses[c.queries + i % distinct_texts]);
-  if (distinct_texts < c.n)
+  const bool texts_repeat = distinct_texts < c.n;
+  if (texts_repeat)
     Progress("only %zu distinct glosses for %zu episodes: texts repeat", distinct_texts, c.n);
   glosses.clear();
   glosses.shrink_to_fit();
@@ -1729,7 +1736,7 @@ int Main(int argc, char** argv) {
                     std::thread::hardware_concurrency(), cpu.c_str(), load.c_str(),
                     Seconds() - g_t0));
   rep.AddHeader("");
-  if (d.texts.size() > 0 && c.n > 117659 - c.queries)
+  if (texts_repeat)
     rep.AddHeader("Past the 117,659 WordNet glosses the episode texts repeat (each text "
                   "appears more than once; BM25 sees duplicate documents).\n");
   rep.AddHeader(Fmt("Data: %zu WordNet 3.0 glosses (%.1f MB), %d-d clustered synthetic unit "

@@ -208,6 +208,7 @@ void SqliteText::Open(const std::string& path, bool create, bool vectors, Metric
     scan_user_ = Prepare(scan_user.c_str());
   }
   fetch_ = Prepare("SELECT user, text FROM episodes WHERE id = ?1");
+  user_of_ = Prepare("SELECT user FROM episodes WHERE id = ?1");
   begin_ = Prepare("BEGIN");
   commit_ = Prepare("COMMIT");
 }
@@ -215,7 +216,7 @@ void SqliteText::Open(const std::string& path, bool create, bool vectors, Metric
 void SqliteText::Close() {
   if (!db_) return;
   for (sqlite3_stmt** st : {&insert_, &insert_fts_, &bm25_, &bm25_user_, &scan_, &scan_user_,
-                            &fetch_, &begin_, &commit_}) {
+                            &fetch_, &user_of_, &begin_, &commit_}) {
     sqlite3_finalize(*st);
     *st = nullptr;
   }
@@ -290,6 +291,18 @@ void SqliteText::Fetch(int64_t id, SysHit* hit) {
       throw std::runtime_error(owner_ + ": episode " + std::to_string(id) + " not found");
     Fail("SELECT episode");
   }
+}
+
+const std::string& SqliteText::UserOf(int64_t id) {
+  sqlite3_bind_int64(user_of_, 1, id);
+  int rc = sqlite3_step(user_of_);
+  if (rc == SQLITE_ROW)
+    user_buf_.assign(reinterpret_cast<const char*>(sqlite3_column_text(user_of_, 0)));
+  else
+    user_buf_.clear();
+  sqlite3_reset(user_of_);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) Fail("SELECT user");
+  return user_buf_;
 }
 
 // ------------------------------------------------------------------ the sqlite baseline

@@ -38,6 +38,8 @@ class SqliteText {
   void VectorScan(const char* user, const float* vec, int dim, int k, std::vector<int64_t>* ids);
   // Fetches the user and text of one row into the hit.
   void Fetch(int64_t id, SysHit* hit);
+  // The user of one row ("" when there is no such row).
+  const std::string& UserOf(int64_t id);
   bool open() const { return db_ != nullptr; }
 
  private:
@@ -56,6 +58,8 @@ class SqliteText {
   sqlite3_stmt* scan_ = nullptr;
   sqlite3_stmt* scan_user_ = nullptr;
   sqlite3_stmt* fetch_ = nullptr;
+  sqlite3_stmt* user_of_ = nullptr;
+  std::string user_buf_;
   sqlite3_stmt* begin_ = nullptr;
   sqlite3_stmt* commit_ = nullptr;
 };
