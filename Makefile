@@ -54,7 +54,8 @@ clean:
 # ---------------------------------------------------------------- benchmarks
 # agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5
 # (issue #7), same process run, same data; docs/bench.md reads the results.
-# make bench            N = 10,000 (for the latency-against-N plot), then
+# make bench            N = 10,000 (ingest, recall and size only: the
+#                       latency-against-N plot), then every workload at
 #                       N = 100,000 with LoCoMo and SIFT: bench/results/
 #                       recall-n<N>.{md,csv}, latency-vs-n.png, recall-vs-latency.png
 # make bench-quick      everything at N = 10,000 (a few minutes)
@@ -75,7 +76,8 @@ bench-build: bench-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) bench/recall_bench
 
 bench: bench-build
-	$(BUILD)/bench/recall_bench --n 10000 --no-locomo --no-sift --no-embedder --out bench/results $(BENCH_ARGS) >/dev/null
+	$(BUILD)/bench/recall_bench --n 10000 --no-single --no-open --no-filter --no-embedder \
+	  --no-locomo --no-sift --out bench/results $(BENCH_ARGS) >/dev/null
 	$(BUILD)/bench/recall_bench --n 100000 --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
