@@ -2,8 +2,11 @@
 // that only change settings (.mode, .headers, .bail, .open, .quit, .help).
 #include "shell/dot_commands.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
+#include "shell/input.h"
 #include "shell/text.h"
 
 namespace agentmem::shell {
@@ -74,6 +77,25 @@ bool CmdQuit(Shell& sh, const Args& args) {
   return true;
 }
 
+bool CmdRead(Shell& sh, const Args& args) {
+  if (args.size() != 2) {
+    sh.Fail("usage: .read FILE");
+    return false;
+  }
+  std::FILE* f = std::fopen(args[1].c_str(), "rb");
+  if (!f) {
+    sh.Fail(".read: cannot read \"" + args[1] + "\": " + std::strerror(errno));
+    return false;
+  }
+  FileLines lines(f);
+  bool was_interactive = sh.interactive;
+  sh.interactive = false;  // -bail applies inside the script
+  bool ok = RunLines(sh, lines);
+  sh.interactive = was_interactive;
+  std::fclose(f);
+  return ok;
+}
+
 struct DotCommand {
   const char* name;
   bool (*fn)(Shell&, const Args&);
@@ -96,7 +118,10 @@ const DotCommand kCommands[] = {
     {".mode", CmdMode, ".mode list|csv|json|line|table|box", "how query results are printed"},
     {".open", CmdOpen, ".open [--readonly] [--options OPTS] FILE",
      "close this database and open FILE (created if missing)"},
+    {".parameter", CmdParameter, ".parameter set NAME VALUE|unset NAME|list|clear",
+     "values for :name, @name, $name and ?N in SQL"},
     {".quit", CmdQuit, ".quit", "leave the shell"},
+    {".read", CmdRead, ".read FILE", "run the SQL and dot-commands of FILE"},
     {".recall", CmdRecall, ".recall USER QUERY [K] [MODE]",
      "recall with scores and both ranks (MODE: hybrid, bm25, vector)"},
     {".schema", CmdSchema, ".schema [NAME]", "the columns of the tables and table functions"},

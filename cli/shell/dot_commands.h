@@ -20,6 +20,8 @@ bool CmdVacuum(Shell& sh, const Args& args);
 // recall_commands.cc
 bool CmdRecall(Shell& sh, const Args& args);
 bool CmdExplain(Shell& sh, const Args& args);
+// params.cc
+bool CmdParameter(Shell& sh, const Args& args);
 // import.cc / export.cc
 bool CmdImport(Shell& sh, const Args& args);
 bool CmdExport(Shell& sh, const Args& args);

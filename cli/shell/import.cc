@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "shell/dot_commands.h"
+#include "shell/interrupt.h"
 #include "shell/jsonl.h"
 #include "shell/progress.h"
 #include "shell/text.h"
@@ -309,6 +310,14 @@ bool Importer::Run() {
   if (!BeginBatch()) return false;
   while (std::getline(in, line)) {
     line_no++;
+    if (Interrupted()) {
+      ClearInterrupt();
+      progress.Finish();
+      if (own_txn_) agentmem_rollback(db_);
+      sh_.Fail(".import: interrupted at line " + std::to_string(line_no) + "; lines up to " +
+               std::to_string(committed_through_) + " are imported");
+      return false;
+    }
     progress.Update(in.tellg() < 0 ? size : static_cast<int64_t>(in.tellg()), line_no);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     Json obj = Json::parse(line, nullptr, false);

@@ -5,7 +5,7 @@
 
 namespace agentmem::shell {
 
-bool FileLines::Next(std::string* line, bool) {
+Read FileLines::Next(std::string* line, bool) {
   line->clear();
   int c;
   bool any = false;
@@ -15,7 +15,7 @@ bool FileLines::Next(std::string* line, bool) {
     line->push_back(static_cast<char>(c));
   }
   if (!line->empty() && line->back() == '\r') line->pop_back();
-  return any;
+  return any ? Read::kLine : Read::kEnd;
 }
 
 bool RunLines(Shell& sh, LineSource& src) {
@@ -25,7 +25,12 @@ bool RunLines(Shell& sh, LineSource& src) {
     ok = ok && step_ok;
     return sh.quit || (!step_ok && sh.bail && !sh.interactive);
   };
-  while (src.Next(&line, !pending.empty())) {
+  Read r;
+  while ((r = src.Next(&line, !pending.empty())) != Read::kEnd) {
+    if (r == Read::kCancel) {
+      pending.clear();
+      continue;
+    }
     if (pending.empty()) {
       size_t start = line.find_first_not_of(" \t\r");
       if (start == std::string::npos) continue;

@@ -11,12 +11,15 @@
 
 namespace agentmem::shell {
 
+enum class Read { kLine, kEnd, kCancel };
+
 class LineSource {
  public:
   virtual ~LineSource() = default;
-  // The next line without its newline; false at the end of input.
+  // The next line without its newline (kLine); kEnd at the end of input;
+  // kCancel when ^C dropped the line (and the pending statement with it).
   // `continuation`: a statement is pending (the REPL shows "...>").
-  virtual bool Next(std::string* line, bool continuation) = 0;
+  virtual Read Next(std::string* line, bool continuation) = 0;
   // One complete input (statement or dot-command) was read.
   virtual void Remember(const std::string& /*input*/) {}
 };
@@ -25,7 +28,7 @@ class LineSource {
 class FileLines : public LineSource {
  public:
   explicit FileLines(std::FILE* f) : f_(f) {}
-  bool Next(std::string* line, bool continuation) override;
+  Read Next(std::string* line, bool continuation) override;
 
  private:
   std::FILE* f_;

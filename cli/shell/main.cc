@@ -8,6 +8,7 @@
 
 #include "shell/args.h"
 #include "shell/input.h"
+#include "shell/interrupt.h"
 #include "shell/shell.h"
 
 using agentmem::shell::CommandLine;
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   bool ok = RunArguments(sh, cl);
   if (ok && !sh.quit && cl.sql.empty()) {
     if (sh.interactive) {
+      agentmem::shell::InstallInterruptHandler();
       agentmem::shell::RunRepl(sh);
     } else {
       agentmem::shell::FileLines in(stdin);
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
     }
   }
   std::fflush(stdout);
+  if (!sh.Close()) ok = false;
   if (sh.exit_code >= 0) return sh.exit_code;
   // An interactive session succeeds even if a typed statement failed; a
   // script or SQL arguments fail when anything failed.

@@ -1,11 +1,16 @@
 // cli/shell/repl.cc -- the interactive loop: libedit's readline interface for
-// line editing and history (input.h).
+// line editing and history (input.h). Lines are read with the callback
+// interface so that ^C (SIGINT, see interrupt.h) can drop the line being
+// typed and show a fresh prompt instead of ending the shell.
 #include <editline/readline.h>
+#include <sys/select.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
 #include "shell/input.h"
+#include "shell/interrupt.h"
 
 namespace agentmem::shell {
 namespace {
@@ -21,6 +26,22 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The line handler's result (the callback interface has no user pointer).
+struct Pending {
+  bool done = false;
+  bool eof = false;
+  std::string line;
+};
+Pending g_pending;
+
+void OnLine(char* text) {
+  g_pending.done = true;
+  g_pending.eof = text == nullptr;
+  if (text) g_pending.line.assign(text);
+  std::free(text);
+  rl_callback_handler_remove();  // no prompt until the next Next()
+}
+
 class ReplLines : public LineSource {
  public:
   explicit ReplLines(Shell& sh) : sh_(sh), history_(HistoryPath()) {
@@ -29,17 +50,34 @@ class ReplLines : public LineSource {
     if (!history_.empty()) read_history(history_.c_str());
   }
 
-  bool Next(std::string* line, bool continuation) override {
+  Read Next(std::string* line, bool continuation) override {
     std::string prompt = "agentmem " + BaseName(sh_.path()) + "> ";
     if (continuation) prompt = std::string(prompt.size() > 5 ? prompt.size() - 5 : 0, ' ') + "...> ";
-    char* text = readline(prompt.c_str());
-    if (!text) {
-      std::fputc('\n', sh_.out);  // leave the shell on a fresh line after ^D
-      return false;
+    std::fflush(sh_.out);
+    g_pending = Pending();
+    ClearInterrupt();
+    rl_callback_handler_install(prompt.c_str(), OnLine);
+    while (!g_pending.done) {
+      fd_set in;
+      FD_ZERO(&in);
+      FD_SET(0, &in);
+      int n = select(1, &in, nullptr, nullptr, nullptr);
+      if (n < 0 && errno == EINTR && Interrupted()) {
+        // ^C: drop what was typed (and the pending statement).
+        ClearInterrupt();
+        rl_callback_handler_remove();
+        std::fputs("^C\n", sh_.out);
+        std::fflush(sh_.out);
+        return Read::kCancel;
+      }
+      if (n > 0) rl_callback_read_char();
     }
-    line->assign(text);
-    std::free(text);
-    return true;
+    if (g_pending.eof) {
+      std::fputc('\n', sh_.out);  // leave the shell on a fresh line after ^D
+      return Read::kEnd;
+    }
+    *line = g_pending.line;
+    return Read::kLine;
   }
 
   void Remember(const std::string& input) override {

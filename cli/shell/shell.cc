@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "shell/interrupt.h"
+
 
 namespace agentmem::shell {
 namespace {
@@ -68,6 +70,18 @@ bool Shell::Open(const std::string& path) {
   db_ = db;
   path_ = path;
   return true;
+}
+
+bool Shell::Close() {
+  if (!db_) return true;
+  int rc = agentmem_close(db_);
+  if (rc != AGENTMEM_OK && rc != AGENTMEM_BUSY) {
+    db_ = nullptr;  // freed all the same (agentmem.h)
+    Fail("closing " + path_ + ": " + agentmem_errstr(rc));
+    return false;
+  }
+  if (rc == AGENTMEM_OK) db_ = nullptr;
+  return rc == AGENTMEM_OK;
 }
 
 void Shell::Fail(const std::string& message) {
@@ -135,8 +149,13 @@ bool Shell::RunSql(const std::string& sql) {
     agentmem_stmt* stmt = nullptr;
     const char* next = nullptr;
     if (agentmem_prepare(db_, tail, -1, &stmt, &next) != AGENTMEM_OK) return FailDb();
+    const char* start = tail;
     tail = next ? next : tail + std::strlen(tail);
     if (!stmt) continue;
+    if (!BindParams(stmt, std::string(start, tail))) {
+      agentmem_finalize(stmt);
+      return false;
+    }
     int n = agentmem_column_count(stmt);
     std::unique_ptr<Printer> printer;
     if (n > 0) {
@@ -150,11 +169,19 @@ bool Shell::RunSql(const std::string& sql) {
     }
     int rc;
     std::vector<Value> row(n);
+    bool interrupted = false;
     while ((rc = agentmem_step(stmt)) == AGENTMEM_ROW) {
       for (int i = 0; i < n; i++) row[i] = ColumnValue(stmt, i);
       printer->Row(row);
+      if ((interrupted = Interrupted())) break;
     }
     if (printer) printer->End();
+    if (interrupted) {
+      agentmem_finalize(stmt);
+      ClearInterrupt();
+      Fail("interrupted");
+      return false;
+    }
     if (rc != AGENTMEM_DONE) {
       FailDb();
       agentmem_finalize(stmt);

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ class Shell {
   // Opens path and makes it the current database, closing the previous one
   // only once the new one is open. Returns false (and reports) on failure.
   bool Open(const std::string& path);
+  // Closes the database (at exit); false (reported) when the close failed,
+  // e.g. the final sync of sync=normal.
+  bool Close();
   const std::string& path() const { return path_; }
   agentmem_db* db() const { return db_; }
 
@@ -57,7 +61,12 @@ class Shell {
              const std::function<void(const std::vector<Value>&)>& fn,
              std::string* error = nullptr);
 
+  // Binds the .parameter values to stmt, compiled from sql; false (reported)
+  // when one of its parameters has no value.
+  bool BindParams(agentmem_stmt* stmt, const std::string& sql);
+
   PrintOptions print;
+  std::map<std::string, Value> params;  // .parameter set NAME VALUE
   OpenSettings open_settings;
   bool bail = false;
   bool interactive = false;  // stdin is a terminal and the REPL runs
@@ -71,5 +80,10 @@ class Shell {
   std::string path_;
   size_t failures_ = 0;
 };
+
+// The parameters of one statement by index, as SQLite numbers them: names[i]
+// is ":name", "@name", "$name" or "?N" for index i, "" for an index no
+// parameter has (names[0] is unused). params.cc.
+std::vector<std::string> ParameterNames(const std::string& sql);
 
 }  // namespace agentmem::shell

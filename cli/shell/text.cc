@@ -101,6 +101,11 @@ bool SplitArgs(const std::string& line, std::vector<std::string>* words, std::st
       bool closed = false;
       while (i < line.size()) {
         char c = line[i++];
+        if (c == q && q == '\'' && i < line.size() && line[i] == '\'') {
+          word += c;  // '' inside '...' is one quote, as in SQL
+          i++;
+          continue;
+        }
         if (c == q) {
           closed = true;
           break;

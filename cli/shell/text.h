@@ -14,7 +14,8 @@ namespace agentmem::shell {
 bool SqlComplete(const std::string& sql);
 
 // Splits a dot-command line into words. A word may be quoted with ' or "
-// (inside "", backslash escapes \" \\ \n \t). On an unterminated quote
+// (inside '', a doubled '' is one quote; inside "", backslash escapes
+// \" \\ \n \t). On an unterminated quote
 // returns false with *error set.
 bool SplitArgs(const std::string& line, std::vector<std::string>* words, std::string* error);
 

@@ -116,6 +116,16 @@ TEST_CASE("the interactive shell prompts with the file name and runs typed state
   t.Type("  || '-line' AS v;\r");
   CHECK(t.WaitFor("| multi-line |"));
   REQUIRE(t.WaitFor("agentmem notes.agentmem> "));
+  // ^C drops the line being typed, and a pending statement, not the shell.
+  t.Type("SELECT 'dropped'\r");
+  REQUIRE(t.WaitFor("...> "));
+  t.Type("\x03");
+  CHECK(t.WaitFor("^C"));
+  REQUIRE(t.WaitFor("agentmem notes.agentmem> "));
+  t.Type("SELECT 'kept' AS v;\r");
+  CHECK(t.WaitFor("| kept |"));
+  CHECK(t.screen().find("dropped |") == std::string::npos);
+  REQUIRE(t.WaitFor("agentmem notes.agentmem> "));
   t.Type("SELECT nope;\r");
   CHECK(t.WaitFor("Error: no such column: nope"));
   REQUIRE(t.WaitFor("agentmem notes.agentmem> "));

@@ -344,3 +344,38 @@ TEST_CASE("a wrong number of arguments to a table function is an error") {
   CHECK(r.err.find("Error: ") == 0);
   CHECK(r.out == "");
 }
+
+TEST_CASE("parameters are bound by name and position and a missing one is an error") {
+  TempDir dir;
+  MakeSample(dir.File("s.agentmem"));
+  auto r = RunShell(dir.path(), {"s.agentmem"},
+                    ".parameter set :user ana\n.parameter set ?2 'it''s'\n"
+                    ".parameter set @k 2\n.parameter list\n"
+                    "SELECT count(*), ?2 FROM episodes WHERE user_id = :user;\n"
+                    "SELECT id FROM recall('sourdough starter', :user, @k);\n");
+  CHECK(r.status == 0);
+  CHECK(r.err == "");
+  CHECK(r.out == ":user = 'ana'\n?2 = 'it''s'\n@k = 2\n2|it's\n1\n2\n");
+  r = RunShell(dir.path(), {"s.agentmem", "SELECT :a, ?, ':b', @c -- :d"});
+  CHECK(r.status == 1);
+  CHECK(r.out == "");
+  CHECK(r.err ==
+        "Error: no value for parameter :a, ?2, @c (set one with .parameter set NAME VALUE; the "
+        "statement is not run)\n");
+  r = RunShell(dir.path(), {"s.agentmem", ".parameter set ?2 7", "SELECT :a, ?, ?5"});
+  CHECK(r.err == "Error: no value for parameter :a, ?5 (set one with .parameter set NAME VALUE; "
+                 "the statement is not run)\n");
+  r = RunShell(dir.path(), {"s.agentmem", ".parameter set x 1"});
+  CHECK(r.status == 1);
+}
+
+TEST_CASE("read runs a script file") {
+  TempDir dir;
+  agentmem::test::WriteFileBytes(dir.File("script.sql"), "SELECT 1;\n.mode csv\nSELECT 'a,b';\n");
+  auto r = RunShell(dir.path(), {"t.agentmem", ".read script.sql", "SELECT 2"});
+  CHECK(r.status == 0);
+  CHECK(r.out == "1\n\"a,b\"\n2\n");
+  r = RunShell(dir.path(), {"t.agentmem", ".read nonesuch.sql"});
+  CHECK(r.status == 1);
+  CHECK(r.err == "Error: .read: cannot read \"nonesuch.sql\": No such file or directory\n");
+}
