@@ -174,3 +174,23 @@ TEST_CASE("import on a terminal draws a progress bar") {
   t.Type(".quit\r");
   CHECK(t.Wait() == 0);
 }
+
+TEST_CASE("the LoCoMo import on a terminal shows a progress bar") {
+  std::string data = agentmem::test::DataDir();
+  if (data.empty()) {
+    MESSAGE("evaluation data not found (../shared/data): skipped");
+    return;
+  }
+  TempDir dir;
+  Terminal t(dir.path(), {"-options", "sync=normal", "locomo.agentmem"});
+  REQUIRE(t.WaitFor("agentmem locomo.agentmem> "));
+  t.Type(".import " + data +
+         "/locomo/episodes.jsonl --user-field conv_id --session-field session --role-field "
+         "speaker\r");
+  CHECK(t.WaitFor("imported 4,419 episodes, 0 block versions, 0 facts from "));
+  CHECK(t.screen().find("[##############################] 100.0%  4,419 lines") !=
+        std::string::npos);
+  REQUIRE(t.WaitFor("agentmem locomo.agentmem> "));
+  t.Type(".quit\r");
+  CHECK(t.Wait() == 0);
+}
