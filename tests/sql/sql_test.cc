@@ -18,6 +18,9 @@
 
 #include "engine/database.h"
 #include "engine/sql/vtab.h"
+#include "engine/sql/session.h"
+#include "tests/util/fault_env.h"
+#include "tests/util/open_helpers.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
@@ -1046,4 +1049,70 @@ TEST_CASE("the tables are listed in the schema") {
   CHECK(Query(h.db, "SELECT name FROM pragma_table_info('blocks')") ==
         Rows{{"user_id"}, {"name"}, {"value"}, {"version"}, {"char_limit"}, {"pinned_order"},
              {"updated_at"}});
+}
+
+// ---------------------------------------------------------------- I/O errors
+
+namespace {
+
+// Runs every statement of sql on a Session; returns the first failure.
+agentmem::Status SessionExec(agentmem::engine::sql::Session* s, const std::string& sql) {
+  const char* rest = sql.c_str();
+  while (*rest) {
+    sqlite3_stmt* st = nullptr;
+    const char* tail = nullptr;
+    agentmem::Status prep = s->Prepare(rest, -1, &st, &tail);
+    if (!prep.ok()) return prep;
+    if (!st) break;
+    agentmem::Status r;
+    while ((r = s->Step(st)).code() == agentmem::kRow) {
+    }
+    sqlite3_finalize(st);
+    if (r.code() != agentmem::kDone) return r;
+    rest = tail;
+  }
+  return agentmem::Status::OK();
+}
+
+}  // namespace
+
+TEST_CASE("a failed commit reports the engine's I/O error and later writes are refused") {
+  namespace eng = agentmem::engine;
+  std::unique_ptr<eng::Env> mem = eng::NewMemEnv();
+  agentmem::test::FaultEnv env(mem.get());
+  agentmem::test::TestClock clock;
+  auto db = agentmem::test::MustOpen(
+      "io.agentmem", agentmem::test::TestOptionsFor(&env, &clock, eng::SyncMode::kFull, 7, 8));
+  std::unique_ptr<eng::sql::Session> session;
+  REQUIRE(eng::sql::Session::Open(db.get(), &session).ok());
+  REQUIRE(SessionExec(session.get(), "INSERT INTO episodes(user_id, text) VALUES ('u', 'kept')")
+              .ok());
+
+  SUBCASE("in autocommit") {
+    env.FailAt(1, agentmem::test::Fault::kEio, false, agentmem::test::kOpSync);
+    agentmem::Status s =
+        SessionExec(session.get(), "INSERT INTO episodes(user_id, text) VALUES ('u', 'lost')");
+    CHECK(s.code() == agentmem::kIoErrFsync);
+  }
+  SUBCASE("at COMMIT") {
+    REQUIRE(SessionExec(session.get(), "BEGIN; INSERT INTO episodes(user_id, text) VALUES "
+                                       "('u', 'lost')").ok());
+    env.FailAt(1, agentmem::test::Fault::kEio, false, agentmem::test::kOpSync);
+    CHECK(SessionExec(session.get(), "COMMIT").code() == agentmem::kIoErrFsync);
+    CHECK(!db->in_transaction());
+  }
+  env.ClearFaults();
+  agentmem::Status again =
+      SessionExec(session.get(), "INSERT INTO episodes(user_id, text) VALUES ('u', 'refused')");
+  CHECK(again.code() == agentmem::kIoErrSticky);
+  CHECK(again.message().find("close and reopen") != std::string::npos);
+  // Reads still work, and the acknowledged episode is there.
+  CHECK(SessionExec(session.get(), "SELECT * FROM episodes WHERE id = 1").ok());
+  session.reset();
+  db.reset();
+  auto reopened = agentmem::test::MustOpen(
+      "io.agentmem", agentmem::test::TestOptionsFor(&env, &clock, eng::SyncMode::kFull, 7, 8));
+  agentmem::format::EpisodeRecord r;
+  REQUIRE(reopened->GetEpisode(1, &r).ok());
+  CHECK(r.text == "kept");
 }
