@@ -96,3 +96,56 @@ bench-callgrind: bench-build
 	  $(BUILD)/bench/recall_bench --callgrind --n 2000 --queries 100 \
 	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
+
+# ---------------------------------------------------------------- reliability
+# make soak   the long budgets of the reliability plan (docs/testing.md):
+#             SOAK_KILLS (10,000) kill -9 runs (R2); one writer + four reader
+#             processes for SOAK_SECONDS (60) each, plain and kill variant (R7,
+#             at least 100,000 reader snapshots); the thread variant with 5,000
+#             transactions
+# make fuzz   builds the libFuzzer targets with clang-14 (build-fuzz, ASan +
+#             UBSan) and runs each for FUZZ_SECONDS (60) on a copy of
+#             tests/fuzz/corpus/<target>; crashes are written to
+#             build-fuzz/fuzz-artifacts/<target>/ and make fails
+# make tsan   the reliability suite's threaded test under ThreadSanitizer
+#             (clang-14, build-tsan)
+FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev
+FUZZ_TARGETS := decode open ops
+FUZZ_SECONDS ?= 60
+SOAK_KILLS ?= 10000
+SOAK_SECONDS ?= 60
+REL_TESTS = tests/reliability/reliability_tests
+
+.PHONY: soak fuzz fuzz-deps tsan
+
+soak: build
+	AGENTMEM_KILLS=$(SOAK_KILLS) $(BUILD)/$(REL_TESTS) -tc='*SIGKILL*'
+	AGENTMEM_R7_SECONDS=$(SOAK_SECONDS) AGENTMEM_R7_MIN_READS=100000 \
+	  $(BUILD)/$(REL_TESTS) -tc='*reader processes*,*writer process is killed*'
+	AGENTMEM_R7_TXNS=5000 $(BUILD)/$(REL_TESTS) -tc='*threads of one process*'
+
+fuzz-deps: deps
+	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))
+
+fuzz: fuzz-deps
+	[ -f build-fuzz/build.ninja ] || CC=clang-14 CXX=clang++-14 \
+	  CXXFLAGS=-fsanitize=fuzzer-no-link meson setup build-fuzz --buildtype=debugoptimized \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
+	ninja -C build-fuzz $(foreach t,$(FUZZ_TARGETS),tests/reliability/fuzz/fuzz_$(t))
+	for t in $(FUZZ_TARGETS); do \
+	  rm -rf build-fuzz/fuzz-corpus/$$t && mkdir -p build-fuzz/fuzz-corpus/$$t build-fuzz/fuzz-artifacts/$$t; \
+	  cp tests/fuzz/corpus/$$t/* build-fuzz/fuzz-corpus/$$t/; \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-fuzz/tests/reliability/fuzz/fuzz_$$t \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/fuzz-artifacts/$$t/ build-fuzz/fuzz-corpus/$$t 2>&1 | \
+	    grep -E '^(#[0-9]+ +DONE|Done|stat::|==[0-9]+==|SUMMARY|fuzz invariant|artifact)' ; \
+	  [ "$${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz_$$t failed: see build-fuzz/fuzz-artifacts/$$t/"; exit 1; }; \
+	done
+
+tsan: fuzz-deps
+	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
+	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true
+	ninja -C build-tsan $(REL_TESTS) tests/reliability/reliability_worker
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  build-tsan/$(REL_TESTS) -tc='*threads of one process*'
