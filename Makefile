@@ -61,7 +61,9 @@ clean:
 # make bench-quick      everything at N = 10,000 (a few minutes)
 # make bench-large      N = 1,000,000 (optional; WordNet texts repeat past 117k)
 # make bench-callgrind  instruction counts of ingest and recall per system
-#                       (valgrind, N = 2,000): bench/results/callgrind.md
+#                       (valgrind, N = 5,000: past agentmem's exact-scan
+#                       limit of 4,096, so recall takes the HNSW path):
+#                       bench/results/callgrind.md
 # BENCH_ARGS passes more options (see `build/bench/recall_bench --help`).
 BENCH_DEBIAN_PACKAGES := wordnet-base gnuplot-nox valgrind
 BENCH_ARGS ?=
@@ -93,7 +95,7 @@ bench-callgrind: bench-build
 	rm -rf $(BENCH_CG_DIR) && mkdir -p $(BENCH_CG_DIR)
 	valgrind --tool=callgrind --collect-atstart=no --compress-strings=no --compress-pos=no \
 	  --callgrind-out-file=$(BENCH_CG_DIR)/callgrind.out.%p \
-	  $(BUILD)/bench/recall_bench --callgrind --n 2000 --queries 100 \
+	  $(BUILD)/bench/recall_bench --callgrind --n 5000 --queries 100 \
 	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
 

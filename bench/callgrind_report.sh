@@ -31,8 +31,8 @@ cmd=$(grep -a -m1 '^cmd:' "${files[0]}" | sed 's/^cmd: *//')
     ir=$(grep -a -m1 '^totals:' "$f" | awk '{print $2}')
     echo "$sys|$phase|$ops|$ir"
   done | sort -t'|' -k2,2 -k1,1 | awk -F'|' '
-    function sep(n,  s, o) { s = sprintf("%d", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } return s o }
-    { printf "| %s | %s | %d | %s | %s |\n", $1, $2, $3, sep($4), sep($3 > 0 ? $4 / $3 : 0) }'
+    function sep(n,  s, o) { s = sprintf("%.0f", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } return s o }
+    { printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, sep($4), sep($3 > 0 ? $4 / $3 : 0) }'
   echo
   echo "## agentmem: hottest functions by self cost, per phase"
   for f in "${files[@]}"; do
@@ -48,10 +48,10 @@ cmd=$(grep -a -m1 '^cmd:' "${files[0]}" | sed 's/^cmd: *//')
     awk '/^fn=/ { fn = substr($0, 4); next }
          /^calls=/ { skip = 1; next }
          /^[0-9+-]/ { if (skip) { skip = 0; next } self[fn] += $2; total += $2; next }
-         END { for (k in self) printf "%d\t%.1f\t%s\n", self[k], 100 * self[k] / total, k }' "$f" |
+         END { for (k in self) printf "%.0f\t%.1f\t%s\n", self[k], 100 * self[k] / total, k }' "$f" |
       sort -rn | head -12 |
       awk -F'\t' '
-        function sep(n,  s, o) { s = sprintf("%d", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } return s o }
+        function sep(n,  s, o) { s = sprintf("%.0f", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } return s o }
         { printf "| %s%% | %s | `%s` |\n", $2, sep($1), $3 }' |
       sed -E 's/std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/std::string/g; s/std::basic_string_view<char, std::char_traits<char> >/std::string_view/g'
   done
