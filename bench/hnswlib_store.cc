@@ -55,6 +55,7 @@ class HnswlibStore : public Store {
         static_cast<size_t>(o_.ef_construction), 100);
     index_->setEf(static_cast<size_t>(ef_));
     build_seconds_ = 0;
+    dirty_ = true;
   }
   void Open(const std::string& path) override {
     path_ = path;
@@ -62,14 +63,17 @@ class HnswlibStore : public Store {
       throw std::runtime_error("hnswlib baseline: no index file " + IndexPath());
     index_ = std::make_unique<hnswlib::HierarchicalNSW<float>>(space_.get(), IndexPath());
     index_->setEf(static_cast<size_t>(ef_));
+    dirty_ = false;
     text_.Open(TextPath(), false, false, o_.metric, o_.dim);
   }
   void Close() override {
     double t0 = Now();
     if (index_) {
       Flush();
-      index_->saveIndex(IndexPath());
+      // Only a changed index is written again (saveIndex rewrites the file).
+      if (dirty_) index_->saveIndex(IndexPath());
       index_.reset();
+      dirty_ = false;
     }
     text_.Close();
     close_seconds_ = Now() - t0;
@@ -88,6 +92,7 @@ class HnswlibStore : public Store {
     int64_t id = text_.Insert(user, text, nullptr, o_.dim);
     pending_.insert(pending_.end(), vec, vec + o_.dim);
     pending_ids_.push_back(id);
+    dirty_ = true;
     if (!in_txn_) Flush();
     return id;
   }
@@ -211,6 +216,7 @@ class HnswlibStore : public Store {
   std::vector<float> pending_, qbuf_;
   std::vector<int64_t> pending_ids_;
   bool in_txn_ = false;
+  bool dirty_ = false;  // added to since Create/Open: Close() saves
   double build_seconds_ = 0, close_seconds_ = -1;
   std::vector<int64_t> bm25_, vec_;
   std::unordered_map<int64_t, bool> is_users_;
