@@ -15,29 +15,42 @@ UserEntry* Catalog::UserFor(const std::string& user_id, uint32_t* index) {
 }
 
 void Catalog::AddEpisode(const format::EpisodeRecord& r, RecordLoc loc) {
-  uint32_t user = 0;
-  UserEntry* u = UserFor(r.user_id, &user);
-  if (episodes_.size() < r.id) episodes_.resize(r.id);
-  EpisodeEntry& e = episodes_[r.id - 1];
-  e = EpisodeEntry{loc, user, r.ts, true};
-  u->episode_ids.push_back(r.id);
-  u->sessions[r.session_id].push_back(r.id);
-  episode_count_++;
+  AddEpisodeEntry(r.id, r.user_id, r.session_id, r.ts, loc);
   text_bytes_ += r.text.size();
 }
 
+void Catalog::AddEpisodeEntry(uint64_t id, const std::string& user_id,
+                              const std::string& session_id, int64_t ts, RecordLoc loc) {
+  uint32_t user = 0;
+  UserEntry* u = UserFor(user_id, &user);
+  if (episodes_.size() < id) episodes_.resize(id);
+  episodes_[id - 1] = EpisodeEntry{loc, user, ts, true};
+  u->episode_ids.push_back(id);
+  u->sessions[session_id].push_back(id);
+  episode_count_++;
+}
+
 void Catalog::AddBlock(const format::BlockRecord& r, RecordLoc loc) {
-  UserEntry* u = UserFor(r.user_id, nullptr);
-  auto& versions = u->blocks[r.name];
+  AddBlockEntry(r.user_id, r.name, r.version, loc);
+}
+
+void Catalog::AddBlockEntry(const std::string& user_id, const std::string& name,
+                            uint64_t version, RecordLoc loc) {
+  UserEntry* u = UserFor(user_id, nullptr);
+  auto& versions = u->blocks[name];
   if (versions.empty()) block_count_++;
-  versions.push_back(BlockVersion{loc, r.version});
+  versions.push_back(BlockVersion{loc, version});
   block_version_count_++;
 }
 
 void Catalog::AddFact(const format::FactRecord& r, RecordLoc loc) {
-  UserEntry* u = UserFor(r.user_id, nullptr);
-  u->fact_ids.push_back(r.id);
-  facts_[r.id] = loc;
+  AddFactEntry(r.id, r.user_id, loc);
+}
+
+void Catalog::AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc) {
+  UserEntry* u = UserFor(user_id, nullptr);
+  u->fact_ids.push_back(id);
+  facts_[id] = loc;
 }
 
 const EpisodeEntry* Catalog::FindEpisode(uint64_t id) const {

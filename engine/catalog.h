@@ -49,6 +49,14 @@ class Catalog {
   void AddBlock(const format::BlockRecord& r, RecordLoc loc);
   void AddFact(const format::FactRecord& r, RecordLoc loc);
   void SetMeta(const std::string& key, const std::string& value) { meta_[key] = value; }
+  // The same from a checkpoint's entries, which carry no record bodies.
+  void AddEpisodeEntry(uint64_t id, const std::string& user_id, const std::string& session_id,
+                       int64_t ts, RecordLoc loc);
+  void AddBlockEntry(const std::string& user_id, const std::string& name, uint64_t version,
+                     RecordLoc loc);
+  void AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc);
+  void set_text_bytes(uint64_t n) { text_bytes_ = n; }
+  const std::vector<EpisodeEntry>& episodes() const { return episodes_; }
 
   const EpisodeEntry* FindEpisode(uint64_t id) const;
   const UserEntry* FindUser(std::string_view user_id) const;

@@ -167,6 +167,7 @@ Status Database::OpenFile() {
   seq_ = best->commit_seq;
   superblock_ = *best;
   synced_through_ = best->durable_through;
+  if (best->checkpoint != 0) AGENTMEM_RETURN_IF_ERROR(LoadCheckpoint(*best));
   if (header_.write_version > format::kWriteVersion && !opts_.read_only) {
     write_refused_ = StatusF(kReadOnlyFile,
                              "file format write version %u is newer than this library writes "
@@ -256,8 +257,9 @@ Status Database::Close() {
   }
   Status s;
   if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() &&
-      opts_.sync != SyncMode::kOff && end_ > superblock_.durable_through) {
-    s = WriteSuperblock();
+      opts_.sync != SyncMode::kOff) {
+    s = MaybeCheckpoint(true);
+    if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
   }
   ReleaseWriteLock();
   file_.reset();
@@ -267,7 +269,7 @@ Status Database::Close() {
 // Records in the next superblock slot that every byte before end_ is synced,
 // so that a later open can tell damage from a torn tail all the way to the
 // last commit. Skipped (not an error) when another handle holds the lock.
-Status Database::WriteSuperblock() {
+Status Database::WriteSuperblock(uint64_t checkpoint) {
   bool acquired = write_locked_;
   if (!acquired) AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
   if (!acquired) return Status::OK();
@@ -291,7 +293,12 @@ Status Database::WriteSuperblock() {
   format::Superblock next = newest_slot < 0 ? format::Superblock{} : newest;
   next.generation = newest_slot < 0 ? 1 : newest.generation + 1;
   next.salt = header_.salt;
-  next.durable_through = end_;  // just synced
+  next.durable_through = std::max(end_, next.durable_through);  // end_ just synced
+  if (checkpoint != 0) {
+    next.checkpoint = checkpoint;
+    next.scan_from = end_;
+    next.commit_seq = seq_;
+  }
   int slot = newest_slot == 0 ? 1 : 0;
   Status s = file_->WriteAt(format::kSuperblockOffset[slot], format::EncodeSuperblock(next));
   if (!s.ok()) {
@@ -312,6 +319,9 @@ Status Database::DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out) 
   std::vector<std::string_view> records;
   for (DecodedPage& page : txn.pages) {
     int64_t page_no = static_cast<int64_t>(page.header.page_no);
+    // Derived state as of the previous commit, checked by the scan; only an
+    // open from the superblock that points at it reads it (checkpoint.cc).
+    if (page.header.type == static_cast<uint8_t>(PageType::kCheckpoint)) continue;
     AGENTMEM_RETURN_IF_ERROR(
         format::SplitRecords(page.payload, page.header.record_count, page_no, &records));
     auto out_of_order = [page_no](const char* what) {
@@ -351,6 +361,8 @@ Status Database::DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out) 
         case PageType::kGraph:
           out->graphs.push_back({records[slot], page_no});
           break;
+        case PageType::kCheckpoint:
+          break;  // skipped above
         case PageType::kText:
           out->texts.emplace_back();
           AGENTMEM_RETURN_IF_ERROR(format::DecodeText(records[slot], page_no, &out->texts.back()));
@@ -385,6 +397,10 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
   next_episode_id_ = txn.commit.next_episode_id;
   next_fact_id_ = txn.commit.next_fact_id;
   next_block_version_ = txn.commit.next_block_version;
+  if (!txn.pages.empty() && txn.pages.front().header.type == static_cast<uint8_t>(PageType::kCheckpoint)) {
+    checkpoint_end_ = txn.end;
+    checkpoint_size_ = txn.end - txn.pages.front().offset;
+  }
   if (d.episodes.empty() && d.graphs.empty() && d.texts.empty()) return Status::OK();
   Status s = EnsureRecallIndex();
   if (!s.ok()) return s;

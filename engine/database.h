@@ -21,6 +21,7 @@
 #include "engine/options.h"
 #include "engine/recall.h"
 #include "engine/scan.h"
+#include "format/checkpoint.h"
 #include "format/file_header.h"
 #include "format/records.h"
 
@@ -140,7 +141,19 @@ class Database {
   Status ReadBlock(const RecordLoc& loc, format::BlockRecord* out);
   Status ReadFact(const RecordLoc& loc, format::FactRecord* out);
   Status Sync();
-  Status WriteSuperblock();
+  // Writes the next superblock; with `checkpoint` (the first page of a
+  // checkpoint transaction that ends at end_), points it there.
+  Status WriteSuperblock(uint64_t checkpoint = 0);
+  // ---- checkpoints (checkpoint.cc)
+  // Folds the snapshot into a checkpoint transaction, syncs it and points a
+  // new superblock at it. REQUIRES: write lock, no pending writes.
+  Status WriteCheckpoint();
+  // Writes a checkpoint when the policy of Options::checkpoint_bytes asks.
+  Status MaybeCheckpoint(bool closing);
+  // Loads the checkpoint a superblock points at (open).
+  Status LoadCheckpoint(const format::Superblock& sb);
+  Status BuildCheckpointState(format::CheckpointState* out) const;
+  Status ImportCheckpointState(const format::CheckpointState& st);
   int64_t Now() const;
   Status EnsureRecallIndex();
 
@@ -164,6 +177,8 @@ class Database {
   uint64_t scanned_size_ = 0;  // file size at the last refresh
   uint64_t torn_bytes_ = 0;
   uint64_t pages_ = 0;
+  uint64_t checkpoint_end_ = format::kFirstPageOffset;  // just past the newest checkpoint known
+  uint64_t checkpoint_size_ = 0;                        // its bytes
 
   // Writer state.
   bool write_locked_ = false;

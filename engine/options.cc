@@ -54,12 +54,16 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else if (key == "max_text_bytes") {
     if (!ParseU64(value, 1, 512u << 20, &n)) return Bad(key, value, "bytes 1..536870912");
     o->max_text_bytes = n;
+  } else if (key == "checkpoint_bytes") {
+    if (!ParseU64(value, 0, uint64_t{1} << 40, &n)) return Bad(key, value, "bytes 0..2^40 (0: never)");
+    o->checkpoint_bytes = n;
   } else if (key == "page_size") {
     if (!ParseU64(value, 512, 65536, &n) || (n & (n - 1))) return Bad(key, value, "a power of two 512..65536");
     o->page_size = static_cast<uint32_t>(n);
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
-                   "vector_metric, embedder, tokenizer, stem, stop_words, max_text_bytes, page_size)",
+                   "vector_metric, embedder, tokenizer, stem, stop_words, max_text_bytes, page_size, "
+                   "checkpoint_bytes)",
                    static_cast<int>(key.size()), key.data());
   }
   return Status::OK();

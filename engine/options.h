@@ -34,6 +34,11 @@ struct Options {
   bool tokenizer_given = false;
   uint64_t max_text_bytes = 8u << 20;
   uint32_t page_size = 4096;
+  // A writable close folds the log into a checkpoint (docs/architecture.md,
+  // "Checkpoints") once at least this many bytes were committed after the
+  // last one; 0 never checkpoints. A commit does so once the bytes after the
+  // last checkpoint reach 16 times this and the size of that checkpoint.
+  uint64_t checkpoint_bytes = 4u << 20;
   Env* env = nullptr;  // nullptr = Env::Posix()
   // For tests that need identical bytes (the format.md golden file): a fixed
   // salt for a new file (0 = random) and a clock (null = the system clock).

@@ -67,9 +67,9 @@ RecallIndex::RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index:
   }
 }
 
-uint32_t RecallIndex::Intern(std::unordered_map<std::string, uint32_t>* table,
-                             const std::string& s) {
-  auto [it, inserted] = table->emplace(s, static_cast<uint32_t>(table->size()));
+uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
+  auto [it, inserted] = table->ids.emplace(s, static_cast<uint32_t>(table->names.size()));
+  if (inserted) table->names.push_back(s);
   return it->second;
 }
 
@@ -91,20 +91,60 @@ void RecallIndex::SyncNodes() {
 }
 
 Status RecallIndex::Add(const format::EpisodeRecord& r) {
-  if (r.id == 0) return Status(kInternal, "recall index: episode id 0");
-  if (attrs_.size() < r.id) attrs_.resize(r.id);
-  EpisodeAttrs& a = attrs_[r.id - 1];
-  a.user = Intern(&users_, r.user_id);
-  a.session = Intern(&sessions_, r.session_id);
-  a.role = Intern(&roles_, r.role);
-  a.ts = r.ts;
+  return AddEntry(r.id, r.user_id, r.session_id, r.role, r.ts, r.vector.size() == dim_);
+}
+
+Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::string& session,
+                             const std::string& role, int64_t ts, bool has_vector) {
+  if (id == 0) return Status(kInternal, "recall index: episode id 0");
+  if (attrs_.size() < id) attrs_.resize(id);
+  EpisodeAttrs& a = attrs_[id - 1];
+  a.user = Intern(&users_, user);
+  a.session = Intern(&sessions_, session);
+  a.role = Intern(&roles_, role);
+  a.ts = ts;
   a.present = true;
-  a.has_vector = r.vector.size() == dim_;
+  a.has_vector = has_vector;
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
-  partitions_[a.user]->ids.push_back(r.id);
+  partitions_[a.user]->ids.push_back(id);
   partitions_[a.user]->vectors += a.has_vector;
   episodes_++;
+  return Status::OK();
+}
+
+bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
+                              const std::string** role, format::TextRecord* text) const {
+  if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present) return false;
+  const EpisodeAttrs& a = attrs_[id - 1];
+  *attrs = &a;
+  *session = &sessions_.names[a.session];
+  *role = &roles_.names[a.role];
+  text->episode_id = id;
+  text->terms.clear();
+  std::vector<index::Bm25Index::TermCount> counts;
+  if (!partitions_[a.user]->bm25.TermsOf(id, &text->doc_len, &counts)) return false;
+  for (const auto& c : counts) text->terms.emplace_back(std::string(c.term), c.tf);
+  return true;
+}
+
+Status RecallIndex::SerializeGraph(std::string* out) const {
+  out->clear();
+  if (!graph_) return Status::OK();
+  return graph_->SerializeMappable(out);
+}
+
+Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner) {
+  auto g = index::HnswIndex::Map(image, size, spare, std::move(owner));
+  AGENTMEM_RETURN_IF_ERROR(g.status());
+  std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
+  // Labels increase with the node (Map checked), so the last is the largest.
+  if (graph->size() > 0 && graph->NodeLabel(static_cast<uint32_t>(graph->size() - 1)) > attrs_.size()) {
+    return Status(kCorruptIndex, "checkpoint graph: a node's label is not an episode");
+  }
+  graph_ = std::move(graph);
+  synced_nodes_ = 0;
+  SyncNodes();
   return Status::OK();
 }
 
@@ -131,12 +171,12 @@ format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
 bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
   if (!a.present || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
   if (q.session_id) {
-    auto it = sessions_.find(*q.session_id);
-    if (it == sessions_.end() || it->second != a.session) return false;
+    auto it = sessions_.ids.find(*q.session_id);
+    if (it == sessions_.ids.end() || it->second != a.session) return false;
   }
   if (q.role) {
-    auto it = roles_.find(*q.role);
-    if (it == roles_.end() || it->second != a.role) return false;
+    auto it = roles_.ids.find(*q.role);
+    if (it == roles_.ids.end() || it->second != a.role) return false;
   }
   if (q.extra_filter) return q.extra_filter(static_cast<uint64_t>(&a - attrs_.data()) + 1);
   return true;
@@ -171,8 +211,8 @@ std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t
 }
 
 const RecallIndex::UserPartition* RecallIndex::Partition(const std::string& user_id) const {
-  auto it = users_.find(user_id);
-  if (it == users_.end() || it->second >= partitions_.size()) return nullptr;
+  auto it = users_.ids.find(user_id);
+  if (it == users_.ids.end() || it->second >= partitions_.size()) return nullptr;
   return partitions_[it->second].get();
 }
 
@@ -313,8 +353,8 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
   bool filtered = candidates != graph_->size();
   if (filtered) {
     uint32_t user = 0;
-    auto it = users_.find(q.user_id);
-    if (!q.all_users && it != users_.end()) user = it->second;
+    auto it = users_.ids.find(q.user_id);
+    if (!q.all_users && it != users_.ids.end()) user = it->second;
     o.filter = [this, &q, user](uint64_t label) {
       if (label == 0 || label > attrs_.size()) return false;
       const EpisodeAttrs& a = attrs_[label - 1];
@@ -353,8 +393,8 @@ void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> can
   for (size_t u = 0; u < partitions_.size(); u++) {
     if (!partitions_[u]) continue;
     if (!q.all_users) {
-      auto it = users_.find(q.user_id);
-      if (it == users_.end() || it->second != u) continue;
+      auto it = users_.ids.find(q.user_id);
+      if (it == users_.ids.end() || it->second != u) continue;
     }
     index::QueryStats s;
     auto top = partitions_[u]->bm25.TopK(tokens, k, filter, &s);

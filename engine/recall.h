@@ -96,6 +96,17 @@ class RecallIndex {
   // Indexes one committed episode (filters and vector). REQUIRES: ids arrive
   // in increasing order.
   Status Add(const format::EpisodeRecord& r);
+  // The same from a checkpoint's entry (no record body).
+  Status AddEntry(uint64_t id, const std::string& user, const std::string& session,
+                  const std::string& role, int64_t ts, bool has_vector);
+  // What a checkpoint keeps of an indexed episode: its attributes with the
+  // session and role by name, and its BM25 terms. False if not indexed.
+  bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
+                   const std::string** role, format::TextRecord* text) const;
+  // The graph as a mappable image (empty when there is no graph), and the
+  // graph taken from one in place (checkpoint load; after every AddEntry).
+  Status SerializeGraph(std::string* out) const;
+  Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner);
   // Adds an indexed episode's BM25 terms, as committed in the file.
   Status AddText(const format::TextRecord& t);
   // The BM25 terms of an episode, by the file's tokenizer (the writer's side).
@@ -130,7 +141,11 @@ class RecallIndex {
   };
   static bool Unfiltered(const RecallQuery& q);
   const UserPartition* Partition(const std::string& user_id) const;
-  uint32_t Intern(std::unordered_map<std::string, uint32_t>* table, const std::string& s);
+  struct Names {
+    std::unordered_map<std::string, uint32_t> ids;
+    std::vector<std::string> names;  // by id
+  };
+  static uint32_t Intern(Names* table, const std::string& s);
   std::span<const uint64_t> Candidates(const RecallQuery& q, uint64_t* partition,
                                       std::vector<uint64_t>* storage) const;
   bool Passes(const RecallQuery& q, const EpisodeAttrs& a) const;
@@ -152,7 +167,7 @@ class RecallIndex {
   std::optional<index::HashEmbedder> embedder_;
   std::vector<EpisodeAttrs> attrs_;  // by id - 1
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
-  std::unordered_map<std::string, uint32_t> users_, sessions_, roles_;
+  Names users_, sessions_, roles_;
   uint64_t episodes_ = 0;
   // Every user's vectors, held once: the exact scans read them from the
   // graph's node records too. Built by commits.

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "format/coding.h"
+#include "format/crc32c.h"
 
 namespace agentmem::engine {
 namespace {
@@ -53,14 +54,45 @@ class Window {
 };
 
 // Reads and validates the page at pos. A non-OK status means "bad page here".
+// A checkpoint page can be hundreds of megabytes, and a scan has no use for
+// its payload (only an open from the superblock that points at it does): its
+// checksum is checked a window at a time and the payload is left empty.
+Status CheckCheckpointPage(Window* w, uint64_t pos, const PageHeader& h, DecodedPage* out) {
+  const int64_t page_no = static_cast<int64_t>(h.page_no);
+  const uint64_t size = format::PaddedPageSize(h.length);
+  std::string_view chunk;
+  AGENTMEM_RETURN_IF_ERROR(w->View(pos, 4, &chunk));
+  const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(chunk.data()));
+  uint32_t crc = 0;
+  for (uint64_t at = 4; at < size;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kWindowBytes, size - at));
+    AGENTMEM_RETURN_IF_ERROR(w->View(pos + at, want, &chunk));
+    if (chunk.size() < want) {
+      return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): cut short",
+                                 static_cast<long long>(page_no));
+    }
+    crc = format::Crc32cExtend(crc, chunk.data(), want);
+    at += want;
+  }
+  if (crc != stored || (h.flags & format::kPageFlagZstd)) {
+    return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no,
+                               "page %lld (checkpoint): checksum mismatch (stored %08x, computed %08x)",
+                               static_cast<long long>(page_no), stored, crc);
+  }
+  out->header = h;
+  out->payload.clear();
+  return Status::OK();
+}
+
 Status ReadPage(Window* w, uint64_t pos, uint64_t salt, DecodedPage* out) {
   std::string_view head;
   AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::kPageHeaderSize, &head));
   PageHeader h;
   AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, salt, &h));
+  out->offset = pos;
+  if (h.type == static_cast<uint8_t>(PageType::kCheckpoint)) return CheckCheckpointPage(w, pos, h, out);
   std::string_view whole;
   AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::PaddedPageSize(h.length), &whole));
-  out->offset = pos;
   return format::DecodePage(whole, pos, salt, &out->header, &out->payload);
 }
 

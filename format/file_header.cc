@@ -70,7 +70,8 @@ std::string EncodeSuperblock(const Superblock& s) {
   PutFixed64(&b, s.scan_from);      // 24 8
   PutFixed64(&b, s.commit_seq);     // 32 8
   PutFixed64(&b, s.durable_through);  // 40 8
-  b.append(12, '\0');              // 48 12 reserved
+  PutFixed64(&b, s.checkpoint);     // 48 8
+  b.append(4, '\0');               // 56 4 reserved
   PutFixed32(&b, MaskCrc(Crc32c(b.data(), 60)));  // 60 4
   return b;
 }
@@ -92,10 +93,18 @@ Status DecodeSuperblock(std::string_view bytes, uint64_t salt, Superblock* out) 
   s.scan_from = DecodeFixed64(p + 24);
   s.commit_seq = DecodeFixed64(p + 32);
   s.durable_through = DecodeFixed64(p + 40);
+  s.checkpoint = DecodeFixed64(p + 48);
   if (s.salt != salt) return Status(kCorruptSuperblock, "superblock: salt does not match the file");
-  if (s.scan_from != kFirstPageOffset) {  // version 1: every scan starts at the first page
-    return StatusF(kCorruptSuperblock, "superblock: scan_from %llu out of range",
-                   static_cast<unsigned long long>(s.scan_from));
+  // Without a checkpoint every scan starts at the first page; with one, the
+  // scan starts after it and the checkpoint holds the state before it.
+  bool plain = s.checkpoint == 0 && s.scan_from == kFirstPageOffset && s.commit_seq == 0;
+  bool after_checkpoint = s.checkpoint >= kFirstPageOffset && s.checkpoint < s.scan_from &&
+                          s.checkpoint % kPageAlign == 0 && s.scan_from % kPageAlign == 0 &&
+                          s.commit_seq >= 1 && s.scan_from <= s.durable_through;
+  if (!plain && !after_checkpoint) {
+    return StatusF(kCorruptSuperblock, "superblock: scan_from %llu / checkpoint %llu out of range",
+                   static_cast<unsigned long long>(s.scan_from),
+                   static_cast<unsigned long long>(s.checkpoint));
   }
   *out = s;
   return Status::OK();

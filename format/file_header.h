@@ -50,6 +50,10 @@ struct Superblock {
   // superblock was written (0: nothing is vouched for). Recovery treats a bad
   // page before it as damage, never as a torn tail.
   uint64_t durable_through = 0;
+  // Offset of the first page of the checkpoint transaction that ends just
+  // before scan_from (0: none; then scan_from is the first page and
+  // commit_seq 0). Recovery loads the checkpoint, then scans from scan_from.
+  uint64_t checkpoint = 0;
 };
 
 std::string EncodeSuperblock(const Superblock& s);

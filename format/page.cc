@@ -27,11 +27,12 @@ const char* PageTypeName(uint8_t type) {
     case PageType::kMeta: return "meta";
     case PageType::kGraph: return "graph";
     case PageType::kText: return "text";
+    case PageType::kCheckpoint: return "checkpoint";
   }
   return "unknown";
 }
 
-bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 7; }
+bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 8; }
 
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {

@@ -18,9 +18,28 @@
 
 namespace agentmem::engine {
 
+// Bytes of a file mapped into memory, privately: writes to them change this
+// process's copy only, never the file.
+class MappedBytes {
+ public:
+  virtual ~MappedBytes() = default;
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ protected:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class File {
  public:
   virtual ~File() = default;
+  // A private, writable view of the n bytes at offset (which the file must
+  // hold), followed by `spare` more writable bytes. PosixEnv maps the file
+  // (no copy: pages already in the page cache are shared until written);
+  // the default reads a copy with ReadAt. Errors: kIoErrRead, kNoMem.
+  virtual Status MapPrivate(uint64_t offset, size_t n, size_t spare,
+                            std::shared_ptr<MappedBytes>* out);
   // Reads up to n bytes at offset into *out; fewer only at end of file.
   // Errors: kIoErrRead.
   virtual Status ReadAt(uint64_t offset, size_t n, std::string* out) = 0;

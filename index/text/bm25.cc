@@ -68,6 +68,21 @@ Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const T
   return Status::OK();
 }
 
+bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCount>* counts) const {
+  auto it = docs_.find(doc_id);
+  if (it == docs_.end()) return false;
+  *doc_len = it->second.length;
+  counts->clear();
+  for (uint32_t term_id : it->second.term_ids) {
+    const Term& t = terms_[term_id];
+    std::span<const Posting> p = t.list.postings();
+    auto at = std::lower_bound(p.begin(), p.end(), doc_id,
+                               [](const Posting& a, uint64_t d) { return a.doc_id < d; });
+    counts->push_back({t.text, at != p.end() && at->doc_id == doc_id ? at->tf : 0});
+  }
+  return true;
+}
+
 Status Bm25Index::Remove(uint64_t doc_id) {
   auto it = docs_.find(doc_id);
   if (it == docs_.end()) {

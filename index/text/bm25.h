@@ -89,6 +89,11 @@ class Bm25Index {
   // The distinct terms of `tokens` with their counts, in first-seen order.
   static std::vector<TermCount> CountTerms(std::span<const std::string> tokens);
 
+  // The length and the distinct terms with their counts of an indexed
+  // document, in the order they were added (what AddCounts() takes back).
+  // False if the document is not indexed.
+  bool TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCount>* counts) const;
+
   // Removes document `doc_id`. Returns kNotFound if it is not indexed, and
   // kInternal if the index is inconsistent (a posting of the document is
   // missing; the index is then partly updated and should be rebuilt).

@@ -28,9 +28,10 @@ Superblock SampleSuperblock() {
   Superblock s;
   s.generation = 7;
   s.salt = kSalt;
-  s.scan_from = 4096;  // version 1 allows only the first page
+  s.checkpoint = 4096;  // a checkpoint transaction from 4096 to 8192
+  s.scan_from = 8192;
   s.commit_seq = 12;
-  s.durable_through = 4096 + 4000;
+  s.durable_through = 8192 + 4000;
   return s;
 }
 
@@ -46,7 +47,8 @@ bool SameHeader(const FileHeader& a, const FileHeader& b) {
 
 bool SameSuperblock(const Superblock& a, const Superblock& b) {
   return a.generation == b.generation && a.salt == b.salt && a.scan_from == b.scan_from &&
-         a.commit_seq == b.commit_seq && a.durable_through == b.durable_through;
+         a.commit_seq == b.commit_seq && a.durable_through == b.durable_through &&
+         a.checkpoint == b.checkpoint;
 }
 
 }  // namespace
@@ -246,10 +248,11 @@ TEST_CASE("the superblock fields sit at the offsets docs/format.md gives") {
   CHECK(DecodeFixed32(b.data() + 4) == 0);
   CHECK(DecodeFixed64(b.data() + 8) == 7);
   CHECK(DecodeFixed64(b.data() + 16) == kSalt);
-  CHECK(DecodeFixed64(b.data() + 24) == 4096);
+  CHECK(DecodeFixed64(b.data() + 24) == 8192);
   CHECK(DecodeFixed64(b.data() + 32) == 12);
-  CHECK(DecodeFixed64(b.data() + 40) == 4096 + 4000);
-  CHECK(b.substr(48, 12) == std::string(12, '\0'));
+  CHECK(DecodeFixed64(b.data() + 40) == 8192 + 4000);
+  CHECK(DecodeFixed64(b.data() + 48) == 4096);
+  CHECK(b.substr(56, 4) == std::string(4, '\0'));
   CHECK(DecodeFixed32(b.data() + 60) == MaskCrc(Crc32c(b.data(), 60)));
 }
 
@@ -284,8 +287,37 @@ TEST_CASE("a superblock whose scan start is before the first page or unaligned i
     CHECK(st.message().find("scan_from") != std::string::npos);
   }
   Superblock s = SampleSuperblock();
+  s.checkpoint = 0;
   s.scan_from = 4096;
+  s.commit_seq = 0;
   CHECK(DecodeSuperblock(EncodeSuperblock(s), kSalt, &out).ok());
+}
+
+TEST_CASE("a superblock checkpoint must lie before scan_from and be vouched for") {
+  Superblock out;
+  auto refused = [&](Superblock s) {
+    Status st = DecodeSuperblock(EncodeSuperblock(s), kSalt, &out);
+    return st.code() == kCorruptSuperblock && st.message().find("checkpoint") != std::string::npos;
+  };
+  Superblock s = SampleSuperblock();
+  s.checkpoint = 8192;  // not before scan_from
+  CHECK(refused(s));
+  s = SampleSuperblock();
+  s.checkpoint = 2048;  // before the first page
+  CHECK(refused(s));
+  s = SampleSuperblock();
+  s.checkpoint = 4100;  // unaligned
+  CHECK(refused(s));
+  s = SampleSuperblock();
+  s.commit_seq = 0;  // a checkpoint ends a commit
+  CHECK(refused(s));
+  s = SampleSuperblock();
+  s.durable_through = 8000;  // the checkpoint must be synced
+  CHECK(refused(s));
+  s = SampleSuperblock();
+  s.checkpoint = 0;  // no checkpoint: the scan starts at the first page
+  CHECK(refused(s));
+  CHECK(DecodeSuperblock(EncodeSuperblock(SampleSuperblock()), kSalt, &out).ok());
 }
 
 TEST_CASE("every single-bit flip in a superblock is detected") {

@@ -1,0 +1,281 @@
+// engine/checkpoint.cc -- checkpoints: the snapshot folded into one
+// transaction so that an open reads it and the commits after it, not the
+// whole log (docs/architecture.md "Checkpoints", docs/format.md §5.8).
+//
+// Writing (under the write lock, nothing pending):
+//   1. the state section (catalog, episode attributes, BM25 terms) and the
+//      graph as a mappable image are appended as checkpoint pages, followed by
+//      a commit page that adds nothing (counters unchanged);
+//   2. fdatasync;
+//   3. the next superblock records checkpoint = the first checkpoint page,
+//      scan_from = the end of its commit, commit_seq = that commit's number;
+//      fdatasync.
+// A crash before 3 leaves the older superblock, which scans the log as before
+// (a scan skips checkpoint pages). The superblock never points at bytes that
+// were not synced first.
+//
+// Loading (open): the checkpoint's pages are checked -- checksums, the commit
+// that ends them -- the state section is decoded into the catalog and the
+// recall index, and the graph section is mapped from the file and used where
+// it lies (File::MapPrivate, HnswIndex::Map). Then the scan continues at
+// scan_from.
+#include <algorithm>
+#include <unordered_map>
+
+#include "engine/database.h"
+#include "format/crc32c.h"
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::CheckpointState;
+using format::PageType;
+
+Status Database::BuildCheckpointState(CheckpointState* out) const {
+  CheckpointState st;
+  st.next_episode_id = next_episode_id_;
+  st.next_fact_id = next_fact_id_;
+  st.next_block_version = next_block_version_;
+  st.pages = pages_;
+  st.text_bytes = catalog_.text_bytes();
+  for (const auto& [k, v] : catalog_.meta()) st.meta.emplace_back(k, v);
+  std::unordered_map<std::string, uint32_t> ids;
+  auto intern = [&](const std::string& s) {
+    auto [it, inserted] = ids.emplace(s, static_cast<uint32_t>(st.strings.size()));
+    if (inserted) st.strings.push_back(s);
+    return it->second;
+  };
+  const auto& users = catalog_.users();
+  std::vector<uint32_t> user_string(users.size());
+  for (size_t u = 0; u < users.size(); u++) user_string[u] = intern(users[u].user_id);
+  const auto& entries = catalog_.episodes();
+  st.episodes.resize(next_episode_id_ - 1);
+  for (uint64_t id = 1; id < next_episode_id_; id++) {
+    if (id > entries.size() || !entries[id - 1].present) continue;
+    const EpisodeEntry& e = entries[id - 1];
+    format::CheckpointEpisode& c = st.episodes[id - 1];
+    const EpisodeAttrs* attrs = nullptr;
+    const std::string *session = nullptr, *role = nullptr;
+    format::TextRecord text;
+    if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role, &text)) {
+      return StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
+                     static_cast<unsigned long long>(id));
+    }
+    c.page_offset = e.loc.page_offset;
+    c.slot = e.loc.slot;
+    c.user = user_string[e.user];
+    c.session = intern(*session);
+    c.role = intern(*role);
+    c.ts = e.ts;
+    c.has_vector = attrs->has_vector;
+    st.texts.push_back(std::move(text));
+  }
+  for (size_t u = 0; u < users.size(); u++) {
+    for (const auto& [name, versions] : users[u].blocks) {
+      for (const BlockVersion& v : versions) {
+        st.blocks.push_back({user_string[u], name, v.version, v.loc.page_offset, v.loc.slot});
+      }
+    }
+    for (uint64_t id : users[u].fact_ids) {
+      const RecordLoc* loc = catalog_.FindFact(id);
+      st.facts.push_back({id, user_string[u], loc->page_offset, loc->slot});
+    }
+  }
+  std::sort(st.blocks.begin(), st.blocks.end(),
+            [](const auto& a, const auto& b) { return a.version < b.version; });
+  std::sort(st.facts.begin(), st.facts.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  *out = std::move(st);
+  return Status::OK();
+}
+
+Status Database::WriteCheckpoint() {
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  CheckpointState st;
+  AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
+  std::string state;
+  format::EncodeCheckpointState(st, &state);
+  std::string graph;
+  format::EncodeGraphSectionHeader(&graph);
+  std::string image;
+  AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&image));
+  graph += image;
+  image.clear();
+  image.shrink_to_fit();
+  if (state.size() > format::kMaxPagePayload || graph.size() > format::kMaxPagePayload) {
+    return Status::OK();  // too large for one page in format v1: keep scanning the log
+  }
+  const uint64_t start = end_;
+  std::string buf = format::EncodePage(PageType::kCheckpoint, start, header_.salt, 1, state, false);
+  state.clear();
+  state.shrink_to_fit();
+  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), header_.salt, 1, graph, false);
+  graph.clear();
+  graph.shrink_to_fit();
+  format::CommitRecord c;
+  c.commit_seq = seq_ + 1;
+  c.txn_start = start;
+  c.durable_through = std::min(synced_through_, start);
+  c.page_count = 2;
+  c.commit_ts = Now();
+  c.next_episode_id = next_episode_id_;
+  c.next_fact_id = next_fact_id_;
+  c.next_block_version = next_block_version_;
+  buf += format::EncodePage(PageType::kCommit, start + buf.size(), header_.salt, 1,
+                            format::EncodeCommit(c), false);
+  Status s = file_->WriteAt(start, buf);
+  if (s.ok()) s = Sync();
+  if (!s.ok()) {
+    sticky_ = s;
+    return s;
+  }
+  synced_through_ = start + buf.size();
+  // Read it back like any commit: it must scan as a valid transaction.
+  ScanResult res;
+  auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
+  s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
+  if (res.commits) {
+    end_ = res.end;
+    seq_ = res.commit_seq;
+    pages_ += res.pages;
+    scanned_size_ = res.file_size;
+    torn_bytes_ = res.torn_bytes;
+  }
+  if (seq_ != c.commit_seq) {
+    sticky_ = s.ok() ? Status(kInternal, "checkpoint did not read back") : s;
+    return sticky_;
+  }
+  return WriteSuperblock(start);
+}
+
+Status Database::MaybeCheckpoint(bool closing) {
+  if (opts_.checkpoint_bytes == 0 || opts_.sync == SyncMode::kOff || !sticky_.ok() ||
+      explicit_txn_ || end_ <= checkpoint_end_) {
+    return Status::OK();
+  }
+  const uint64_t tail = end_ - checkpoint_end_;
+  const bool due = closing ? tail >= opts_.checkpoint_bytes
+                           : tail >= std::max(16 * opts_.checkpoint_bytes, checkpoint_size_);
+  if (!due) return Status::OK();
+  bool acquired = write_locked_;
+  if (!acquired) AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+  if (!acquired) return Status::OK();  // another handle writes: it will checkpoint
+  write_locked_ = true;
+  AGENTMEM_RETURN_IF_ERROR(Refresh(true));
+  if (end_ - checkpoint_end_ < tail / 2) return Status::OK();  // someone else just did
+  return WriteCheckpoint();
+}
+
+Status Database::ImportCheckpointState(const CheckpointState& st) {
+  for (const auto& [k, v] : st.meta) catalog_.SetMeta(k, v);
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  format::EpisodeRecord none;
+  for (uint64_t id = 1; id <= st.episodes.size(); id++) {
+    const format::CheckpointEpisode& e = st.episodes[id - 1];
+    if (e.page_offset == 0) continue;
+    const std::string& user = st.strings[e.user];
+    catalog_.AddEpisodeEntry(id, user, st.strings[e.session], e.ts, RecordLoc{e.page_offset, e.slot});
+    AGENTMEM_RETURN_IF_ERROR(
+        recall_->AddEntry(id, user, st.strings[e.session], st.strings[e.role], e.ts, e.has_vector));
+  }
+  for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
+  for (const format::CheckpointBlock& b : st.blocks) {
+    catalog_.AddBlockEntry(st.strings[b.user], b.name, b.version, RecordLoc{b.page_offset, b.slot});
+  }
+  for (const format::CheckpointFact& f : st.facts) {
+    catalog_.AddFactEntry(f.id, st.strings[f.user], RecordLoc{f.page_offset, f.slot});
+  }
+  catalog_.set_text_bytes(st.text_bytes);
+  next_episode_id_ = st.next_episode_id;
+  next_fact_id_ = st.next_fact_id;
+  next_block_version_ = st.next_block_version;
+  pages_ = st.pages;
+  return Status::OK();
+}
+
+Status Database::LoadCheckpoint(const format::Superblock& sb) {
+  auto damaged = [](uint64_t offset, const char* what) {
+    int64_t page_no = static_cast<int64_t>(format::PageNoOf(offset));
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): %s",
+                               static_cast<long long>(page_no), what);
+  };
+  uint64_t size = 0;
+  AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
+  if (sb.scan_from > size) return damaged(sb.checkpoint, "the file ends inside the checkpoint");
+  CheckpointState state;
+  bool have_state = false;
+  std::shared_ptr<MappedBytes> graph;  // the graph page, mapped whole
+  size_t graph_at = 0, graph_size = 0;
+  uint32_t pages = 0;
+  uint64_t pos = sb.checkpoint;
+  std::string head;
+  while (pos < sb.scan_from) {
+    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, format::kPageHeaderSize, &head));
+    format::PageHeader h;
+    AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, header_.salt, &h));
+    const uint64_t padded = format::PaddedPageSize(h.length);
+    if (pos + padded > sb.scan_from) return damaged(pos, "a page runs past the checkpoint's end");
+    const int64_t page_no = static_cast<int64_t>(h.page_no);
+    if (h.type == static_cast<uint8_t>(PageType::kCommit)) {
+      std::string bytes, payload;
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
+      format::PageHeader ch;
+      AGENTMEM_RETURN_IF_ERROR(format::DecodePage(bytes, pos, header_.salt, &ch, &payload));
+      format::CommitRecord c;
+      AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(payload, page_no, &c));
+      if (c.commit_seq != sb.commit_seq || c.txn_start != sb.checkpoint || c.page_count != pages ||
+          pos + padded != sb.scan_from || !have_state || c.next_episode_id != state.next_episode_id ||
+          c.next_fact_id != state.next_fact_id || c.next_block_version != state.next_block_version) {
+        return damaged(pos, "its commit does not match the superblock or its sections");
+      }
+      pos += padded;
+      break;
+    }
+    if (h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (h.flags & format::kPageFlagZstd)) {
+      return damaged(pos, "not a checkpoint page");
+    }
+    // Mapped rather than read: the graph section is used where it lies.
+    // Spare room after the page lets the graph take new nodes in place for a while.
+    std::shared_ptr<MappedBytes> bytes;
+    AGENTMEM_RETURN_IF_ERROR(file_->MapPrivate(pos, padded, padded / 4 + (size_t{1} << 20), &bytes));
+    const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(bytes->data()));
+    if (stored != format::Crc32c(bytes->data() + 4, padded - 4)) {
+      return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no, "page %lld (checkpoint): checksum mismatch",
+                                 static_cast<long long>(page_no));
+    }
+    std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
+    format::CheckpointSection kind;
+    std::string_view body;
+    AGENTMEM_RETURN_IF_ERROR(format::SplitSection(payload, page_no, &kind, &body));
+    if (kind == format::CheckpointSection::kState && !have_state) {
+      AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
+      have_state = true;
+    } else if (kind == format::CheckpointSection::kGraph && !graph) {
+      graph_at = format::kPageHeaderSize + format::kSectionHeaderSize;
+      graph_size = body.size();
+      graph = std::move(bytes);
+    } else {
+      return damaged(pos, "a section repeats");
+    }
+    pages++;
+    pos += padded;
+  }
+  if (pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
+  AGENTMEM_RETURN_IF_ERROR(ImportCheckpointState(state));
+  if (graph && graph_size > 0) {
+    // New nodes after the checkpoint go to the heap (the index grows there);
+    // the mapped records stay shared with the page cache until written.
+    const size_t spare = graph->size() - graph_at - graph_size;  // padding; the spare room follows
+    Status s = recall_->MapGraph(graph->data() + graph_at, graph_size,
+                                 spare + graph->size() / 4 + (size_t{1} << 20), graph);
+    if (!s.ok()) {
+      int64_t page_no = static_cast<int64_t>(format::PageNoOf(sb.checkpoint));
+      return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (checkpoint graph): %s",
+                                 static_cast<long long>(page_no), s.message().c_str());
+    }
+  }
+  checkpoint_end_ = sb.scan_from;
+  checkpoint_size_ = sb.scan_from - sb.checkpoint;
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

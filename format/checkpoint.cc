@@ -1,0 +1,170 @@
+// format/checkpoint.cc -- checkpoint sections (checkpoint.h, docs/format.md §5.8).
+#include "format/checkpoint.h"
+
+#include "format/coding.h"
+
+namespace agentmem::format {
+
+namespace {
+
+Status Bad(int64_t page_no, const char* what) {
+  return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): %s",
+                             static_cast<long long>(page_no), what);
+}
+
+void PutSection(CheckpointSection kind, std::string* dst) {
+  PutFixed32(dst, static_cast<uint32_t>(kind));
+  PutFixed32(dst, 0);
+}
+
+}  // namespace
+
+void EncodeGraphSectionHeader(std::string* dst) { PutSection(CheckpointSection::kGraph, dst); }
+
+void EncodeCheckpointState(const CheckpointState& s, std::string* dst) {
+  PutSection(CheckpointSection::kState, dst);
+  PutVarint(dst, s.next_episode_id);
+  PutVarint(dst, s.next_fact_id);
+  PutVarint(dst, s.next_block_version);
+  PutVarint(dst, s.pages);
+  PutVarint(dst, s.text_bytes);
+  PutVarint(dst, s.meta.size());
+  for (const auto& [k, v] : s.meta) {
+    PutString(dst, k);
+    PutString(dst, v);
+  }
+  PutVarint(dst, s.strings.size());
+  for (const auto& str : s.strings) PutString(dst, str);
+  PutVarint(dst, s.episodes.size());
+  for (const CheckpointEpisode& e : s.episodes) {
+    PutVarint(dst, e.page_offset);
+    if (e.page_offset == 0) continue;
+    PutVarint(dst, e.slot);
+    PutVarint(dst, e.user);
+    PutVarint(dst, e.session);
+    PutVarint(dst, e.role);
+    PutSignedVarint(dst, e.ts);
+    dst->push_back(e.has_vector ? 1 : 0);
+  }
+  PutVarint(dst, s.blocks.size());
+  for (const CheckpointBlock& b : s.blocks) {
+    PutVarint(dst, b.user);
+    PutString(dst, b.name);
+    PutVarint(dst, b.version);
+    PutVarint(dst, b.page_offset);
+    PutVarint(dst, b.slot);
+  }
+  PutVarint(dst, s.facts.size());
+  for (const CheckpointFact& f : s.facts) {
+    PutVarint(dst, f.id);
+    PutVarint(dst, f.user);
+    PutVarint(dst, f.page_offset);
+    PutVarint(dst, f.slot);
+  }
+  PutVarint(dst, s.texts.size());
+  std::string text;
+  for (const TextRecord& t : s.texts) {
+    text.clear();
+    EncodeText(t, &text);
+    PutString(dst, text);
+  }
+}
+
+Status SplitSection(std::string_view payload, int64_t page_no, CheckpointSection* kind,
+                    std::string_view* body) {
+  if (payload.size() < kSectionHeaderSize) return Bad(page_no, "no section header");
+  uint32_t k = DecodeFixed32(payload.data());
+  if ((k != 1 && k != 2) || DecodeFixed32(payload.data() + 4) != 0) {
+    return Bad(page_no, "unknown section");
+  }
+  *kind = static_cast<CheckpointSection>(k);
+  *body = payload.substr(kSectionHeaderSize);
+  return Status::OK();
+}
+
+Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointState* out) {
+  Decoder d(body);
+  CheckpointState s;
+  s.next_episode_id = d.Varint();
+  s.next_fact_id = d.Varint();
+  s.next_block_version = d.Varint();
+  s.pages = d.Varint();
+  s.text_bytes = d.Varint();
+  // A count can be no larger than the bytes left (each item takes at least one).
+  auto count = [&]() -> uint64_t {
+    uint64_t n = d.Varint();
+    return n <= d.remaining() ? n : (d.Bytes(d.remaining() + 1), 0);
+  };
+  uint64_t n = count();
+  for (uint64_t i = 0; i < n && !d.failed(); i++) {
+    std::string_view k = d.String(), v = d.String();
+    s.meta.emplace_back(std::string(k), std::string(v));
+  }
+  n = count();
+  s.strings.reserve(n);
+  for (uint64_t i = 0; i < n && !d.failed(); i++) s.strings.emplace_back(d.String());
+  const uint64_t strings = s.strings.size();
+  n = count();
+  if (n + 1 != s.next_episode_id) return Bad(page_no, "episode count does not match the next id");
+  s.episodes.resize(n);
+  for (CheckpointEpisode& e : s.episodes) {
+    if (d.failed()) break;
+    e.page_offset = d.Varint();
+    if (e.page_offset == 0) continue;
+    e.slot = static_cast<uint32_t>(d.Varint());
+    e.user = static_cast<uint32_t>(d.Varint());
+    e.session = static_cast<uint32_t>(d.Varint());
+    e.role = static_cast<uint32_t>(d.Varint());
+    e.ts = d.SignedVarint();
+    uint8_t flags = d.U8();
+    if (flags > 1 || e.user >= strings || e.session >= strings || e.role >= strings) {
+      return Bad(page_no, "episode entry out of range");
+    }
+    e.has_vector = flags == 1;
+  }
+  n = count();
+  for (uint64_t i = 0; i < n && !d.failed(); i++) {
+    CheckpointBlock b;
+    b.user = static_cast<uint32_t>(d.Varint());
+    b.name = std::string(d.String());
+    b.version = d.Varint();
+    b.page_offset = d.Varint();
+    b.slot = static_cast<uint32_t>(d.Varint());
+    if (b.user >= strings || b.version == 0 || b.version >= s.next_block_version ||
+        (!s.blocks.empty() && b.version <= s.blocks.back().version)) {
+      return Bad(page_no, "block entry out of range");
+    }
+    s.blocks.push_back(std::move(b));
+  }
+  n = count();
+  for (uint64_t i = 0; i < n && !d.failed(); i++) {
+    CheckpointFact f;
+    f.id = d.Varint();
+    f.user = static_cast<uint32_t>(d.Varint());
+    f.page_offset = d.Varint();
+    f.slot = static_cast<uint32_t>(d.Varint());
+    if (f.user >= strings || f.id == 0 || f.id >= s.next_fact_id ||
+        (!s.facts.empty() && f.id <= s.facts.back().id)) {
+      return Bad(page_no, "fact entry out of range");
+    }
+    s.facts.push_back(f);
+  }
+  n = count();
+  for (uint64_t i = 0; i < n && !d.failed(); i++) {
+    std::string_view text = d.String();
+    if (d.failed()) break;
+    TextRecord t;
+    AGENTMEM_RETURN_IF_ERROR(DecodeText(text, page_no, &t));
+    if (t.episode_id == 0 || t.episode_id > s.episodes.size() ||
+        s.episodes[t.episode_id - 1].page_offset == 0 ||
+        (!s.texts.empty() && t.episode_id <= s.texts.back().episode_id)) {
+      return Bad(page_no, "text entry out of range");
+    }
+    s.texts.push_back(std::move(t));
+  }
+  if (d.failed() || !d.done()) return Bad(page_no, "state section cut short or overlong");
+  *out = std::move(s);
+  return Status::OK();
+}
+
+}  // namespace agentmem::format
