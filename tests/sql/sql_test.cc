@@ -291,6 +291,8 @@ TEST_CASE("episode ids come in id order for every plan") {
         Rows{{"1"}, {"2"}, {"3"}, {"6"}});
   CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'alice' ORDER BY id DESC") ==
         Rows{{"6"}, {"3"}, {"2"}, {"1"}});
+  CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id IN ('bob', 'alice') ORDER BY id") ==
+        Rows{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}});
   CHECK(Query(h.db, "SELECT id FROM episodes WHERE user_id = 'alice' AND session_id = 's1'") ==
         Rows{{"1"}, {"2"}});
   CHECK(Query(h.db, "SELECT id FROM episodes WHERE id IN (5, 2, 99, 4) ORDER BY id") ==
