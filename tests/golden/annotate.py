@@ -320,7 +320,8 @@ def superblock(d, slot, salt, next_offset, next_name):
     d.u64("commit_seq")
     d.u64("durable_through", lambda v: hexoff(v) + (
         ": nothing vouched for" if v == 0 else ": every byte before it was synced"))
-    d.zero_field(12, "reserved, zero")
+    d.u64("checkpoint", lambda v: "none" if v == 0 else hexoff(v))
+    d.zero_field(4, "reserved, zero")
     stored = struct.unpack_from("<I", data, off + 60)[0]
     d.field(4, checksum_comment(stored, data[off:off + 60], "bytes 0-59"))
     d.zeros(next_offset - d.pos, "unused, zero (up to %s at %d)" % (next_name, next_offset))
