@@ -286,7 +286,10 @@ Status Session::TxnRollbackTo(int n) {
 Status Session::Replay(size_t n) {
   std::vector<LoggedWrite> redo(log_.begin(), log_.begin() + static_cast<long>(n));
   log_.clear();
-  Status s = db_->Rollback();
+  // The write lock is held (log_ is not empty): the snapshot is the newest.
+  Stats before;
+  Status s = db_->GetStats(&before);
+  if (s.ok()) s = db_->Rollback();
   if (s.ok()) s = db_->Begin();
   for (size_t i = 0; s.ok() && i < redo.size(); i++) {
     LoggedWrite& w = redo[i];
@@ -301,6 +304,13 @@ Status Session::Replay(size_t n) {
                  "another writer committed while a failed statement was being undone; the "
                  "transaction's writes are rolled back: ROLLBACK and run it again");
     }
+  }
+  Stats after;
+  if (s.ok() && !redo.empty()) s = db_->GetStats(&after);
+  if (s.ok() && !redo.empty() && after.commits != before.commits) {
+    s = Status(kBusy,
+               "another writer committed while a failed statement was being undone; the "
+               "transaction's writes are rolled back: ROLLBACK and run it again");
   }
   if (!s.ok()) {
     if (db_->in_transaction()) db_->Rollback().IgnoreError();
