@@ -18,7 +18,7 @@ struct CommandLine {
   std::optional<bool> headers;
   bool readonly = false;
   bool bail = false;
-  std::string options;            // -options: agentmem_open_v2 options
+  std::string options;  // -options: agentmem_open_v2 options
   bool help = false;
   bool version = false;
 };

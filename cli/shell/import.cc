@@ -53,8 +53,9 @@ bool ParseImportArgs(Shell& sh, const Args& args, ImportOptions* o) {
     }
   }
   if (o->file.empty()) {
-    sh.Fail("usage: .import FILE [--user ID] [--user-field F] [--session-field F] "
-            "[--role-field F] [--batch N]");
+    sh.Fail(
+        "usage: .import FILE [--user ID] [--user-field F] [--session-field F] "
+        "[--role-field F] [--batch N]");
     return false;
   }
   return true;
@@ -86,8 +87,7 @@ int64_t TimeField(const Json& obj, const std::string& key, int64_t dflt) {
   if (it->is_number_integer()) return it->get<int64_t>();
   int64_t t;
   if (it->is_string() && ParseIsoTime(it->get<std::string>(), &t)) return t;
-  throw BadLine{"\"" + key + "\" must be unix microseconds or an ISO-8601 time, not " +
-                it->dump()};
+  throw BadLine{"\"" + key + "\" must be unix microseconds or an ISO-8601 time, not " + it->dump()};
 }
 
 int64_t IntField(const Json& obj, const std::string& key, int64_t dflt) {
@@ -144,6 +144,13 @@ class Importer {
   bool BeginBatch();
   bool CommitBatch();
   void Bad(int64_t line_no, const std::string& reason);
+  // What a stopped import leaves behind, for its message.
+  std::string Committed() const {
+    if (!own_txn_) return "the records read so far are in the open transaction";
+    return committed_through_ == 0 ? "nothing was imported"
+                                   : "lines up to " + std::to_string(committed_through_) +
+                                         " are imported";
+  }
 
   Shell& sh_;
   const ImportOptions& o_;
@@ -196,7 +203,8 @@ void Importer::Episode(const Json& obj) {
     for (const char* n : kKnown) known = known || k == n;
     if (known) continue;
     if (!metadata.is_null() && !metadata.is_object()) {
-      throw BadLine{"field \"" + k + "\" has no column and \"metadata\" is not an object to keep it"};
+      throw BadLine{"field \"" + k +
+                    "\" has no column and \"metadata\" is not an object to keep it"};
     }
     if (metadata.contains(k)) throw BadLine{"field \"" + k + "\" is also in \"metadata\""};
     metadata[k] = it.value();
@@ -214,8 +222,9 @@ void Importer::Episode(const Json& obj) {
 }
 
 void Importer::Block(const Json& obj) {
-  CheckFields(obj, {"kind", "user_id", "name", "value", "limit", "pinned_order", "version",
-                    "updated_at"}, o_);
+  CheckFields(
+      obj, {"kind", "user_id", "name", "value", "limit", "pinned_order", "version", "updated_at"},
+      o_);
   std::string user = TextField(obj, o_.user_field, o_.default_user);
   std::string name = TextField(obj, "name", "", true);
   std::string value = TextField(obj, "value", "", true);
@@ -223,15 +232,16 @@ void Importer::Block(const Json& obj) {
   if (limit < 0 || limit > INT32_MAX || pinned < -1 || pinned > INT32_MAX) {
     throw BadLine{"\"limit\" or \"pinned_order\" is out of range"};
   }
-  Check(agentmem_block_set(db_, user.c_str(), name.c_str(), value.c_str(),
-                           static_cast<int>(limit), static_cast<int>(pinned)));
+  Check(agentmem_block_set(db_, user.c_str(), name.c_str(), value.c_str(), static_cast<int>(limit),
+                           static_cast<int>(pinned)));
   blocks_++;
 }
 
 void Importer::Fact(const Json& obj) {
-  CheckFields(obj, {"kind", "id", "user_id", "subject", "predicate", "object", "confidence",
-                    "source_episode_ids", "valid_from", "valid_to", "recorded_at",
-                    "expired_at"}, o_);
+  CheckFields(obj,
+              {"kind", "id", "user_id", "subject", "predicate", "object", "confidence",
+               "source_episode_ids", "valid_from", "valid_to", "recorded_at", "expired_at"},
+              o_);
   std::string user = TextField(obj, o_.user_field, o_.default_user);
   std::string subject = TextField(obj, "subject", "", true);
   std::string predicate = TextField(obj, "predicate", "", true);
@@ -252,8 +262,8 @@ void Importer::Fact(const Json& obj) {
       sources.push_back(mapped == new_ids_.end() ? x.get<int64_t>() : mapped->second);
     }
   }
-  Check(agentmem_fact_assert(db_, user.c_str(), subject.c_str(), predicate.c_str(),
-                             object.c_str(), confidence, valid_from, valid_to,
+  Check(agentmem_fact_assert(db_, user.c_str(), subject.c_str(), predicate.c_str(), object.c_str(),
+                             confidence, valid_from, valid_to,
                              sources.empty() ? nullptr : sources.data(),
                              static_cast<int>(sources.size()), nullptr));
   facts_++;
@@ -262,9 +272,12 @@ void Importer::Fact(const Json& obj) {
 void Importer::Import(const Json& obj) {
   if (!obj.is_object()) throw BadLine{"not a JSON object"};
   switch (KindOf(obj)) {
-    case Kind::kEpisode: return Episode(obj);
-    case Kind::kBlock: return Block(obj);
-    case Kind::kFact: return Fact(obj);
+    case Kind::kEpisode:
+      return Episode(obj);
+    case Kind::kBlock:
+      return Block(obj);
+    case Kind::kFact:
+      return Fact(obj);
   }
 }
 
@@ -281,8 +294,9 @@ bool Importer::BeginBatch() {
 bool Importer::CommitBatch() {
   if (!own_txn_) return true;
   if (agentmem_commit(db_) != AGENTMEM_OK) {
-    sh_.FailDb(".import: commit of lines " + std::to_string(batch_first_line_) + " and after failed (lines up to " +
-               std::to_string(committed_through_) + " are imported)");
+    sh_.FailDb(".import: commit of lines " + std::to_string(batch_first_line_) +
+               " and after failed (lines up to " + std::to_string(committed_through_) +
+               " are imported)");
     return false;
   }
   return true;
@@ -290,8 +304,11 @@ bool Importer::CommitBatch() {
 
 void Importer::Bad(int64_t line_no, const std::string& reason) {
   bad_++;
-  if (bad_ <= 100) std::fprintf(sh_.err, "%s:%lld: %s\n", o_.file.c_str(), (long long)line_no, reason.c_str());
-  if (bad_ == 101) std::fprintf(sh_.err, "%s: more bad lines follow; only the count is reported\n", o_.file.c_str());
+  if (bad_ <= 100)
+    std::fprintf(sh_.err, "%s:%lld: %s\n", o_.file.c_str(), (long long)line_no, reason.c_str());
+  if (bad_ == 101)
+    std::fprintf(sh_.err, "%s: more bad lines follow; only the count is reported\n",
+                 o_.file.c_str());
 }
 
 bool Importer::Run() {
@@ -314,8 +331,7 @@ bool Importer::Run() {
       ClearInterrupt();
       progress.Finish();
       if (own_txn_) agentmem_rollback(db_);
-      sh_.Fail(".import: interrupted at line " + std::to_string(line_no) + "; lines up to " +
-               std::to_string(committed_through_) + " are imported");
+      sh_.Fail(".import: interrupted at line " + std::to_string(line_no) + "; " + Committed());
       return false;
     }
     progress.Update(in.tellg() < 0 ? size : static_cast<int64_t>(in.tellg()), line_no);
@@ -328,8 +344,8 @@ bool Importer::Run() {
       if (fatal_) {
         progress.Finish();
         if (own_txn_) agentmem_rollback(db_);
-        sh_.Fail(".import: line " + std::to_string(line_no) + ": " + b.reason + " (import stopped; lines up to " +
-                 std::to_string(committed_through_) + " are imported)");
+        sh_.Fail(".import: line " + std::to_string(line_no) + ": " + b.reason +
+                 " (import stopped; " + Committed() + ")");
         return false;
       }
       Bad(line_no, b.reason);
@@ -349,8 +365,8 @@ bool Importer::Run() {
   progress.Finish();
   if (!CommitBatch()) return false;
   std::fprintf(sh_.out, "imported %s episodes, %s block versions, %s facts from %s\n",
-               Thousands(episodes_).c_str(), Thousands(blocks_).c_str(),
-               Thousands(facts_).c_str(), o_.file.c_str());
+               Thousands(episodes_).c_str(), Thousands(blocks_).c_str(), Thousands(facts_).c_str(),
+               o_.file.c_str());
   std::fflush(sh_.out);
   if (bad_ > 0) {
     sh_.Fail(".import: " + Thousands(bad_) + (bad_ == 1 ? " line" : " lines") + " of " + o_.file +

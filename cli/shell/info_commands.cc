@@ -16,9 +16,9 @@ bool SqliteModule(const std::string& name) {
   for (const char* p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
   }
-  static const std::set<std::string> kNames = {"dbstat", "geopoly", "bytecode", "tables_used",
-                                               "carray", "completion", "generate_series",
-                                               "fsdir", "zipfile"};
+  static const std::set<std::string> kNames = {"dbstat",          "geopoly", "bytecode",
+                                               "tables_used",     "carray",  "completion",
+                                               "generate_series", "fsdir",   "zipfile"};
   return kNames.count(name) > 0;
 }
 
@@ -154,8 +154,9 @@ bool CmdStats(Shell& sh, const Args& args) {
   std::vector<std::string> cols;
   std::string error;
   int64_t torn = 0;
-  bool ok = sh.Query("SELECT torn_bytes FROM stats()", &cols,
-                     [&](const std::vector<Value>& row) { ParseInt(row[0].text, &torn); }, &error);
+  bool ok = sh.Query(
+      "SELECT torn_bytes FROM stats()", &cols,
+      [&](const std::vector<Value>& row) { ParseInt(row[0].text, &torn); }, &error);
   if (ok) {
     std::fprintf(o, "torn tail: %s bytes%s\n", Thousands(torn).c_str(),
                  torn ? " (left by a crash; ignored, and cut off by the next write)" : "");
@@ -163,15 +164,18 @@ bool CmdStats(Shell& sh, const Args& args) {
   PrintOptions po = sh.print;
   if (po.mode == Mode::kList) po.mode = Mode::kTable;
   std::unique_ptr<Printer> printer;
-  ok = ok && sh.Query("SELECT user_id, episodes, blocks, facts FROM user_stats() ORDER BY user_id",
-                      &cols, [&](const std::vector<Value>& row) {
-                        if (!printer) {
-                          std::fputc('\n', o);
-                          printer = MakePrinter(po, o);
-                          printer->Begin(cols);
-                        }
-                        printer->Row(row);
-                      }, &error);
+  ok =
+      ok && sh.Query(
+                "SELECT user_id, episodes, blocks, facts FROM user_stats() ORDER BY user_id", &cols,
+                [&](const std::vector<Value>& row) {
+                  if (!printer) {
+                    std::fputc('\n', o);
+                    printer = MakePrinter(po, o);
+                    printer->Begin(cols);
+                  }
+                  printer->Row(row);
+                },
+                &error);
   if (printer) printer->End();
   if (!ok) {
     sh.Fail(".stats: " + error);

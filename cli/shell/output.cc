@@ -147,7 +147,8 @@ class GridPrinter : public Printer {
   GridPrinter(const PrintOptions& o, std::FILE* out, bool box) : o_(o), out_(out), box_(box) {}
   void Begin(const std::vector<std::string>& columns) override {
     header_.clear();
-    for (const auto& c : columns) header_.push_back(Clip(DisplayText(Value::Text(c)), o_.max_width));
+    for (const auto& c : columns)
+      header_.push_back(Clip(DisplayText(Value::Text(c)), o_.max_width));
     cells_.clear();
     right_.assign(columns.size(), true);
   }
@@ -233,24 +234,36 @@ std::optional<Mode> ParseMode(const std::string& name) {
 
 const char* ModeName(Mode mode) {
   switch (mode) {
-    case Mode::kList: return "list";
-    case Mode::kCsv: return "csv";
-    case Mode::kJson: return "json";
-    case Mode::kLine: return "line";
-    case Mode::kTable: return "table";
-    case Mode::kBox: return "box";
+    case Mode::kList:
+      return "list";
+    case Mode::kCsv:
+      return "csv";
+    case Mode::kJson:
+      return "json";
+    case Mode::kLine:
+      return "line";
+    case Mode::kTable:
+      return "table";
+    case Mode::kBox:
+      return "box";
   }
   return "list";
 }
 
 std::unique_ptr<Printer> MakePrinter(const PrintOptions& opts, std::FILE* out) {
   switch (opts.mode) {
-    case Mode::kList: return std::make_unique<ListPrinter>(opts, out, false);
-    case Mode::kCsv: return std::make_unique<ListPrinter>(opts, out, true);
-    case Mode::kJson: return std::make_unique<JsonPrinter>(out);
-    case Mode::kLine: return std::make_unique<LinePrinter>(out);
-    case Mode::kTable: return std::make_unique<GridPrinter>(opts, out, false);
-    case Mode::kBox: return std::make_unique<GridPrinter>(opts, out, true);
+    case Mode::kList:
+      return std::make_unique<ListPrinter>(opts, out, false);
+    case Mode::kCsv:
+      return std::make_unique<ListPrinter>(opts, out, true);
+    case Mode::kJson:
+      return std::make_unique<JsonPrinter>(out);
+    case Mode::kLine:
+      return std::make_unique<LinePrinter>(out);
+    case Mode::kTable:
+      return std::make_unique<GridPrinter>(opts, out, false);
+    case Mode::kBox:
+      return std::make_unique<GridPrinter>(opts, out, true);
   }
   return nullptr;
 }

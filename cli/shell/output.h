@@ -43,8 +43,8 @@ std::string FormatDouble(double v);
 
 struct PrintOptions {
   Mode mode = Mode::kList;
-  bool headers = false;     // list and csv: print a header line
-  size_t max_width = 0;     // table and box: cut longer cells (0: no limit)
+  bool headers = false;  // list and csv: print a header line
+  size_t max_width = 0;  // table and box: cut longer cells (0: no limit)
 };
 
 class Printer {

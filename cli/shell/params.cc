@@ -80,10 +80,17 @@ bool Shell::BindParams(agentmem_stmt* stmt, const std::string& sql) {
     if (idx <= 0) continue;
     int rc;
     switch (v.kind) {
-      case 1: rc = agentmem_bind_int64(stmt, idx, std::strtoll(v.text.c_str(), nullptr, 10)); break;
-      case 2: rc = agentmem_bind_double(stmt, idx, std::strtod(v.text.c_str(), nullptr)); break;
-      case 5: rc = agentmem_bind_null(stmt, idx); break;
-      default: rc = agentmem_bind_text(stmt, idx, v.text.c_str(), static_cast<int>(v.text.size()));
+      case 1:
+        rc = agentmem_bind_int64(stmt, idx, std::strtoll(v.text.c_str(), nullptr, 10));
+        break;
+      case 2:
+        rc = agentmem_bind_double(stmt, idx, std::strtod(v.text.c_str(), nullptr));
+        break;
+      case 5:
+        rc = agentmem_bind_null(stmt, idx);
+        break;
+      default:
+        rc = agentmem_bind_text(stmt, idx, v.text.c_str(), static_cast<int>(v.text.size()));
     }
     if (rc != AGENTMEM_OK) return FailDb("binding " + name);
     bound[idx] = true;

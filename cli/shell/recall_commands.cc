@@ -71,9 +71,8 @@ bool CmdRecall(Shell& sh, const Args& args) {
   while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
     const agentmem_hit* h = agentmem_cursor_hit(cur);
     printer->Row({Value::Int(++n), Value::Int(h->id), Score(h->score, human), Rank(h->bm25_rank),
-                  Score(h->bm25_score, human), Rank(h->vector_rank),
-                  Score(h->vector_score, human), Value::Text(h->session_id),
-                  Value::Text(h->role), Value::Text(h->text)});
+                  Score(h->bm25_score, human), Rank(h->vector_rank), Score(h->vector_score, human),
+                  Value::Text(h->session_id), Value::Text(h->role), Value::Text(h->text)});
   }
   printer->End();
   agentmem_cursor_close(cur);

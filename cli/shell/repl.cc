@@ -52,7 +52,8 @@ class ReplLines : public LineSource {
 
   Read Next(std::string* line, bool continuation) override {
     std::string prompt = "agentmem " + BaseName(sh_.path()) + "> ";
-    if (continuation) prompt = std::string(prompt.size() > 5 ? prompt.size() - 5 : 0, ' ') + "...> ";
+    if (continuation)
+      prompt = std::string(prompt.size() > 5 ? prompt.size() - 5 : 0, ' ') + "...> ";
     std::fflush(sh_.out);
     g_pending = Pending();
     ClearInterrupt();
@@ -99,7 +100,8 @@ class ReplLines : public LineSource {
 }  // namespace
 
 void RunRepl(Shell& sh) {
-  std::fprintf(sh.out, "agentmem %s -- %s\nEnter \".help\" for the dot-commands; end SQL with \";\".\n",
+  std::fprintf(sh.out,
+               "agentmem %s -- %s\nEnter \".help\" for the dot-commands; end SQL with \";\".\n",
                agentmem_libversion(), sh.path().c_str());
   std::fflush(sh.out);
   ReplLines lines(sh);

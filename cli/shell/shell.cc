@@ -7,7 +7,6 @@
 
 #include "shell/interrupt.h"
 
-
 namespace agentmem::shell {
 namespace {
 

@@ -90,8 +90,8 @@ bool SplitArgs(const std::string& line, std::vector<std::string>* words, std::st
   words->clear();
   size_t i = 0;
   while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' ||
-                               line[i] == '\n')) {
+    while (i < line.size() &&
+           (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) {
       i++;
     }
     if (i >= line.size()) break;

@@ -123,6 +123,7 @@ TEST_CASE("import of a missing file and import into a read-only file fail cleanl
   CHECK(r.status == 1);
   CHECK(r.err.find("Error: .import: line 1: ") == 0);
   CHECK(r.err.find("read-only") != std::string::npos);
+  CHECK(r.err.find("(import stopped; nothing was imported)") != std::string::npos);
   r = RunShell(dir.path(), {"a.agentmem", "SELECT count(*) FROM episodes"});
   CHECK(r.out == "0\n");
 }
@@ -177,4 +178,19 @@ TEST_CASE("the LoCoMo episodes import with conv_id as the user and round-trip ex
   CHECK(first["role"] == "Maria");
   CHECK(first["metadata"]["turn_id"] == "D1:1");
   CHECK(first["metadata"]["seq"] == 0);
+}
+
+TEST_CASE("import joins an open engine transaction and rollback discards it") {
+  TempDir dir;
+  WriteFileBytes(dir.File("two.jsonl"), "{\"user_id\":\"u\",\"text\":\"one\"}\n"
+                                        "{\"user_id\":\"u\",\"text\":\"two\"}\n");
+  auto r = RunShell(dir.path(), {"j.agentmem"},
+                    "BEGIN;\nINSERT INTO episodes(user_id, text) VALUES ('u', 'zero');\n"
+                    ".import two.jsonl --batch 1\nROLLBACK;\nSELECT count(*) FROM episodes;\n"
+                    "BEGIN;\nINSERT INTO episodes(user_id, text) VALUES ('u', 'zero');\n"
+                    ".import two.jsonl --batch 1\nCOMMIT;\nSELECT text FROM episodes;\n");
+  CHECK(r.status == 0);
+  CHECK(r.out ==
+        "imported 2 episodes, 0 block versions, 0 facts from two.jsonl\n0\n"
+        "imported 2 episodes, 0 block versions, 0 facts from two.jsonl\nzero\none\ntwo\n");
 }

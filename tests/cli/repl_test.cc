@@ -2,7 +2,6 @@
 // as a person would: type lines, read the screen (docs/shell.md, "The
 // interactive shell").
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>

@@ -1,9 +1,8 @@
 // tests/cli/shell_test.cc -- the `agentmem` shell run as a program: output
 // modes, SQL from arguments and from standard input, dot-commands, exit
 // status and error messages (docs/shell.md).
-#include <doctest/doctest.h>
-
 #include <agentmem.h>
+#include <doctest/doctest.h>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -25,12 +24,12 @@ void MakeSample(const std::string& path) {
   REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
   int64_t id = 0;
   REQUIRE(agentmem_remember(db, "ana", "s1", "user", "My sourdough starter smells like acetone.",
-                            1700000000000000, "{\"channel\":\"chat\"}", nullptr, 0, &id) ==
-          AGENTMEM_OK);
+                            1700000000000000, "{\"channel\":\"chat\"}", nullptr, 0,
+                            &id) == AGENTMEM_OK);
   REQUIRE(agentmem_remember(db, "ana", "s1", "assistant", "Feed it more often and keep it warm.",
                             1700000060000000, nullptr, nullptr, 0, nullptr) == AGENTMEM_OK);
-  REQUIRE(agentmem_remember(db, "ben", "s9", "user", "I run a marathon in April.",
-                            1700000120000000, nullptr, nullptr, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(db, "ben", "s9", "user", "I run a marathon in April.", 1700000120000000,
+                            nullptr, nullptr, 0, nullptr) == AGENTMEM_OK);
   REQUIRE(agentmem_block_set(db, "ana", "profile", "Bakes bread.", 100, 0) == AGENTMEM_OK);
   REQUIRE(agentmem_block_set(db, "ana", "profile", "Bakes sourdough bread.", 100, 0) ==
           AGENTMEM_OK);
@@ -53,8 +52,8 @@ TEST_CASE("list mode prints values separated by bars and headers only when asked
 
 TEST_CASE("csv mode quotes commas and quotes and newlines") {
   TempDir dir;
-  auto r = RunShell(dir.path(),
-                    {"-csv", "-header", "t.agentmem", "SELECT 'a,b' AS x, 'say \"hi\"' AS y, 2.5 AS z"});
+  auto r = RunShell(dir.path(), {"-csv", "-header", "t.agentmem",
+                                 "SELECT 'a,b' AS x, 'say \"hi\"' AS y, 2.5 AS z"});
   CHECK(r.status == 0);
   CHECK(r.out == "x,y,z\n\"a,b\",\"say \"\"hi\"\"\",2.5\n");
 }
@@ -157,8 +156,8 @@ TEST_CASE("SQL arguments run in order and stop at the first failure") {
   auto r = RunShell(dir.path(), {"t.agentmem", "SELECT 1", "SELECT nope", "SELECT 2"});
   CHECK(r.status == 1);
   CHECK(r.out == "1\n");
-  r = RunShell(dir.path(), {"-cmd", ".mode csv", "t.agentmem", "SELECT 'a,b'", ".mode list",
-                            "SELECT 'a,b'"});
+  r = RunShell(dir.path(),
+               {"-cmd", ".mode csv", "t.agentmem", "SELECT 'a,b'", ".mode list", "SELECT 'a,b'"});
   CHECK(r.status == 0);
   CHECK(r.out == "\"a,b\"\na,b\n");
 }
@@ -284,9 +283,10 @@ TEST_CASE("recall through SQL in json mode gives the ids of the C API in the sam
 TEST_CASE("open switches to another file") {
   TempDir dir;
   MakeSample(dir.File("s.agentmem"));
-  auto r = RunShell(dir.path(), {"empty.agentmem"},
-                    "SELECT count(*) FROM episodes;\n.open s.agentmem\nSELECT count(*) FROM "
-                    "episodes;\n.open /nonexistent-dir/x.agentmem\nSELECT count(*) FROM episodes;\n");
+  auto r =
+      RunShell(dir.path(), {"empty.agentmem"},
+               "SELECT count(*) FROM episodes;\n.open s.agentmem\nSELECT count(*) FROM "
+               "episodes;\n.open /nonexistent-dir/x.agentmem\nSELECT count(*) FROM episodes;\n");
   CHECK(r.status == 1);
   CHECK(r.out == "0\n3\n3\n");  // a failed .open keeps the current file
   CHECK(r.err.find("Error: cannot open \"/nonexistent-dir/x.agentmem\"") == 0);
@@ -305,8 +305,7 @@ TEST_CASE("a read-only open refuses writes with a clear message and loses nothin
   CHECK(agentmem::test::ReadFileBytes(dir.File("s.agentmem")) == before);
   // A file without write permission opens read-only by itself.
   REQUIRE(chmod(dir.File("s.agentmem").c_str(), 0444) == 0);
-  r = RunShell(dir.path(), {"s.agentmem", "SELECT count(*) FROM episodes",
-                            ".import /dev/null"});
+  r = RunShell(dir.path(), {"s.agentmem", "SELECT count(*) FROM episodes", ".import /dev/null"});
   if (geteuid() != 0) {  // root may write anyway
     CHECK(r.err.find("Note: s.agentmem is not writable; opened read-only") == 0);
   }
@@ -363,8 +362,9 @@ TEST_CASE("parameters are bound by name and position and a missing one is an err
         "Error: no value for parameter :a, ?2, @c (set one with .parameter set NAME VALUE; the "
         "statement is not run)\n");
   r = RunShell(dir.path(), {"s.agentmem", ".parameter set ?2 7", "SELECT :a, ?, ?5"});
-  CHECK(r.err == "Error: no value for parameter :a, ?5 (set one with .parameter set NAME VALUE; "
-                 "the statement is not run)\n");
+  CHECK(r.err ==
+        "Error: no value for parameter :a, ?5 (set one with .parameter set NAME VALUE; "
+        "the statement is not run)\n");
   r = RunShell(dir.path(), {"s.agentmem", ".parameter set x 1"});
   CHECK(r.status == 1);
 }
