@@ -700,7 +700,9 @@ TEST_CASE("one handle is shared by threads running SQL") {
                              nullptr) != AGENTMEM_OK) {
           return;
         }
-        std::string user = "t" + std::to_string(t), text = "row " + std::to_string(i);
+        std::string user("t"), text("row ");
+        user.append(std::to_string(t));
+        text.append(std::to_string(i));
         agentmem_bind_text(st, 1, user.c_str(), -1);
         agentmem_bind_text(st, 2, text.c_str(), -1);
         agentmem_step(st);
