@@ -37,8 +37,13 @@ std::vector<Bm25Index::TermCount> Bm25Index::CountTerms(std::span<const std::str
   return counts;
 }
 
+bool Bm25Index::Contains(uint64_t doc_id) const {
+  return docs_.count(doc_id) != 0 ||
+         std::binary_search(frozen_docs_.begin(), frozen_docs_.end(), doc_id);
+}
+
 Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts) {
-  if (docs_.count(doc_id) != 0) {
+  if (Contains(doc_id)) {
     return StatusF(kConstraint, "bm25: document %llu is already indexed",
                    static_cast<unsigned long long>(doc_id));
   }
@@ -85,6 +90,10 @@ bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCoun
 
 Status Bm25Index::Remove(uint64_t doc_id) {
   auto it = docs_.find(doc_id);
+  if (it == docs_.end() && Contains(doc_id)) {
+    return StatusF(kMisuse, "bm25: document %llu is in a frozen image (a checkpoint) and cannot "
+                   "be removed from it", static_cast<unsigned long long>(doc_id));
+  }
   if (it == docs_.end()) {
     return StatusF(kNotFound, "bm25: document %llu is not indexed",
                    static_cast<unsigned long long>(doc_id));
@@ -103,7 +112,7 @@ Status Bm25Index::Remove(uint64_t doc_id) {
 }
 
 double Bm25Index::avgdl() const {
-  return docs_.empty() ? 0.0 : static_cast<double>(total_length_) / docs_.size();
+  return doc_count() == 0 ? 0.0 : static_cast<double>(total_length_) / doc_count();
 }
 
 uint64_t Bm25Index::DocFrequency(std::string_view term) const {
@@ -123,7 +132,13 @@ double Bm25Index::Idf(std::string_view term) const {
 
 const PostingList* Bm25Index::FindList(std::string_view term) const {
   auto it = term_ids_.find(term);
-  return it == term_ids_.end() ? nullptr : &terms_[it->second].list;
+  if (it != term_ids_.end()) return &terms_[it->second].list;
+  const int64_t frozen = FindFrozen(term);
+  if (frozen < 0) return nullptr;
+  std::lock_guard lock(views_mu_);
+  auto& view = frozen_views_[static_cast<size_t>(frozen)];
+  if (!view) view = std::make_unique<PostingList>(FrozenList(static_cast<size_t>(frozen)));
+  return view.get();
 }
 
 uint32_t Bm25Index::TermIdFor(std::string_view token) {
@@ -138,6 +153,11 @@ uint32_t Bm25Index::TermIdFor(std::string_view token) {
     terms_.emplace_back();
   }
   terms_[term_id].text = std::string(token);
+  // A frozen term moves here with its postings (viewed; copied on insert).
+  if (const int64_t frozen = FindFrozen(token); frozen >= 0) {
+    terms_[term_id].list = FrozenList(static_cast<size_t>(frozen));
+    superseded_++;
+  }
   term_ids_.emplace(token, term_id);
   return term_id;
 }
@@ -150,7 +170,7 @@ void Bm25Index::ReleaseTerm(uint32_t term_id) {
 }
 
 double Bm25Index::IdfFor(uint64_t df) const {
-  const auto n = static_cast<double>(docs_.size());
+  const auto n = static_cast<double>(doc_count());
   const auto d = static_cast<double>(df);
   return std::log(1 + (n - d + 0.5) / (d + 0.5));
 }
@@ -182,7 +202,7 @@ std::vector<ScoredDoc> Bm25Index::TopKBruteForce(std::span<const std::string> qu
   const Bm25TermScorer scorer = MakeScorer();
   for (const QueryTerm& q : PrepareQuery(query_tokens, scorer)) {
     std::span<const Posting> postings = q.list->postings();
-    const std::vector<uint32_t>& lens = q.list->doc_lens();
+    std::span<const uint32_t> lens = q.list->doc_lens();
     for (size_t i = 0; i < postings.size(); i++) {
       if (filter && !filter(postings[i].doc_id)) continue;
       scores[postings[i].doc_id] += scorer.Score(q.idf, postings[i].tf, lens[i]);

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -99,11 +101,26 @@ class Bm25Index {
   // missing; the index is then partly updated and should be rebuilt).
   Status Remove(uint64_t doc_id);
 
-  bool Contains(uint64_t doc_id) const { return docs_.count(doc_id) != 0; }
-  uint64_t doc_count() const { return docs_.size(); }
+  bool Contains(uint64_t doc_id) const;
+  uint64_t doc_count() const { return frozen_docs_.size() + docs_.size(); }
   uint64_t total_length() const { return total_length_; }
   double avgdl() const;
-  size_t term_count() const { return term_ids_.size(); }
+  size_t term_count() const { return term_ids_.size() + frozen_terms_.size() - superseded_; }
+
+  // ---- frozen images (checkpoints; docs/format.md §5.8, bm25 section)
+  // Appends this index as a frozen image, 8-byte aligned within *out (which
+  // must itself start 8-byte aligned): the documents, a sorted term table and
+  // each term's postings, lengths, blocks and peaks, as PostingList keeps them.
+  void EncodeFrozen(std::string* out) const;
+  // Makes an empty index hold the documents of a frozen image at `data`
+  // (8-byte aligned; it must outlive the index), used where it lies: terms are
+  // found by binary search, a term's arrays are viewed, and copied only when a
+  // later Add() gives the term a posting. Every offset, count and doc id
+  // (<= max_doc) is checked first. Errors: kCorruptIndex; kMisuse on a
+  // non-empty index. Documents of the image cannot be removed (kMisuse).
+  Status AttachFrozen(const char* data, size_t size, uint64_t max_doc);
+  // The frozen documents, increasing (empty without an image).
+  std::span<const uint64_t> frozen_docs() const { return frozen_docs_; }
   const Bm25Params& params() const { return params_; }
 
   // df(term): the number of documents that contain `term`.
@@ -151,6 +168,10 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // The frozen term at `index` in the table, or -1.
+  int64_t FindFrozen(std::string_view term) const;
+  std::string_view FrozenText(size_t index) const;
+  PostingList FrozenList(size_t index) const;
   uint32_t TermIdFor(std::string_view token);
   void ReleaseTerm(uint32_t term_id);
   double IdfFor(uint64_t df) const;
@@ -164,6 +185,27 @@ class Bm25Index {
   std::vector<uint32_t> free_term_ids_;  // released ids, reused by TermIdFor()
   std::unordered_map<uint64_t, Doc> docs_;
   uint64_t total_length_ = 0;
+
+  // The frozen image, when attached. Its terms are viewed on first lookup
+  // (frozen_views_, guarded by views_mu_ so const lookups may run
+  // concurrently) and move to terms_ when a new document uses them.
+  struct FrozenTerm {
+    uint32_t text_offset, text_length;
+    uint64_t first_posting;
+    uint32_t posting_count, first_block, first_peak, peak_count;
+  };
+  static_assert(sizeof(FrozenTerm) == 32);
+  const char* frozen_ = nullptr;
+  std::span<const uint64_t> frozen_docs_;
+  std::span<const FrozenTerm> frozen_terms_;
+  const char* frozen_text_ = nullptr;
+  std::span<const Posting> frozen_postings_;
+  std::span<const uint32_t> frozen_lens_;
+  std::span<const PostingList::Block> frozen_blocks_;
+  std::span<const PostingList::Peak> frozen_peaks_;
+  size_t superseded_ = 0;  // frozen terms that moved to terms_
+  mutable std::mutex views_mu_;
+  mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
 };
 
 }  // namespace agentmem::index

@@ -11,7 +11,78 @@ bool DocBefore(const Posting& p, uint64_t doc_id) { return p.doc_id < doc_id; }
 
 }  // namespace
 
+PostingList PostingList::View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
+                              std::span<const Block> blocks, std::span<const Peak> peaks) {
+  PostingList l;
+  l.viewing_ = true;
+  l.view_postings_ = postings;
+  l.view_lens_ = doc_lens;
+  l.view_blocks_ = blocks;
+  l.view_peaks_ = peaks;
+  return l;
+}
+
+PostingList& PostingList::operator=(const PostingList& o) {
+  if (this == &o) return *this;
+  postings_ = o.postings_;
+  doc_lens_ = o.doc_lens_;
+  blocks_ = o.blocks_;
+  peaks_ = o.peaks_;
+  viewing_ = o.viewing_;
+  if (viewing_) {
+    view_postings_ = o.view_postings_;
+    view_lens_ = o.view_lens_;
+    view_blocks_ = o.view_blocks_;
+    view_peaks_ = o.view_peaks_;
+  } else {
+    Reseat();
+  }
+  return *this;
+}
+
+PostingList& PostingList::operator=(PostingList&& o) noexcept {
+  if (this == &o) return *this;
+  postings_ = std::move(o.postings_);
+  doc_lens_ = std::move(o.doc_lens_);
+  blocks_ = std::move(o.blocks_);
+  peaks_ = std::move(o.peaks_);
+  viewing_ = o.viewing_;
+  if (viewing_) {
+    view_postings_ = o.view_postings_;
+    view_lens_ = o.view_lens_;
+    view_blocks_ = o.view_blocks_;
+    view_peaks_ = o.view_peaks_;
+  } else {
+    Reseat();
+  }
+  o.postings_.clear();
+  o.doc_lens_.clear();
+  o.blocks_.clear();
+  o.peaks_.clear();
+  o.viewing_ = false;
+  o.Reseat();
+  return *this;
+}
+
+void PostingList::Reseat() {
+  view_postings_ = postings_;
+  view_lens_ = doc_lens_;
+  view_blocks_ = blocks_;
+  view_peaks_ = peaks_;
+}
+
+void PostingList::Own() {
+  if (!viewing_) return;
+  postings_.assign(view_postings_.begin(), view_postings_.end());
+  doc_lens_.assign(view_lens_.begin(), view_lens_.end());
+  blocks_.assign(view_blocks_.begin(), view_blocks_.end());
+  peaks_.assign(view_peaks_.begin(), view_peaks_.end());
+  viewing_ = false;
+  Reseat();
+}
+
 void PostingList::Insert(Posting posting, uint32_t doc_len) {
+  Own();
   auto it = postings_.end();
   if (!postings_.empty() && postings_.back().doc_id > posting.doc_id) {
     it = std::lower_bound(postings_.begin(), postings_.end(), posting.doc_id, DocBefore);
@@ -30,11 +101,16 @@ void PostingList::Insert(Posting posting, uint32_t doc_len) {
     last.min_len = std::min(last.min_len, doc_len);
   }
   AddPeak(posting.tf, doc_len);
+  Reseat();
 }
 
 bool PostingList::Erase(uint64_t doc_id) {
+  {
+    auto v = std::lower_bound(view_postings_.begin(), view_postings_.end(), doc_id, DocBefore);
+    if (v == view_postings_.end() || v->doc_id != doc_id) return false;
+  }
+  Own();
   auto it = std::lower_bound(postings_.begin(), postings_.end(), doc_id, DocBefore);
-  if (it == postings_.end() || it->doc_id != doc_id) return false;
   const auto pos = static_cast<size_t>(it - postings_.begin());
   postings_.erase(it);
   doc_lens_.erase(doc_lens_.begin() + static_cast<ptrdiff_t>(pos));
@@ -42,6 +118,7 @@ bool PostingList::Erase(uint64_t doc_id) {
   // A peak may have gone; the frontier is rebuilt from what is left.
   peaks_.clear();
   for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
+  Reseat();
   return true;
 }
 

@@ -37,6 +37,13 @@ class PostingList {
     uint32_t min_len;  // the smallest |d| among postings with tf >= this tf
   };
 
+  PostingList() = default;
+  // A list over arrays that live elsewhere (a checkpoint mapped from the file,
+  // bm25_frozen.h) and outlive it; the first Insert() or Erase() copies them.
+  // REQUIRES: the arrays are a valid list (the checkpoint loader checks).
+  static PostingList View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
+                          std::span<const Block> blocks, std::span<const Peak> peaks);
+
   // Adds a posting. Appending (a doc id above all others) costs O(1)
   // amortised; inserting elsewhere shifts the later postings.
   // REQUIRES: no posting for posting.doc_id; posting.tf >= 1.
@@ -46,17 +53,32 @@ class PostingList {
   // there is none. O(size).
   bool Erase(uint64_t doc_id);
 
-  size_t size() const { return postings_.size(); }
-  bool empty() const { return postings_.empty(); }
-  std::span<const Posting> postings() const { return postings_; }
-  const std::vector<uint32_t>& doc_lens() const { return doc_lens_; }
-  const std::vector<Block>& blocks() const { return blocks_; }
+  size_t size() const { return view_postings_.size(); }
+  bool empty() const { return view_postings_.empty(); }
+  std::span<const Posting> postings() const { return view_postings_; }
+  std::span<const uint32_t> doc_lens() const { return view_lens_; }
+  std::span<const Block> blocks() const { return view_blocks_; }
   // Sorted by tf ascending; min_len then ascends strictly.
-  const std::vector<Peak>& peaks() const { return peaks_; }
+  std::span<const Peak> peaks() const { return view_peaks_; }
+  bool is_view() const { return viewing_; }
+
+  PostingList(const PostingList& o) { *this = o; }
+  PostingList& operator=(const PostingList& o);
+  PostingList(PostingList&& o) noexcept { *this = std::move(o); }
+  PostingList& operator=(PostingList&& o) noexcept;
 
  private:
   void RebuildBlocksFrom(size_t pos);
   void AddPeak(uint32_t tf, uint32_t doc_len);
+  void Own();      // a view copies its arrays, so that it can change
+  void Reseat();   // the spans follow the owned vectors
+
+  // What the accessors show: the owned vectors, or the viewed arrays.
+  bool viewing_ = false;
+  std::span<const Posting> view_postings_;
+  std::span<const uint32_t> view_lens_;
+  std::span<const Block> view_blocks_;
+  std::span<const Peak> view_peaks_;
 
   std::vector<Posting> postings_;
   std::vector<uint32_t> doc_lens_;

@@ -1,0 +1,125 @@
+// tests/index/text/bm25_frozen_test.cc -- frozen BM25 images (bm25.h,
+// bm25_frozen.cc): an index attached to its frozen image ranks exactly like
+// the index it came from, keeps taking documents on top (terms old and new),
+// freezes again with those, and refuses a damaged image.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "index/text/bm25.h"
+#include "tests/util/seed.h"
+
+namespace agentmem::index {
+namespace {
+
+using Tokens = std::vector<std::string>;
+
+Tokens RandomDoc(std::mt19937_64& rng, size_t vocab) {
+  Tokens doc(rng() % 25);
+  for (std::string& t : doc) {
+    double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    t = "w" + std::to_string(static_cast<size_t>(u * u * static_cast<double>(vocab)));
+  }
+  return doc;
+}
+
+// A frozen image in 8-byte aligned memory that outlives the index.
+struct Image {
+  std::shared_ptr<uint64_t[]> words;
+  size_t size = 0;
+  const char* data() const { return reinterpret_cast<const char*>(words.get()); }
+  static Image Of(const Bm25Index& index) {
+    std::string bytes;
+    index.EncodeFrozen(&bytes);
+    Image im;
+    im.size = bytes.size();
+    im.words = std::shared_ptr<uint64_t[]>(new uint64_t[bytes.size() / 8 + 1]());
+    std::memcpy(im.words.get(), bytes.data(), bytes.size());
+    return im;
+  }
+};
+
+void CheckSame(const Bm25Index& a, const Bm25Index& b, std::mt19937_64& rng, size_t vocab) {
+  CHECK(a.doc_count() == b.doc_count());
+  CHECK(a.total_length() == b.total_length());
+  CHECK(a.term_count() == b.term_count());
+  for (int q = 0; q < 60; q++) {
+    Tokens query = RandomDoc(rng, vocab + 20);  // some words no document has
+    for (size_t k : {size_t{1}, size_t{10}, size_t{50}}) {
+      auto x = a.TopK(query, k), y = b.TopK(query, k);
+      REQUIRE(x.size() == y.size());
+      for (size_t i = 0; i < x.size(); i++) {
+        CHECK(x[i].doc_id == y[i].doc_id);
+        CHECK(x[i].score == y[i].score);
+      }
+      auto z = b.TopKBruteForce(query, k);
+      REQUIRE(z.size() == y.size());
+      for (size_t i = 0; i < z.size(); i++) CHECK(z[i].doc_id == y[i].doc_id);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an index attached to its frozen image ranks exactly like the original") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 300;
+  Bm25Index live, attached;
+  uint64_t id = 1;
+  for (; id <= 2000; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  Image image = Image::Of(live);
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, 10000).ok());
+  CHECK(attached.Contains(5));
+  CHECK_FALSE(attached.Contains(2001));
+  CheckSame(live, attached, rng, vocab);
+
+  // Documents on top: old terms get copied lists, new terms new ones.
+  for (; id <= 2600; id++) {
+    Tokens doc = RandomDoc(rng, vocab + 50);
+    REQUIRE(live.Add(id, doc).ok());
+    REQUIRE(attached.Add(id, doc).ok());
+  }
+  CheckSame(live, attached, rng, vocab + 50);
+  CHECK(attached.Add(7, Tokens{"w1"}).code() == kConstraint);
+  CHECK(attached.Remove(7).code() == kMisuse);
+  REQUIRE(attached.Remove(2500).ok());
+  REQUIRE(live.Remove(2500).ok());
+  CheckSame(live, attached, rng, vocab + 50);
+
+  // Frozen again, with the documents added on top.
+  Image again = Image::Of(attached);
+  Bm25Index third;
+  REQUIRE(third.AttachFrozen(again.data(), again.size, 10000).ok());
+  CheckSame(live, third, rng, vocab + 50);
+}
+
+TEST_CASE("a damaged frozen image is refused with kCorruptIndex") {
+  std::mt19937_64 rng(test::Seed());
+  Bm25Index live;
+  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
+  Image image = Image::Of(live);
+  // A document id above the limit, a count, a term offset, a posting's doc id.
+  const size_t docs_at = 80, terms_at = 80 + 300 * 8;
+  const size_t postings_at = terms_at + live.term_count() * 32;
+  const std::pair<size_t, uint64_t> damages[] = {
+      {docs_at + 8 * 10, 999999}, {8, 301}, {terms_at + 32 * 3, 77}, {postings_at + 16 * 5, 12345}};
+  for (const auto& [at, value] : damages) {
+    CAPTURE(at);
+    Image bad = Image::Of(live);
+    std::memcpy(reinterpret_cast<char*>(bad.words.get()) + at, &value, at == terms_at + 32 * 3 ? 4 : 8);
+    Bm25Index index;
+    Status s = index.AttachFrozen(bad.data(), bad.size, 1000);
+    CHECK(s.code() == kCorruptIndex);
+  }
+  Bm25Index index;
+  CHECK(index.AttachFrozen(image.data(), image.size - 8, 1000).code() == kCorruptIndex);
+  REQUIRE(index.AttachFrozen(image.data(), image.size, 1000).ok());
+  CHECK(index.AttachFrozen(image.data(), image.size, 1000).code() == kMisuse);
+}
+
+}  // namespace agentmem::index
