@@ -93,9 +93,10 @@ bench-large: bench-build
 
 bench-callgrind: bench-build
 	rm -rf $(BENCH_CG_DIR) && mkdir -p $(BENCH_CG_DIR)
-	valgrind --tool=callgrind --collect-atstart=no --compress-strings=no --compress-pos=no \
+	valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no \
+	  --compress-strings=no --compress-pos=no \
 	  --callgrind-out-file=$(BENCH_CG_DIR)/callgrind.out.%p \
-	  $(BUILD)/bench/recall_bench --callgrind --n 5000 --queries 100 \
+	  $(BUILD)/bench/recall_bench --callgrind --n 5000 --queries 30 \
 	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
 

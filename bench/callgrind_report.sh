@@ -20,7 +20,7 @@ cmd=$(grep -a -m1 '^cmd:' "${files[0]}" | sed 's/^cmd: *//')
   echo
   echo "$(date -u '+%Y-%m-%d %H:%M UTC') · commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') · \`$cmd\`"
   echo
-  echo "Counted: only the bracketed operations (ingest: Begin/Add/Commit of every batch, no close;"
+  echo "Counted: only the bracketed operations (ingest: Begin/Add/Commit of the last batch of 1,000, into a store already holding the rest; no close;"
   echo "recall: the recall call and reading every hit, after 10 warm-up queries). Instructions are"
   echo "the same on a loaded machine; cache misses and fdatasync waits are not in them."
   echo
@@ -49,7 +49,7 @@ cmd=$(grep -a -m1 '^cmd:' "${files[0]}" | sed 's/^cmd: *//')
          /^calls=/ { skip = 1; next }
          /^[0-9+-]/ { if (skip) { skip = 0; next } self[fn] += $2; total += $2; next }
          END { for (k in self) printf "%.0f\t%.1f\t%s\n", self[k], 100 * self[k] / total, k }' "$f" |
-      sort -rn | head -12 |
+      sort -rn | awk 'NR <= 12' |
       awk -F'\t' '
         function sep(n,  s, o) { s = sprintf("%.0f", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } return s o }
         { printf "| %s%% | %s | `%s` |\n", $2, sep($1), $3 }' |
