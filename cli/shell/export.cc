@@ -3,11 +3,14 @@
 // were written (episodes by id, block versions by version, facts by id), so
 // that .import of the output into a new file gives the same records and, when
 // the source's ids have no gaps, the same ids (docs/shell.md).
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -132,6 +135,63 @@ bool WriteAll(std::FILE* f, Keyed& lines) {
   return true;
 }
 
+bool WriteLists(std::FILE* f, const std::vector<Keyed*>& lists) {
+  for (Keyed* k : lists) {
+    if (!WriteAll(f, *k)) return false;
+  }
+  return std::fflush(f) == 0;
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Writes the records to standard output (file ""), straight into a file
+// that is not a regular file (a device, a FIFO), or else to FILE.part,
+// synced and renamed over FILE (a symbolic link is followed, not replaced),
+// so that a failed export never leaves a half-written FILE.
+bool WriteOutput(Shell& sh, const std::string& file, const std::vector<Keyed*>& lists,
+                 std::string* error) {
+  auto fail = [&](const std::string& what) {
+    *error = Errno(what);
+    return false;
+  };
+  if (file.empty()) return WriteLists(sh.out, lists) || fail("writing standard output failed");
+  struct stat st;
+  bool exists = stat(file.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    std::FILE* f = std::fopen(file.c_str(), "wb");
+    if (!f) return fail("cannot write \"" + file + "\"");
+    bool ok = WriteLists(f, lists) || fail("writing \"" + file + "\" failed");
+    return (std::fclose(f) == 0 || fail("writing \"" + file + "\" failed")) && ok;
+  }
+  std::string target = file;
+  if (exists) {
+    char* real = realpath(file.c_str(), nullptr);
+    if (real) target = real;
+    std::free(real);
+  }
+  std::string part = target + ".part";
+  std::FILE* f = std::fopen(part.c_str(), "wb");
+  if (!f) return fail("cannot write \"" + part + "\"");
+  bool ok = (WriteLists(f, lists) && fsync(fileno(f)) == 0) ||
+            fail("writing \"" + part + "\" failed");
+  ok = (std::fclose(f) == 0 || fail("writing \"" + part + "\" failed")) && ok;
+  ok = ok && (std::rename(part.c_str(), target.c_str()) == 0 ||
+              fail("renaming \"" + part + "\" to \"" + target + "\" failed"));
+  if (!ok) {
+    std::remove(part.c_str());
+    return false;
+  }
+  // The rename is durable once the folder is synced.
+  size_t slash = target.find_last_of('/');
+  std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  int fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool CmdExport(Shell& sh, const Args& args) {
@@ -163,31 +223,16 @@ bool CmdExport(Shell& sh, const Args& args) {
   if (own_txn) agentmem_rollback(sh.db());
   if (!ok) return false;
 
-  std::string part = file.empty() ? "" : file + ".part";
-  std::FILE* f = file.empty() ? sh.out : std::fopen(part.c_str(), "wb");
-  if (!f) {
-    sh.Fail(".export: cannot write \"" + part + "\": " + std::strerror(errno));
+  std::string error;
+  if (!WriteOutput(sh, file, {&episodes, &blocks, &facts}, &error)) {
+    sh.Fail(".export: " + error);
     return false;
   }
-  bool written = WriteAll(f, episodes) && WriteAll(f, blocks) && WriteAll(f, facts);
-  written = std::fflush(f) == 0 && written;
   if (!file.empty()) {
-    written = fsync(fileno(f)) == 0 && written;
-    written = std::fclose(f) == 0 && written;
-    if (written && std::rename(part.c_str(), file.c_str()) != 0) written = false;
-    if (!written) {
-      int e = errno;
-      std::remove(part.c_str());
-      sh.Fail(".export: writing \"" + file + "\" failed: " + std::strerror(e));
-      return false;
-    }
     std::fprintf(sh.out, "exported %s episodes, %s block versions, %s facts to %s\n",
                  Thousands(static_cast<int64_t>(episodes.size())).c_str(),
                  Thousands(static_cast<int64_t>(blocks.size())).c_str(),
                  Thousands(static_cast<int64_t>(facts.size())).c_str(), file.c_str());
-  } else if (!written) {
-    sh.Fail(".export: writing to standard output failed");
-    return false;
   }
   return true;
 }

@@ -1,6 +1,7 @@
 // cli/shell/import.cc -- .import FILE: JSONL episodes, blocks and facts
 // (jsonl.h), in batches of one transaction each, with a progress bar on a
 // terminal and the line number of every line that could not be imported.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -312,6 +313,11 @@ void Importer::Bad(int64_t line_no, const std::string& reason) {
 }
 
 bool Importer::Run() {
+  struct stat st;
+  if (stat(o_.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    sh_.Fail(".import: \"" + o_.file + "\" is a folder, not a file");
+    return false;
+  }
   std::ifstream in(o_.file, std::ios::binary);
   if (!in) {
     sh_.Fail(".import: cannot read \"" + o_.file + "\": " + std::strerror(errno));
@@ -363,6 +369,12 @@ bool Importer::Run() {
     }
   }
   progress.Finish();
+  if (in.bad()) {
+    if (own_txn_) agentmem_rollback(db_);
+    sh_.Fail(".import: reading \"" + o_.file + "\" failed after line " +
+             std::to_string(line_no) + " (" + Committed() + ")");
+    return false;
+  }
   if (!CommitBatch()) return false;
   std::fprintf(sh_.out, "imported %s episodes, %s block versions, %s facts from %s\n",
                Thousands(episodes_).c_str(), Thousands(blocks_).c_str(), Thousands(facts_).c_str(),

@@ -4,7 +4,9 @@
 // interactively.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "shell/args.h"
 #include "shell/input.h"
@@ -69,7 +71,10 @@ int main(int argc, char** argv) {
       agentmem::shell::RunLines(sh, in);
     }
   }
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "Error: writing standard output failed: %s\n", std::strerror(errno));
+    return 1;
+  }
   if (!sh.Close()) ok = false;
   if (sh.exit_code >= 0) return sh.exit_code;
   // An interactive session succeeds even if a typed statement failed; a

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <agentmem.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -193,4 +195,25 @@ TEST_CASE("import joins an open engine transaction and rollback discards it") {
   CHECK(r.out ==
         "imported 2 episodes, 0 block versions, 0 facts from two.jsonl\n0\n"
         "imported 2 episodes, 0 block versions, 0 facts from two.jsonl\nzero\none\ntwo\n");
+}
+
+TEST_CASE("export through a symbolic link writes the file it points to") {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.jsonl"), kSample);
+  WriteFileBytes(dir.File("real.jsonl"), "old\n");
+  REQUIRE(symlink("real.jsonl", dir.File("link.jsonl").c_str()) == 0);
+  auto r = RunShell(dir.path(), {"a.agentmem", ".import in.jsonl", ".export link.jsonl"});
+  CHECK(r.status == 0);
+  struct stat st;
+  REQUIRE(lstat(dir.File("link.jsonl").c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK(Lines(ReadFileBytes(dir.File("real.jsonl"))).size() == 8);
+  CHECK(access(dir.File("real.jsonl.part").c_str(), F_OK) != 0);
+  r = RunShell(dir.path(), {"a.agentmem", ".export nonesuch/x.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err ==
+        "Error: .export: cannot write \"nonesuch/x.jsonl.part\": No such file or directory\n");
+  r = RunShell(dir.path(), {"a.agentmem", ".import ."});
+  CHECK(r.status == 1);
+  CHECK(r.err == "Error: .import: \".\" is a folder, not a file\n");
 }
