@@ -140,7 +140,7 @@ fuzz: fuzz-deps
 	  cp tests/fuzz/corpus/$$t/* build-fuzz/fuzz-corpus/$$t/; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-fuzz/tests/reliability/fuzz/fuzz_$$t \
-	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/fuzz-artifacts/$$t/ build-fuzz/fuzz-corpus/$$t 2>&1 | \
 	    grep -E '^(#[0-9]+ +DONE|Done|stat::|==[0-9]+==|SUMMARY|fuzz invariant|artifact)' ; \
 	  [ "$${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz_$$t failed: see build-fuzz/fuzz-artifacts/$$t/"; exit 1; }; \

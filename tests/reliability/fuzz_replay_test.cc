@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ TEST_CASE("the kept fuzz corpus of every target replays without a failure") {
     size_t inputs = 0;
     for (const auto& e : fs::directory_iterator(dir)) inputs += e.is_regular_file();
     CHECK(inputs > 0);
+    std::fflush(nullptr);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {

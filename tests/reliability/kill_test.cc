@@ -203,6 +203,7 @@ TEST_CASE("a 10k-episode file opens after a kill -9 and the open time is reporte
 
   int p[2];
   REQUIRE(pipe(p) == 0);
+  std::fflush(nullptr);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #ifndef AGENTMEM_RELIABILITY_WORKER
@@ -26,6 +27,7 @@ Child Spawn(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::fflush(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
     close(p[0]);
