@@ -20,6 +20,7 @@
 // it lies (File::MapPrivate, HnswIndex::Map). Then the scan continues at
 // scan_from.
 #include <algorithm>
+#include <future>
 #include <unordered_map>
 
 #include "engine/database.h"
@@ -56,8 +57,7 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
     format::CheckpointEpisode& c = st.episodes[id - 1];
     const EpisodeAttrs* attrs = nullptr;
     const std::string *session = nullptr, *role = nullptr;
-    format::TextRecord text;
-    if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role, &text)) {
+    if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role)) {
       return StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
                      static_cast<unsigned long long>(id));
     }
@@ -68,7 +68,7 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
     c.role = intern(*role);
     c.ts = e.ts;
     c.has_vector = attrs->has_vector;
-    st.texts.push_back(std::move(text));
+    c.node = attrs->node;
   }
   for (size_t u = 0; u < users.size(); u++) {
     for (const auto& [name, versions] : users[u].blocks) {
@@ -90,10 +90,17 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
 
 Status Database::WriteCheckpoint() {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
   CheckpointState st;
   AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
   std::string state;
   format::EncodeCheckpointState(st, &state);
+  // The BM25 indexes, frozen; the state section's string table names users.
+  std::unordered_map<std::string, uint32_t> string_index;
+  for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(st.strings[i], i);
+  std::string bm25;
+  format::EncodeBm25SectionHeader(&bm25);
+  recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
   std::string graph;
   format::EncodeGraphSectionHeader(&graph);
   std::string image;
@@ -101,13 +108,17 @@ Status Database::WriteCheckpoint() {
   graph += image;
   image.clear();
   image.shrink_to_fit();
-  if (state.size() > format::kMaxPagePayload || graph.size() > format::kMaxPagePayload) {
+  if (state.size() > format::kMaxPagePayload || graph.size() > format::kMaxPagePayload ||
+      bm25.size() > format::kMaxPagePayload) {
     return Status::OK();  // too large for one page in format v1: keep scanning the log
   }
   const uint64_t start = end_;
   std::string buf = format::EncodePage(PageType::kCheckpoint, start, header_.salt, 1, state, false);
   state.clear();
   state.shrink_to_fit();
+  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), header_.salt, 1, bm25, false);
+  bm25.clear();
+  bm25.shrink_to_fit();
   buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), header_.salt, 1, graph, false);
   graph.clear();
   graph.shrink_to_fit();
@@ -115,7 +126,7 @@ Status Database::WriteCheckpoint() {
   c.commit_seq = seq_ + 1;
   c.txn_start = start;
   c.durable_through = std::min(synced_through_, start);
-  c.page_count = 2;
+  c.page_count = 3;
   c.commit_ts = Now();
   c.next_episode_id = next_episode_id_;
   c.next_fact_id = next_fact_id_;
@@ -175,7 +186,8 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
     const std::string& user = st.strings[e.user];
     catalog_.AddEpisodeEntry(id, user, st.strings[e.session], e.ts, RecordLoc{e.page_offset, e.slot});
     AGENTMEM_RETURN_IF_ERROR(
-        recall_->AddEntry(id, user, st.strings[e.session], st.strings[e.role], e.ts, e.has_vector));
+        recall_->AddEntry(id, user, st.strings[e.session], st.strings[e.role], e.ts, e.has_vector,
+                          e.node));
   }
   for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
   for (const format::CheckpointBlock& b : st.blocks) {
@@ -205,8 +217,22 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   bool have_state = false;
   std::shared_ptr<MappedBytes> graph;  // the graph page, mapped whole
   size_t graph_at = 0, graph_size = 0;
+  std::shared_ptr<MappedBytes> bm25;  // the bm25 page, mapped whole
+  std::string_view bm25_body;
+  int64_t bm25_page = 0;
   uint32_t pages = 0;
   uint64_t pos = sb.checkpoint;
+  std::future<uint32_t> graph_crc;
+  uint32_t graph_crc_stored = 0;
+  int64_t graph_crc_page = 0;
+  // Whatever happens below, the checksum thread is waited for before the
+  // mapping it reads can go away.
+  struct Join {
+    std::future<uint32_t>* f;
+    ~Join() {
+      if (f->valid()) f->wait();
+    }
+  } join{&graph_crc};
   std::string head;
   while (pos < sb.scan_from) {
     AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, format::kPageHeaderSize, &head));
@@ -238,17 +264,32 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     std::shared_ptr<MappedBytes> bytes;
     AGENTMEM_RETURN_IF_ERROR(file_->MapPrivate(pos, padded, padded / 4 + (size_t{1} << 20), &bytes));
     const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(bytes->data()));
-    if (stored != format::Crc32c(bytes->data() + 4, padded - 4)) {
+    std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
+    const bool is_graph = h.length >= format::kSectionHeaderSize &&
+                          format::DecodeFixed32(payload.data()) ==
+                              static_cast<uint32_t>(format::CheckpointSection::kGraph);
+    if (is_graph && !graph_crc.valid()) {
+      // The graph page is most of the checkpoint: its checksum is computed on
+      // another core while the rest loads, and checked before the open returns
+      // (the graph is only checked, not searched, before then).
+      const char* p = bytes->data() + 4;
+      graph_crc = std::async(std::launch::async, [p, padded] { return format::Crc32c(p, padded - 4); });
+      graph_crc_stored = stored;
+      graph_crc_page = page_no;
+    } else if (stored != format::Crc32c(bytes->data() + 4, padded - 4)) {
       return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no, "page %lld (checkpoint): checksum mismatch",
                                  static_cast<long long>(page_no));
     }
-    std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
     format::CheckpointSection kind;
     std::string_view body;
     AGENTMEM_RETURN_IF_ERROR(format::SplitSection(payload, page_no, &kind, &body));
     if (kind == format::CheckpointSection::kState && !have_state) {
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
       have_state = true;
+    } else if (kind == format::CheckpointSection::kBm25 && !bm25) {
+      bm25_body = body;
+      bm25_page = page_no;
+      bm25 = std::move(bytes);
     } else if (kind == format::CheckpointSection::kGraph && !graph) {
       graph_at = format::kPageHeaderSize + format::kSectionHeaderSize;
       graph_size = body.size();
@@ -261,6 +302,18 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   }
   if (pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
   AGENTMEM_RETURN_IF_ERROR(ImportCheckpointState(state));
+  if (bm25) {
+    std::vector<format::Bm25Partition> parts;
+    AGENTMEM_RETURN_IF_ERROR(format::DecodeBm25Directory(bm25_body, bm25_page, state.strings.size(), &parts));
+    for (const format::Bm25Partition& p : parts) {
+      Status s = recall_->AttachBm25(state.strings[p.user], bm25_body.data() + p.offset, p.size);
+      if (!s.ok()) {
+        return AGENTMEM_CORRUPTION(kCorruptIndex, bm25_page, "page %lld (checkpoint bm25): %s",
+                                   static_cast<long long>(bm25_page), s.message().c_str());
+      }
+    }
+    recall_bm25_owner_ = std::move(bm25);
+  }
   if (graph && graph_size > 0) {
     // New nodes after the checkpoint go to the heap (the index grows there);
     // the mapped records stay shared with the page cache until written.
@@ -268,10 +321,21 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     Status s = recall_->MapGraph(graph->data() + graph_at, graph_size,
                                  spare + graph->size() / 4 + (size_t{1} << 20), graph);
     if (!s.ok()) {
-      int64_t page_no = static_cast<int64_t>(format::PageNoOf(sb.checkpoint));
-      return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (checkpoint graph): %s",
-                                 static_cast<long long>(page_no), s.message().c_str());
+      // A damaged byte fails the checksum too: that is the better report.
+      if (graph_crc.valid() && graph_crc.get() != graph_crc_stored) {
+        return AGENTMEM_CORRUPTION(kCorruptChecksum, graph_crc_page,
+                                   "page %lld (checkpoint): checksum mismatch",
+                                   static_cast<long long>(graph_crc_page));
+      }
+      return AGENTMEM_CORRUPTION(kCorruptIndex, graph_crc_page, "page %lld (checkpoint graph): %s",
+                                 static_cast<long long>(graph_crc_page), s.message().c_str());
     }
+  }
+  if (graph_crc.valid() && graph_crc.get() != graph_crc_stored) {
+    recall_.reset();  // it points into the page that failed
+    return AGENTMEM_CORRUPTION(kCorruptChecksum, graph_crc_page,
+                               "page %lld (checkpoint): checksum mismatch",
+                               static_cast<long long>(graph_crc_page));
   }
   checkpoint_end_ = sb.scan_from;
   checkpoint_size_ = sb.scan_from - sb.checkpoint;

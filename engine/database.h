@@ -166,6 +166,9 @@ class Database {
   Status write_refused_;           // set when the file's write_version is too new
   VectorSpace space_;
   Catalog catalog_;
+  // The checkpoint's bm25 images, which recall_ reads where they lie (declared
+  // first: destroyed after recall_).
+  std::shared_ptr<MappedBytes> recall_bm25_owner_;
   std::unique_ptr<RecallIndex> recall_;  // created once the vector space is known
 
   // Snapshot position.

@@ -13,6 +13,8 @@
 //      zero-score documents.
 #include "engine/recall.h"
 
+#include "format/coding.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -95,7 +97,7 @@ Status RecallIndex::Add(const format::EpisodeRecord& r) {
 }
 
 Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::string& session,
-                             const std::string& role, int64_t ts, bool has_vector) {
+                             const std::string& role, int64_t ts, bool has_vector, uint32_t node) {
   if (id == 0) return Status(kInternal, "recall index: episode id 0");
   if (attrs_.size() < id) attrs_.resize(id);
   EpisodeAttrs& a = attrs_[id - 1];
@@ -105,6 +107,7 @@ Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::st
   a.ts = ts;
   a.present = true;
   a.has_vector = has_vector;
+  if (node != EpisodeAttrs::kNoNode) a.node = node;
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
   partitions_[a.user]->ids.push_back(id);
@@ -114,18 +117,52 @@ Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::st
 }
 
 bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
-                              const std::string** role, format::TextRecord* text) const {
+                              const std::string** role) const {
   if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present) return false;
   const EpisodeAttrs& a = attrs_[id - 1];
   *attrs = &a;
   *session = &sessions_.names[a.session];
   *role = &roles_.names[a.role];
-  text->episode_id = id;
-  text->terms.clear();
-  std::vector<index::Bm25Index::TermCount> counts;
-  if (!partitions_[a.user]->bm25.TermsOf(id, &text->doc_len, &counts)) return false;
-  for (const auto& c : counts) text->terms.emplace_back(std::string(c.term), c.tf);
   return true;
+}
+
+void RecallIndex::SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
+                                std::string* body) const {
+  const size_t start = body->size();  // 8-byte aligned in the file
+  std::vector<uint32_t> users;
+  for (uint32_t u = 0; u < partitions_.size(); u++) {
+    if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) users.push_back(u);
+  }
+  format::PutFixed64(body, users.size());
+  const size_t directory = body->size();
+  body->append(users.size() * 24, '\0');
+  body->resize(start + ((body->size() - start + 7) & ~size_t{7}), '\0');
+  for (size_t i = 0; i < users.size(); i++) {
+    const size_t at = body->size();
+    partitions_[users[i]]->bm25.EncodeFrozen(body);
+    char* e = body->data() + directory + i * 24;
+    format::EncodeFixed32(e, user_string(users_.names[users[i]]));
+    format::EncodeFixed32(e + 4, 0);
+    format::EncodeFixed64(e + 8, at - start);
+    format::EncodeFixed64(e + 16, body->size() - at);
+  }
+}
+
+Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_t size) {
+  auto it = users_.ids.find(user);
+  if (it == users_.ids.end() || it->second >= partitions_.size() || !partitions_[it->second]) {
+    return StatusF(kCorruptIndex, "checkpoint bm25: user \"%s\" has no episodes", user.c_str());
+  }
+  UserPartition& p = *partitions_[it->second];
+  AGENTMEM_RETURN_IF_ERROR(p.bm25.AttachFrozen(image, size, attrs_.size()));
+  // Every document of the image must be one of this user's episodes.
+  for (uint64_t doc : p.bm25.frozen_docs()) {
+    if (!attrs_[doc - 1].present || attrs_[doc - 1].user != it->second) {
+      return StatusF(kCorruptIndex, "checkpoint bm25: episode %llu is not \"%s\"'s",
+                     static_cast<unsigned long long>(doc), user.c_str());
+    }
+  }
+  return Status::OK();
 }
 
 Status RecallIndex::SerializeGraph(std::string* out) const {
@@ -138,13 +175,17 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
   auto g = index::HnswIndex::Map(image, size, spare, std::move(owner));
   AGENTMEM_RETURN_IF_ERROR(g.status());
   std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
-  // Labels increase with the node (Map checked), so the last is the largest.
-  if (graph->size() > 0 && graph->NodeLabel(static_cast<uint32_t>(graph->size() - 1)) > attrs_.size()) {
-    return Status(kCorruptIndex, "checkpoint graph: a node's label is not an episode");
+  // Each node belongs to one episode with a vector, and each such episode has
+  // a node, in id order (so node order is id order, as inserts made it).
+  size_t nodes = 0;
+  for (const EpisodeAttrs& a : attrs_) {
+    if (!a.present || !a.has_vector) continue;
+    if (a.node != nodes) return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
+    nodes++;
   }
+  if (nodes != graph->size()) return Status(kCorruptIndex, "checkpoint graph: node count differs");
   graph_ = std::move(graph);
-  synced_nodes_ = 0;
-  SyncNodes();
+  synced_nodes_ = graph_->size();
   return Status::OK();
 }
 

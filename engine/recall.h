@@ -98,14 +98,24 @@ class RecallIndex {
   Status Add(const format::EpisodeRecord& r);
   // The same from a checkpoint's entry (no record body).
   Status AddEntry(uint64_t id, const std::string& user, const std::string& session,
-                  const std::string& role, int64_t ts, bool has_vector);
+                  const std::string& role, int64_t ts, bool has_vector,
+                  uint32_t node = EpisodeAttrs::kNoNode);
   // What a checkpoint keeps of an indexed episode: its attributes with the
-  // session and role by name, and its BM25 terms. False if not indexed.
+  // session and role by name. False if not indexed.
   bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
-                   const std::string** role, format::TextRecord* text) const;
+                   const std::string** role) const;
   // The graph as a mappable image (empty when there is no graph), and the
   // graph taken from one in place (checkpoint load; after every AddEntry).
   Status SerializeGraph(std::string* out) const;
+  // The BM25 indexes as frozen images, one per user with episodes, appended
+  // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`
+  // gives each user's index in the state section's string table. And the
+  // reverse: a user's index taken from its image in place (after AddEntry).
+  void SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
+                     std::string* body) const;
+  Status AttachBm25(const std::string& user, const char* image, size_t size);
+  // The episodes' nodes come from their entries (AddEntry's `node`): every
+  // node must belong to exactly one episode.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner);
   // Adds an indexed episode's BM25 terms, as committed in the file.
   Status AddText(const format::TextRecord& t);

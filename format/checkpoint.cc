@@ -20,6 +20,29 @@ void PutSection(CheckpointSection kind, std::string* dst) {
 }  // namespace
 
 void EncodeGraphSectionHeader(std::string* dst) { PutSection(CheckpointSection::kGraph, dst); }
+void EncodeBm25SectionHeader(std::string* dst) { PutSection(CheckpointSection::kBm25, dst); }
+
+Status DecodeBm25Directory(std::string_view body, int64_t page_no, size_t strings,
+                           std::vector<Bm25Partition>* out) {
+  out->clear();
+  if (body.size() < 8) return Bad(page_no, "bm25 directory cut short");
+  const uint64_t n = DecodeFixed64(body.data());
+  if (n > (body.size() - 8) / 24) return Bad(page_no, "bm25 directory cut short");
+  const uint64_t images = 8 + n * 24;
+  uint64_t expect = (images + 7) & ~uint64_t{7};
+  for (uint64_t i = 0; i < n; i++) {
+    const char* e = body.data() + 8 + i * 24;
+    Bm25Partition p{DecodeFixed32(e), DecodeFixed64(e + 8), DecodeFixed64(e + 16)};
+    if (p.user >= strings || DecodeFixed32(e + 4) != 0 || p.offset != expect ||
+        p.size > body.size() - p.offset || p.size % 8 != 0) {
+      return Bad(page_no, "bm25 directory entry out of range");
+    }
+    expect = p.offset + p.size;
+    out->push_back(p);
+  }
+  if (expect != body.size()) return Bad(page_no, "bm25 section has bytes no entry covers");
+  return Status::OK();
+}
 
 void EncodeCheckpointState(const CheckpointState& s, std::string* dst) {
   PutSection(CheckpointSection::kState, dst);
@@ -45,6 +68,7 @@ void EncodeCheckpointState(const CheckpointState& s, std::string* dst) {
     PutVarint(dst, e.role);
     PutSignedVarint(dst, e.ts);
     dst->push_back(e.has_vector ? 1 : 0);
+    PutVarint(dst, e.node == UINT32_MAX ? 0 : uint64_t{e.node} + 1);
   }
   PutVarint(dst, s.blocks.size());
   for (const CheckpointBlock& b : s.blocks) {
@@ -74,7 +98,7 @@ Status SplitSection(std::string_view payload, int64_t page_no, CheckpointSection
                     std::string_view* body) {
   if (payload.size() < kSectionHeaderSize) return Bad(page_no, "no section header");
   uint32_t k = DecodeFixed32(payload.data());
-  if ((k != 1 && k != 2) || DecodeFixed32(payload.data() + 4) != 0) {
+  if (k < 1 || k > 3 || DecodeFixed32(payload.data() + 4) != 0) {
     return Bad(page_no, "unknown section");
   }
   *kind = static_cast<CheckpointSection>(k);
@@ -117,10 +141,13 @@ Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointS
     e.role = static_cast<uint32_t>(d.Varint());
     e.ts = d.SignedVarint();
     uint8_t flags = d.U8();
-    if (flags > 1 || e.user >= strings || e.session >= strings || e.role >= strings) {
+    uint64_t node = d.Varint();
+    if (flags > 1 || e.user >= strings || e.session >= strings || e.role >= strings ||
+        node > UINT32_MAX || (node != 0 && flags != 1)) {
       return Bad(page_no, "episode entry out of range");
     }
     e.has_vector = flags == 1;
+    e.node = node == 0 ? UINT32_MAX : static_cast<uint32_t>(node - 1);
   }
   n = count();
   for (uint64_t i = 0; i < n && !d.failed(); i++) {

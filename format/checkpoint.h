@@ -24,6 +24,7 @@ namespace agentmem::format {
 enum class CheckpointSection : uint32_t {
   kState = 1,  // CheckpointState
   kGraph = 2,  // a mappable HNSW image (hnsw.h, SerializeMappable)
+  kBm25 = 3,   // a directory of frozen BM25 images, one per user (bm25.h, EncodeFrozen)
 };
 constexpr size_t kSectionHeaderSize = 8;
 
@@ -35,6 +36,7 @@ struct CheckpointEpisode {
   uint32_t role = 0;     // index into CheckpointState::strings
   int64_t ts = 0;
   bool has_vector = false;
+  uint32_t node = UINT32_MAX;  // its node in the graph section; UINT32_MAX: none
   bool operator==(const CheckpointEpisode&) const = default;
 };
 
@@ -73,6 +75,18 @@ struct CheckpointState {
 // Appends a checkpoint page payload (section header + body) to *dst.
 void EncodeCheckpointState(const CheckpointState& s, std::string* dst);
 void EncodeGraphSectionHeader(std::string* dst);
+void EncodeBm25SectionHeader(std::string* dst);
+
+// The bm25 section body: u64 count, then per user {u32 user (a string index
+// of the state section), u32 zero, u64 offset, u64 size} -- each image at
+// `offset` bytes from the body's start, 8-byte aligned -- then the images.
+struct Bm25Partition {
+  uint32_t user = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+Status DecodeBm25Directory(std::string_view body, int64_t page_no, size_t strings,
+                           std::vector<Bm25Partition>* out);
 // The section kind of a checkpoint page payload, and its body.
 Status SplitSection(std::string_view payload, int64_t page_no, CheckpointSection* kind,
                     std::string_view* body);

@@ -6,7 +6,9 @@
 
 #include <agentmem.h>
 
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -275,6 +277,50 @@ TEST_CASE("a crash at any point of writing a checkpoint loses no commit") {
       Status s = db->Recall(q, &hits, nullptr);
       REQUIRE_MESSAGE(s.ok(), s.ToString());
       CHECK(hits.size() == 30);
+    }
+  }
+}
+
+TEST_CASE("a flipped byte in any checkpoint page fails the open naming the page") {
+  agentmem::test::TempDir dir;
+  const std::string path = dir.path() + "/d.agentmem";
+  std::mt19937 rng(static_cast<uint32_t>(agentmem::test::Seed()));
+  agentmem_db* db = Open(path, "checkpoint_bytes=1&vector_dim=32");
+  Write(db, &rng, 200);
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+  const agentmem::format::Superblock sb = NewestSuperblock(path);
+  REQUIRE(sb.checkpoint != 0);
+  std::string good;
+  {
+    std::ifstream in(path, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The checkpoint's pages: state, bm25, graph, commit.
+  std::vector<uint64_t> pages;
+  for (uint64_t pos = sb.checkpoint; pos < sb.scan_from;) {
+    pages.push_back(pos);
+    uint32_t length = 0;
+    std::memcpy(&length, good.data() + pos + 12, 4);
+    pos += agentmem::format::PaddedPageSize(length);
+  }
+  REQUIRE(pages.size() == 4);
+  for (uint64_t page : pages) {
+    for (uint64_t at : {page + 40, (page + (page == pages.back() ? 40 : 200))}) {
+      CAPTURE(page);
+      CAPTURE(at);
+      std::string bad = good;
+      bad[at] ^= 0x10;
+      {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out.write(bad.data(), static_cast<std::streamsize>(bad.size()));
+      }
+      agentmem_db* d = nullptr;
+      int rc = agentmem_open_v2(path.c_str(), &d, AGENTMEM_OPEN_READONLY, nullptr);
+      CHECK((rc & 0xff) == AGENTMEM_CORRUPT);
+      INFO(std::string(agentmem_errmsg(d)));
+      CHECK(std::string(agentmem_errmsg(d)).find("page " + std::to_string(page / 16)) !=
+            std::string::npos);
+      agentmem_close(d);
     }
   }
 }
