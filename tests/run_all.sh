@@ -19,6 +19,7 @@ failed=0
 status=0
 for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests; do
   exe="$build/tests/$suite"
+  [ -x "$exe" ] || exe="$build/tests/${suite%_tests}/$suite"  # suites built in their own folder
   [ -x "$exe" ] || continue
   echo "== $suite"
   log=$(mktemp)
