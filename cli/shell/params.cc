@@ -141,7 +141,9 @@ std::vector<std::string> ParameterNames(const std::string& sql) {
       while (j < sql.size() && std::isdigit(static_cast<unsigned char>(sql[j]))) j++;
       size_t idx = j > i + 1 ? std::strtoull(sql.c_str() + i + 1, nullptr, 10) : names.size();
       if (idx > 32766) return {};  // SQLite refuses it anyway
-      set(idx, "?" + std::to_string(idx));
+      std::string name(1, '?');  // (not "?" + ...: GCC 12's -Wrestrict false positive)
+      name += std::to_string(idx);
+      set(idx, name);
       i = j;
     } else if ((c == ':' || c == '@' || c == '$') && ident(i + 1) > i + 1) {
       size_t j = ident(i + 1);
