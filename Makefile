@@ -93,10 +93,12 @@ bench-large: bench-build
 
 bench-callgrind: bench-build
 	rm -rf $(BENCH_CG_DIR) && mkdir -p $(BENCH_CG_DIR)
+	$(BUILD)/bench/recall_bench --callgrind-prepare --n 5000 --queries 10 \
+	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no \
 	  --compress-strings=no --compress-pos=no \
 	  --callgrind-out-file=$(BENCH_CG_DIR)/callgrind.out.%p \
-	  $(BUILD)/bench/recall_bench --callgrind --n 5000 --queries 30 \
+	  $(BUILD)/bench/recall_bench --callgrind --n 5000 --queries 10 \
 	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
 

@@ -123,7 +123,7 @@ struct Config {
        run_locomo = true, run_sift = true;
   std::vector<int> modes = {bench::kHybrid, bench::kBm25, bench::kVector};
   std::vector<int> ef_sweep = {10, 16, 24, 32, 48, 64, 96, 128, 256};
-  bool callgrind = false;
+  bool callgrind = false, callgrind_prepare = false;
   // --open-only mode (the child of phase 4)
   std::string open_only, query_file, open_user, open_system = "agentmem", open_embedder,
       open_metric = "cosine";
@@ -149,6 +149,8 @@ const char* kUsage =
     "  --no-single --no-filter --no-open --no-embedder --no-locomo --no-sift   skip a phase\n"
     "  --callgrind      instruction counts of ingest and recall (run under valgrind\n"
     "                   --tool=callgrind --collect-atstart=no; see make bench-callgrind)\n"
+    "  --callgrind-prepare  writes the first N - batch episodes of the --callgrind stores\n"
+    "                   (natively, before the valgrind run)\n"
     "  --open-only FILE --system S --query-file QF --user U --dim D --metric M --embedder E\n"
     "                   (internal) the child of the open phase\n";
 
@@ -1508,7 +1510,7 @@ void AddGoals(Ctx& x) {
 // + TOGGLE_COLLECT (and instrumented only then) and dumped under a name
 // bench/callgrind_report.sh reads: "<system> <phase> <operations>".
 int CallgrindMain(const Config& c, const Data& d) {
-  if (!RUNNING_ON_VALGRIND)
+  if (!RUNNING_ON_VALGRIND && !c.callgrind_prepare)
     std::fprintf(stderr, "recall_bench --callgrind: not under valgrind; nothing is counted "
                          "(see make bench-callgrind)\n");
   mkdir(c.workdir.c_str(), 0755);
@@ -1540,12 +1542,28 @@ int CallgrindMain(const Config& c, const Data& d) {
                    d.vecs.row(j));
       store->Commit();
     };
-    store->Create(path);
     // The last batch is counted: inserts into a store that already holds
-    // N - batch episodes.
+    // N - batch episodes, written natively by --callgrind-prepare (running
+    // them under valgrind would take long).
     size_t last = c.n > c.batch ? c.n - c.batch : 0;
-    Progress("callgrind: %s ingest of %zu, the last %zu counted", name.c_str(), c.n, c.n - last);
-    for (size_t i = 0; i < last; i += c.batch) add_batch(i);
+    if (c.callgrind_prepare) {
+      Progress("callgrind prepare: %s, %zu episodes -> %s", name.c_str(), last, path.c_str());
+      store->Create(path);
+      for (size_t i = 0; i < last; i += c.batch) add_batch(i);
+      store->Close();
+      continue;
+    }
+    if (last > 0) {
+      if (FileBytes(am || name == "sqlite" ? path : path + ".hnsw") <= 0) {
+        std::fprintf(stderr, "recall_bench --callgrind: %s is missing: run --callgrind-prepare "
+                             "with the same options first\n", path.c_str());
+        return 2;
+      }
+      store->Open(path);
+    } else {
+      store->Create(path);
+    }
+    Progress("callgrind: %s ingest of %zu into %zu, counted", name.c_str(), c.n - last, last);
     counted(Fmt("%s ingest-batched %zu", name.c_str(), c.n - last), [&] {
       for (size_t i = last; i < c.n; i += c.batch) add_batch(i);
     });
@@ -1611,6 +1629,7 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-locomo") c->run_locomo = false;
     else if (a == "--no-sift") c->run_sift = false;
     else if (a == "--callgrind") c->callgrind = true;
+    else if (a == "--callgrind-prepare") c->callgrind = c->callgrind_prepare = true;
     else if (a == "--systems") {
       c->systems = SplitList(val());
       for (const auto& s : c->systems)
