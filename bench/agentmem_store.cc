@@ -74,6 +74,24 @@ class AgentmemStore : public Store {
     if (rc != AGENTMEM_DONE) Check(rc, "agentmem_cursor_step");
   }
   std::vector<std::string> Files(const std::string& path) const override { return {path}; }
+  std::string Explain(const char* user, const std::string& text, const float* vec, Mode mode,
+                      int k) override {
+    agentmem_recall_options ro;
+    agentmem_recall_options_init(&ro);
+    ro.k = k;
+    ro.mode = mode;
+    ro.all_users = user ? 0 : 1;
+    ro.rrf_k = o_.rrf_k;
+    ro.query_vector = mode == kBm25 ? nullptr : vec;
+    ro.query_dim = mode == kBm25 || !vec ? 0 : o_.dim;
+    char* plan = nullptr;
+    Check(agentmem_explain_recall(db_, user ? user : "", text.c_str(), &ro, &plan),
+          "agentmem_explain_recall");
+    std::string out = plan;
+    agentmem_free(plan);
+    size_t h = out.find(",\"hits\":");  // the plan part only
+    return h == std::string::npos ? out : out.substr(0, h) + "}";
+  }
 
   agentmem_db* db() const { return db_; }
 

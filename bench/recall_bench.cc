@@ -760,6 +760,33 @@ void CheckLists(const std::string& system, std::map<int, ModeRun>& runs, const s
   }
 }
 
+// EXPLAIN RECALL (agentmem) of query 0 and of each mode's slowest query (by
+// its median over the rounds, so that one preempted sample does not pick it).
+void AddPlans(Store& s, const std::map<int, ModeRun>& runs,
+              const std::vector<std::string>& qtexts, const Vectors& qvecs,
+              const std::vector<const char*>& user_of_query, int k, const std::string& what,
+              std::vector<std::string>* plans) {
+  for (const auto& [mode, run] : runs) {
+    std::string p0 = s.Explain(user_of_query[0], qtexts[0], qvecs.row(0), static_cast<Mode>(mode), k);
+    if (p0.empty()) return;
+    plans->push_back(Fmt("- %s, %s, query 1: `%s`", ModeName(mode), what.c_str(), p0.c_str()));
+    size_t worst = 0;
+    double worst_us = -1;
+    for (size_t q = 0; q < run.by_query_us.size(); q++) {
+      if (run.by_query_us[q].empty()) continue;
+      double med = Summarize(run.by_query_us[q]).p50;
+      if (med > worst_us) worst = q, worst_us = med;
+    }
+    if (worst_us < 0) continue;
+    std::string p = s.Explain(user_of_query[worst], qtexts[worst], qvecs.row(worst),
+                              static_cast<Mode>(mode), k);
+    plans->push_back(Fmt("- %s, %s, slowest query (#%zu, median %.3f ms over the rounds, %zu "
+                         "bytes of text): `%s`",
+                         ModeName(mode), what.c_str(), worst + 1, worst_us / 1e3,
+                         qtexts[worst].size(), p.c_str()));
+  }
+}
+
 // Fraction of the exact top-k rows found by the first round's hits.
 double RecallAtK(const ModeRun& run, const std::unordered_map<int64_t, uint32_t>& row_of_id,
                  const std::vector<std::vector<uint32_t>>& truth, size_t k) {
@@ -913,7 +940,7 @@ struct Ctx {
   const Data& d;
   Report& rep;
   const std::vector<std::vector<uint32_t>>& truth;
-  std::vector<std::string> checks, systems, dat_recall, dat_latency;
+  std::vector<std::string> checks, systems, plans, dat_recall, dat_latency;
   Figures fig;
   int64_t raw_bytes = 0;
 };
@@ -1011,6 +1038,8 @@ void RunSystem(const std::string& name, Ctx& x) {
   std::vector<const char*> unfiltered(c.queries, am ? kUser.c_str() : nullptr);
   auto runs = TimeRecall(*store, c, d.qtexts, d.qvecs, c.modes, unfiltered, "recall");
   CheckLists(name, runs, d.qtexts, c.k, am ? "one partition" : "all episodes", &x.checks);
+  AddPlans(*store, runs, d.qtexts, d.qvecs, unfiltered, c.k, Fmt("one partition of %zu", c.n),
+           &x.plans);
   auto row_of_id = RowOfId(ing.ids);
   for (int mode : c.modes) {
     const ModeRun& r = runs[mode];
@@ -1133,6 +1162,7 @@ void RunSystem(const std::string& name, Ctx& x) {
     auto fr = TimeRecall(*store, c, d.qtexts, d.qvecs, c.modes, user_of_query, "filtered");
     std::string w = Fmt("filtered to 1 of %zu users (%zu episodes each)", users, c.n / users);
     CheckLists(name, fr, d.qtexts, c.k, "user filter", &x.checks);
+    AddPlans(*store, fr, d.qtexts, d.qvecs, user_of_query, c.k, "user filter", &x.plans);
     // Every hit belongs to the user; vector recall@k within the user's episodes.
     std::vector<std::vector<uint32_t>> rows_of_user(users);
     for (size_t i = 0; i < c.n; i++) rows_of_user[i % users].push_back(static_cast<uint32_t>(i));
@@ -1781,6 +1811,7 @@ int Main(int argc, char** argv) {
                     static_cast<unsigned long long>(c.seed), c.queries, c.warmup, c.rounds,
                     c.budget));
   rep.AddSection("## Systems", x.systems);
+  if (!x.plans.empty()) rep.AddSection("## Plans (agentmem EXPLAIN RECALL)", x.plans);
 
   x.checks.push_back(Fmt("- warnings: %d", g_warnings));
   rep.AddSection("## Checks", x.checks);

@@ -74,6 +74,12 @@ class Store {
                       int k, std::vector<SysHit>* hits) = 0;
   // Files that make up the store at `path`.
   virtual std::vector<std::string> Files(const std::string& path) const = 0;
+  // agentmem: the plan of one recall (EXPLAIN RECALL, without its hits);
+  // "" for the baselines.
+  virtual std::string Explain(const char* /*user*/, const std::string& /*text*/,
+                              const float* /*vec*/, Mode /*mode*/, int /*k*/) {
+    return "";
+  }
   // hnswlib: the search beam width (the recall/latency sweep).
   virtual void SetEf(int /*ef*/) {}
   // Seconds spent inserting vectors into the graph (hnswlib's own build),
