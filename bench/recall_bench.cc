@@ -1709,6 +1709,10 @@ int Main(int argc, char** argv) {
   if (!c.open_only.empty()) return OpenOnlyMain(c);
   g_t0 = Seconds();
   Report rep;
+  // The commit the run started from (others may commit while it runs).
+  const std::string commit = CommandOutput("git rev-parse --short HEAD 2>/dev/null");
+  const std::string dirty =
+      CommandOutput("git status --porcelain --untracked-files=no 2>/dev/null | head -1");
 
   // ---- data
   std::vector<std::string> glosses = LoadGlosses(c.wordnet);
@@ -1773,8 +1777,6 @@ int Main(int argc, char** argv) {
 
   // ---- report
   std::string date = CommandOutput("date -u '+%Y-%m-%d %H:%M UTC'");
-  std::string commit = CommandOutput("git rev-parse --short HEAD 2>/dev/null");
-  std::string dirty = CommandOutput("git status --porcelain --untracked-files=no 2>/dev/null | head -1");
   std::string cpu;
   {
     std::ifstream in("/proc/cpuinfo");
@@ -1789,7 +1791,7 @@ int Main(int argc, char** argv) {
                     "top-%d",
                     c.n, c.dim, c.k));
   rep.AddHeader("");
-  rep.AddHeader(Fmt("%s · agentmem %s · commit %s%s · %u cores (%s) · load average at end: %s · "
+  rep.AddHeader(Fmt("%s · agentmem %s · started at commit %s%s · %u cores (%s) · load average at end: %s · "
                     "%.0f s",
                     date.c_str(), agentmem_libversion(), commit.c_str(),
                     dirty.empty() ? "" : " (work tree modified)",
