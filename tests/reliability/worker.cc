@@ -10,7 +10,8 @@
 //                      call (write, sync, truncate, create);
 //         after N   -- just after the Nth;
 //         tear N    -- in the middle of the Nth: a write writes a random prefix
-//                      of its bytes first (a write cut short by the kill).
+//                      of its bytes first (a write cut short by the kill);
+//                      a sync or truncate is killed just after.
 //   reliability_worker ledger-writer PATH SECONDS PACE_US
 //       R7. Appends ledger transactions (ledger.h) for SECONDS, one every
 //       PACE_US microseconds at most, reporting each on fd 3.
@@ -64,8 +65,10 @@ class KillEnv : public engine::Env {
   KillEnv(KillMode mode, uint64_t kill_at, uint64_t seed)
       : base_(engine::Env::Posix()), mode_(mode), kill_at_(kill_at), rng_(seed) {}
 
-  // Called around every mutating call; `write` is the data of a write (or
-  // nullptr). Returns true when the caller should do the call itself.
+  // Runs every mutating call (`call`), killing the process around the
+  // kill_at-th: before it, after it, or -- for kTear on a write of 2 bytes or
+  // more -- after writing only a random prefix of `*write` (other calls are
+  // killed after, under kTear). `write` is the data of a write, else nullptr.
   template <typename F>
   Status Mutate(std::string_view* write, F&& call) {
     uint64_t n = ++ops_;
