@@ -958,26 +958,30 @@ void RemoveStore(const Store& s, const std::string& path) {
   for (const auto& f : s.Files(path)) std::remove(f.c_str());
 }
 
-void RunSystem(const std::string& name, Ctx& x) {
+// What the phases of one system share.
+struct SystemRun {
+  std::string name;
+  bool am = false;  // agentmem
+  bench::StoreOptions so;
+  std::unique_ptr<Store> store;
+  std::string main_file;
+  IngestResult ing;            // phase 2
+  std::map<int, ModeRun> runs;  // phase 3
+  double reopen_ms = 0;        // phase 3: the in-process reopen
+  long rss0 = 0;               // RSS before the system ran (KiB)
+};
+
+// Phase 1: one episode per transaction, durable, into its own store.
+void SingleIngestPhase(Ctx& x, SystemRun& r) {
   const Config& c = x.c;
   const Data& d = x.d;
   Report& rep = x.rep;
-  const bool am = name == "agentmem";
-  bench::StoreOptions so = OptionsFor(c.dim, bench::Metric::kCosine, "bench-synthetic");
-  so.capacity_hint = c.n;
-  auto store = bench::MakeStore(name, so);
-  long rss0 = ResetPeakRss();
-  Progress("=== %s: %s", name.c_str(), store->Describe().c_str());
-  x.systems.push_back("- **" + name + "**: " + store->Describe());
+  const std::string& name = r.name;
+  const bool am = r.am;
+  Store* store = r.store.get();
   const size_t users = static_cast<size_t>(c.users);
-  // agentmem: the unfiltered workload is one user's partition of N (its
-  // design point), the filtered one a second file of 1,000 users. The
-  // baselines store the 1,000 users once: unfiltered queries have no WHERE.
   auto main_user = [&](size_t i) { return am ? kUser : UserName(i % users); };
-  const std::string main_file = StorePath(c, name, Fmt("main-n%zu", c.n));
-
-  // ---- 1. one episode per transaction
-  if (c.run_single) {
+  {
     size_t m = std::min(c.single, c.n);
     std::string path = StorePath(c, name, "single");
     Progress("%s ingest: %zu episodes, one per transaction, durable -> %s", name.c_str(), m,
@@ -999,12 +1003,24 @@ void RunSystem(const std::string& name, Ctx& x) {
             name);
     RemoveStore(*store, path);
   }
+}
 
-  // ---- 2. batched ingest
+// Phase 2: N episodes, --batch per transaction, durable (r.ing).
+void BatchedIngestPhase(Ctx& x, SystemRun& r) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  Report& rep = x.rep;
+  const std::string& name = r.name;
+  const bool am = r.am;
+  const bench::StoreOptions& so = r.so;
+  Store* store = r.store.get();
+  const size_t users = static_cast<size_t>(c.users);
+  const std::string& main_file = r.main_file;
+  auto main_user = [&](size_t i) { return am ? kUser : UserName(i % users); };
   Progress("%s ingest: %zu episodes, %zu per transaction, durable -> %s", name.c_str(), c.n,
            c.batch, main_file.c_str());
-  IngestResult ing =
-      Ingest(*store, main_file, d.texts, &d.vecs, c.n, c.batch, main_user, name + " batched");
+  r.ing = Ingest(*store, main_file, d.texts, &d.vecs, c.n, c.batch, main_user, name + " batched");
+  const IngestResult& ing = r.ing;
   {
     Summary s = Summarize(ing.unit_us), cpu = Summarize(ing.unit_cpu_us);
     std::string w = Fmt("ingest, %zu per transaction (durable)", c.batch);
@@ -1029,14 +1045,25 @@ void RunSystem(const std::string& name, Ctx& x) {
               name);
     }
   }
+}
 
-  // ---- 3. recall on the reopened store
+// Phase 3: recall on the reopened store (r.runs); hnswlib: the ef sweep.
+void RecallPhase(Ctx& x, SystemRun& r) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  Report& rep = x.rep;
+  const std::string& name = r.name;
+  const bool am = r.am;
+  Store* store = r.store.get();
+  const std::string& main_file = r.main_file;
   double o0 = Seconds();
   store->Open(main_file);
-  double reopen_ms = (Seconds() - o0) * 1e3;
+  double reopen_ms = r.reopen_ms = (Seconds() - o0) * 1e3;
   Progress("%s reopened in %.1f ms (in process); recall top-%d", name.c_str(), reopen_ms, c.k);
   std::vector<const char*> unfiltered(c.queries, am ? kUser.c_str() : nullptr);
-  auto runs = TimeRecall(*store, c, d.qtexts, d.qvecs, c.modes, unfiltered, "recall");
+  r.runs = TimeRecall(*store, c, d.qtexts, d.qvecs, c.modes, unfiltered, "recall");
+  auto& runs = r.runs;
+  const IngestResult& ing = r.ing;
   CheckLists(name, runs, d.qtexts, c.k, am ? "one partition" : "all episodes", &x.checks);
   AddPlans(*store, runs, d.qtexts, d.qvecs, unfiltered, c.k, Fmt("one partition of %zu", c.n),
            &x.plans);
@@ -1079,9 +1106,18 @@ void RunSystem(const std::string& name, Ctx& x) {
     store->SetEf(64);
   }
   store->Close();
+}
 
-  // ---- 4. open to first recall in a fresh process
-  if (c.run_open) {
+// Phase 4: open to first recall in fresh child processes.
+void OpenPhase(Ctx& x, SystemRun& r) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  Report& rep = x.rep;
+  const std::string& name = r.name;
+  const bool am = r.am;
+  const std::string& main_file = r.main_file;
+  auto& runs = r.runs;
+  {
     const std::string query_file = c.workdir + "/query.bin";
     WriteQueryFile(query_file, d.qtexts[0], d.qvecs.row(0), c.dim);
     std::string expect;
@@ -1132,12 +1168,23 @@ void RunSystem(const std::string& name, Ctx& x) {
       x.fig.open_first_ms[name] = f.p50;
       x.fig.open_ms[name] = o.p50;
     }
-    rep.Add(w, "in-process reopen", reopen_ms, "ms", "in the bench process, just after ingest",
+    rep.Add(w, "in-process reopen", r.reopen_ms, "ms", "in the bench process, just after ingest",
             name);
   }
+}
 
-  // ---- 5. user filter: the same episodes over c.users users
-  if (c.run_filter) {
+// Phase 5: the same episodes over --users users, recall with the filter.
+void FilterPhase(Ctx& x, SystemRun& r) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  Report& rep = x.rep;
+  const std::string& name = r.name;
+  const bool am = r.am;
+  Store* store = r.store.get();
+  const size_t users = static_cast<size_t>(c.users);
+  const std::string& main_file = r.main_file;
+  const IngestResult& ing = r.ing;
+  {
     auto user_of = [&](size_t i) { return UserName(i % users); };
     std::string path = main_file;
     std::vector<int64_t> ids = ing.ids;
@@ -1199,8 +1246,15 @@ void RunSystem(const std::string& name, Ctx& x) {
     store->Close();
     if (am) RemoveStore(*store, path);
   }
+}
 
-  // ---- 6. size and memory
+// Phase 6: store size against the raw data, and peak RSS.
+void SizePhase(Ctx& x, SystemRun& r) {
+  Report& rep = x.rep;
+  const std::string& name = r.name;
+  const bool am = r.am;
+  Store* store = r.store.get();
+  const std::string& main_file = r.main_file;
   {
     int64_t bytes = StoreBytes(*store, main_file);
     x.fig.file_bytes[name] = static_cast<double>(bytes);
@@ -1216,12 +1270,36 @@ void RunSystem(const std::string& name, Ctx& x) {
                                        : "hnswlib index file + SQLite text with FTS5",
             name);
     long peak = StatusKiB("VmHWM");
-    rep.Add("memory", "peak RSS of the bench during this system's run", (peak - rss0) / 1024.0,
+    rep.Add("memory", "peak RSS of the bench during this system's run", (peak - r.rss0) / 1024.0,
             "MiB",
-            Fmt("VmHWM above the %.0f MiB the bench held before (its data)", rss0 / 1024.0),
+            Fmt("VmHWM above the %.0f MiB the bench held before (its data)", r.rss0 / 1024.0),
             name);
   }
-  RemoveStore(*store, main_file);
+}
+
+// Every phase of one system on the main data (agentmem: the unfiltered
+// workload is one user's partition of N, its design point, and the filtered
+// one a second file of 1,000 users; the baselines store the 1,000 users once
+// and their unfiltered queries have no WHERE).
+void RunSystem(const std::string& name, Ctx& x) {
+  const Config& c = x.c;
+  SystemRun r;
+  r.name = name;
+  r.am = name == "agentmem";
+  r.so = OptionsFor(c.dim, bench::Metric::kCosine, "bench-synthetic");
+  r.so.capacity_hint = c.n;
+  r.store = bench::MakeStore(name, r.so);
+  r.rss0 = ResetPeakRss();
+  r.main_file = StorePath(c, name, Fmt("main-n%zu", c.n));
+  Progress("=== %s: %s", name.c_str(), r.store->Describe().c_str());
+  x.systems.push_back("- **" + name + "**: " + r.store->Describe());
+  if (c.run_single) SingleIngestPhase(x, r);
+  BatchedIngestPhase(x, r);
+  RecallPhase(x, r);
+  if (c.run_open) OpenPhase(x, r);
+  if (c.run_filter) FilterPhase(x, r);
+  SizePhase(x, r);
+  RemoveStore(*r.store, r.main_file);
 }
 
 // ------------------------------------------------------------------ agentmem's built-in embedder
