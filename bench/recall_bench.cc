@@ -1350,6 +1350,63 @@ Vectors ToVectors(const std::vector<std::vector<float>>& rows, int dim) {
 
 // ------------------------------------------------------------------ LoCoMo (conversation-shaped)
 
+// The vectors agentmem's built-in embedder made for the episodes of `path`
+// (rows by id) and, through a scratch in-memory file, for the questions.
+void EmbedderVectors(const std::string& am_path, const std::vector<int64_t>& ids,
+                     const std::vector<std::string>& users,
+                     const std::vector<std::string>& qtexts, Vectors* vecs, Vectors* qvecs) {
+  const size_t n = ids.size();
+  vecs->dim = qvecs->dim = 384;
+  vecs->data.assign(n * 384, 0.0f);
+  qvecs->data.assign(qtexts.size() * 384, 0.0f);
+  auto row_of_id = RowOfId(ids);
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(am_path.c_str(), &db, AGENTMEM_OPEN_READONLY, nullptr);
+  if (rc != AGENTMEM_OK) Die(db, rc, "open the LoCoMo file");
+  size_t got = 0;
+  for (const std::string& u : std::set<std::string>(users.begin(), users.end())) {
+    agentmem_cursor* cur = nullptr;
+    if ((rc = agentmem_episodes(db, u.c_str(), nullptr, &cur)) != AGENTMEM_OK)
+      Die(db, rc, "agentmem_episodes");
+    while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+      const agentmem_episode* e = agentmem_cursor_episode(cur);
+      auto it = row_of_id.find(e->id);
+      if (it == row_of_id.end() || e->dim != 384 || !e->vector) continue;
+      std::memcpy(vecs->data.data() + static_cast<size_t>(it->second) * 384, e->vector,
+                  384 * sizeof(float));
+      got++;
+    }
+    agentmem_cursor_close(cur);
+  }
+  agentmem_close(db);
+  if (got != n) Warn("LoCoMo: read back %zu of %zu embedded vectors", got, n);
+  // The questions' vectors: the same embedder, through a scratch in-memory file.
+  db = nullptr;
+  if ((rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                             "sync=off")) != AGENTMEM_OK)
+    Die(db, rc, "open :memory:");
+  if ((rc = agentmem_begin(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_begin");
+  for (const auto& q : qtexts)
+    if ((rc = agentmem_remember(db, "q", "", "user", q.c_str(), 0, nullptr, nullptr, 0,
+                                nullptr)) != AGENTMEM_OK)
+      Die(db, rc, "agentmem_remember (question)");
+  if ((rc = agentmem_commit(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_commit");
+  agentmem_cursor* cur = nullptr;
+  if ((rc = agentmem_episodes(db, "q", nullptr, &cur)) != AGENTMEM_OK)
+    Die(db, rc, "agentmem_episodes (questions)");
+  size_t qi = 0;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW && qi < qtexts.size()) {
+    const agentmem_episode* e = agentmem_cursor_episode(cur);
+    if (e->vector && e->dim == 384)
+      std::memcpy(qvecs->data.data() + qi * 384, e->vector, 384 * sizeof(float));
+    qi++;
+  }
+  agentmem_cursor_close(cur);
+  agentmem_close(db);
+  if (qi != qtexts.size()) Warn("LoCoMo: embedded %zu of %zu questions", qi, qtexts.size());
+}
+
+
 void RunLocomo(Ctx& x, const std::string& dir) {
   const Config& c = x.c;
   Report& rep = x.rep;
@@ -1390,56 +1447,7 @@ void RunLocomo(Ctx& x, const std::string& dir) {
           static_cast<double>(n) / (ai.seconds + ai.close_seconds), "1/s",
           "agentmem embeds each turn (built-in embedder)", "agentmem");
   Vectors vecs, qvecs;
-  vecs.dim = qvecs.dim = 384;
-  vecs.data.resize(n * 384);
-  qvecs.data.resize(qtexts.size() * 384);
-  {
-    auto row_of_id = RowOfId(ai.ids);
-    agentmem_db* db = nullptr;
-    int rc = agentmem_open_v2(am_path.c_str(), &db, AGENTMEM_OPEN_READONLY, nullptr);
-    if (rc != AGENTMEM_OK) Die(db, rc, "open the LoCoMo file");
-    size_t got = 0;
-    for (const std::string& u : std::set<std::string>(users.begin(), users.end())) {
-      agentmem_cursor* cur = nullptr;
-      if ((rc = agentmem_episodes(db, u.c_str(), nullptr, &cur)) != AGENTMEM_OK)
-        Die(db, rc, "agentmem_episodes");
-      while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
-        const agentmem_episode* e = agentmem_cursor_episode(cur);
-        auto it = row_of_id.find(e->id);
-        if (it == row_of_id.end() || e->dim != 384 || !e->vector) continue;
-        std::memcpy(vecs.data.data() + static_cast<size_t>(it->second) * 384, e->vector,
-                    384 * sizeof(float));
-        got++;
-      }
-      agentmem_cursor_close(cur);
-    }
-    agentmem_close(db);
-    if (got != n) Warn("LoCoMo: read back %zu of %zu embedded vectors", got, n);
-    // The questions' vectors: the same embedder, through a scratch in-memory file.
-    db = nullptr;
-    if ((rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                               "sync=off")) != AGENTMEM_OK)
-      Die(db, rc, "open :memory:");
-    if ((rc = agentmem_begin(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_begin");
-    for (const auto& q : qtexts)
-      if ((rc = agentmem_remember(db, "q", "", "user", q.c_str(), 0, nullptr, nullptr, 0,
-                                  nullptr)) != AGENTMEM_OK)
-        Die(db, rc, "agentmem_remember (question)");
-    if ((rc = agentmem_commit(db)) != AGENTMEM_OK) Die(db, rc, "agentmem_commit");
-    agentmem_cursor* cur = nullptr;
-    if ((rc = agentmem_episodes(db, "q", nullptr, &cur)) != AGENTMEM_OK)
-      Die(db, rc, "agentmem_episodes (questions)");
-    size_t qi = 0;
-    while (agentmem_cursor_step(cur) == AGENTMEM_ROW && qi < qtexts.size()) {
-      const agentmem_episode* e = agentmem_cursor_episode(cur);
-      if (e->vector && e->dim == 384)
-        std::memcpy(qvecs.data.data() + qi * 384, e->vector, 384 * sizeof(float));
-      qi++;
-    }
-    agentmem_cursor_close(cur);
-    agentmem_close(db);
-    if (qi != qtexts.size()) Warn("LoCoMo: embedded %zu of %zu questions", qi, qtexts.size());
-  }
+  EmbedderVectors(am_path, ai.ids, users, qtexts, &vecs, &qvecs);
 
   std::vector<const char*> user_of_query(qtexts.size());
   for (size_t q = 0; q < qtexts.size(); q++) user_of_query[q] = qusers[q].c_str();
@@ -1781,6 +1789,75 @@ bool ParseArgs(int argc, char** argv, Config* c) {
   return true;
 }
 
+// Writes recall-n<N>.{md,csv} and the .dat files of bench/plot.sh into
+// --out, and the table on stdout.
+void WriteReport(Ctx& x, const std::string& commit, const std::string& dirty,
+                 bool texts_repeat) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  Report& rep = x.rep;
+  std::string date = CommandOutput("date -u '+%Y-%m-%d %H:%M UTC'");
+  std::string cpu;
+  {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model name", 0) == 0) {
+        cpu = Trim(line.substr(line.find(':') + 1));
+        break;
+      }
+  }
+  std::string load = Trim(ReadSmallFile("/proc/loadavg"));
+  rep.AddHeader(Fmt("# agentmem vs SQLite + FTS5 vs hnswlib + FTS5 — N = %zu episodes × %d-d, "
+                    "top-%d",
+                    c.n, c.dim, c.k));
+  rep.AddHeader("");
+  rep.AddHeader(Fmt("%s · agentmem %s · started at commit %s%s · %u cores (%s) · load average "
+                    "at end: %s · %.0f s",
+                    date.c_str(), agentmem_libversion(), commit.c_str(),
+                    dirty.empty() ? "" : " (work tree modified)",
+                    std::thread::hardware_concurrency(), cpu.c_str(), load.c_str(),
+                    Seconds() - g_t0));
+  rep.AddHeader("");
+  if (texts_repeat)
+    rep.AddHeader("Past the 117,659 WordNet glosses the episode texts repeat (each text "
+                  "appears more than once; BM25 sees duplicate documents).\n");
+  rep.AddHeader(Fmt("Data: %zu WordNet 3.0 glosses (%.1f MB), %d-d clustered synthetic unit "
+                    "vectors (%d clusters, noise %.2f, seed %llu), %zu held-out gloss queries "
+                    "with vectors from the same clusters; up to %zu warm-up queries per mode, "
+                    "then %d rounds of the queries, modes interleaved, at most %.0f s per mode "
+                    "(slow brute-force modes run fewer queries: n in the notes). Latency = the "
+                    "recall call + reading every hit's text, one thread. Percentiles are "
+                    "nearest-rank over all samples. Systems run one after the other on a shared "
+                    "machine: read the thread-CPU and per-round figures for the noise.",
+                    c.n, d.text_bytes / 1e6, c.dim, c.clusters, c.noise,
+                    static_cast<unsigned long long>(c.seed), c.queries, c.warmup, c.rounds,
+                    c.budget));
+  rep.AddSection("## Systems", x.systems);
+  if (!x.plans.empty()) rep.AddSection("## Plans (agentmem EXPLAIN RECALL)", x.plans);
+
+  x.checks.push_back(Fmt("- warnings: %d", g_warnings));
+  rep.AddSection("## Checks", x.checks);
+
+  std::string md = rep.Markdown();
+  std::string csv = rep.Csv(c.n, c.dim);
+  mkdir(c.out.c_str(), 0755);
+  std::string base = c.out + Fmt("/recall-n%zu", c.n);
+  std::ofstream(base + ".md") << md;
+  std::ofstream(base + ".csv") << csv;
+  {
+    std::ofstream dat(c.out + Fmt("/recall-latency-n%zu.dat", c.n));
+    dat << "# system ef vector_p50_ms recall@10 (N = " << c.n << ")\n";
+    for (const auto& l : x.dat_recall) dat << l << "\n";
+    std::ofstream lat(c.out + Fmt("/latency-n%zu.dat", c.n));
+    lat << "# system mode n p50_ms p99_ms\n";
+    for (const auto& l : x.dat_latency) lat << l << "\n";
+  }
+  Progress("wrote %s.md and %s.csv (%d warnings)", base.c_str(), base.c_str(), g_warnings);
+  std::fflush(stderr);
+  std::fputs(md.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 int Main(int argc, char** argv) {
   Config c;
   if (!ParseArgs(argc, argv, &c)) return 2;
@@ -1853,67 +1930,7 @@ int Main(int argc, char** argv) {
   }
   AddGoals(x);
 
-  // ---- report
-  std::string date = CommandOutput("date -u '+%Y-%m-%d %H:%M UTC'");
-  std::string cpu;
-  {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("model name", 0) == 0) {
-        cpu = Trim(line.substr(line.find(':') + 1));
-        break;
-      }
-  }
-  std::string load = Trim(ReadSmallFile("/proc/loadavg"));
-  rep.AddHeader(Fmt("# agentmem vs SQLite + FTS5 vs hnswlib + FTS5 — N = %zu episodes × %d-d, "
-                    "top-%d",
-                    c.n, c.dim, c.k));
-  rep.AddHeader("");
-  rep.AddHeader(Fmt("%s · agentmem %s · started at commit %s%s · %u cores (%s) · load average at end: %s · "
-                    "%.0f s",
-                    date.c_str(), agentmem_libversion(), commit.c_str(),
-                    dirty.empty() ? "" : " (work tree modified)",
-                    std::thread::hardware_concurrency(), cpu.c_str(), load.c_str(),
-                    Seconds() - g_t0));
-  rep.AddHeader("");
-  if (texts_repeat)
-    rep.AddHeader("Past the 117,659 WordNet glosses the episode texts repeat (each text "
-                  "appears more than once; BM25 sees duplicate documents).\n");
-  rep.AddHeader(Fmt("Data: %zu WordNet 3.0 glosses (%.1f MB), %d-d clustered synthetic unit "
-                    "vectors (%d clusters, noise %.2f, seed %llu), %zu held-out gloss queries "
-                    "with vectors from the same clusters; up to %zu warm-up queries per mode, "
-                    "then %d rounds of the queries, modes interleaved, at most %.0f s per mode "
-                    "(slow brute-force modes run fewer queries: n in the notes). Latency = the "
-                    "recall call + reading every hit's text, one thread. Percentiles are "
-                    "nearest-rank over all samples. Systems run one after the other on a shared "
-                    "machine: read the thread-CPU and per-round figures for the noise.",
-                    c.n, d.text_bytes / 1e6, c.dim, c.clusters, c.noise,
-                    static_cast<unsigned long long>(c.seed), c.queries, c.warmup, c.rounds,
-                    c.budget));
-  rep.AddSection("## Systems", x.systems);
-  if (!x.plans.empty()) rep.AddSection("## Plans (agentmem EXPLAIN RECALL)", x.plans);
-
-  x.checks.push_back(Fmt("- warnings: %d", g_warnings));
-  rep.AddSection("## Checks", x.checks);
-
-  std::string md = rep.Markdown();
-  std::string csv = rep.Csv(c.n, c.dim);
-  mkdir(c.out.c_str(), 0755);
-  std::string base = c.out + Fmt("/recall-n%zu", c.n);
-  std::ofstream(base + ".md") << md;
-  std::ofstream(base + ".csv") << csv;
-  {
-    std::ofstream dat(c.out + Fmt("/recall-latency-n%zu.dat", c.n));
-    dat << "# system ef vector_p50_ms recall@10 (N = " << c.n << ")\n";
-    for (const auto& l : x.dat_recall) dat << l << "\n";
-    std::ofstream lat(c.out + Fmt("/latency-n%zu.dat", c.n));
-    lat << "# system mode n p50_ms p99_ms\n";
-    for (const auto& l : x.dat_latency) lat << l << "\n";
-  }
-  Progress("wrote %s.md and %s.csv (%d warnings)", base.c_str(), base.c_str(), g_warnings);
-  std::fflush(stderr);
-  std::fputs(md.c_str(), stdout);
-  std::fflush(stdout);
+  WriteReport(x, commit, dirty, texts_repeat);
   return 0;
 }
 
