@@ -305,7 +305,12 @@ int agentmem_open_v2(const char* zPath, agentmem_db** ppDb, int flags, const cha
   *ppDb = nullptr;
   agentmem_db* h = new (std::nothrow) agentmem_db;
   if (!h) return AGENTMEM_NOMEM;
-  SetLive(h, true);
+  try {
+    SetLive(h, true);
+  } catch (...) {  // the registry could not grow: no handle to return
+    delete h;
+    return AGENTMEM_NOMEM;
+  }
   *ppDb = h;
   std::lock_guard<std::mutex> g(h->mu);
   try {
@@ -370,6 +375,8 @@ int agentmem_close(agentmem_db* db) {
       // transaction through the virtual tables, which still need the Database.
       db->sql.reset();
       if (db->db) s = db->db->Close();
+    } catch (const std::bad_alloc&) {
+      s = Status(agentmem::kNoMem, "out of memory during close");
     } catch (...) {
       s = Status(agentmem::kInternal, "internal error during close");
     }

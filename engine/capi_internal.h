@@ -56,10 +56,15 @@ int Guard(agentmem_db* db, F&& f) {
     if (!db->db) return Record(db, Status(kMisuse, "the database did not open"));
     return Record(db, f(*db->db));
   } catch (const std::bad_alloc&) {
+    // The operation stopped half done: the handle's memory may no longer
+    // match the file, so it refuses everything until reopened.
+    if (db->db) db->db->Poison();
     return Record(db, Status(kNoMem, "out of memory"));
   } catch (const std::exception& e) {
+    if (db->db) db->db->Poison();
     return Record(db, Status(kInternal, std::string("internal error: ") + e.what()));
   } catch (...) {
+    if (db->db) db->db->Poison();
     return Record(db, Status(kInternal, "internal error"));
   }
 }

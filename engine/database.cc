@@ -256,7 +256,7 @@ Status Database::Close() {
     explicit_txn_ = false;
   }
   Status s;
-  if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() &&
+  if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() && !poisoned_ &&
       opts_.sync != SyncMode::kOff) {
     s = MaybeCheckpoint(true);
     if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
@@ -456,8 +456,21 @@ Status Database::Refresh(bool exclusive) {
   return Status::OK();
 }
 
+void Database::Poison() noexcept {
+  poisoned_ = true;
+  try {
+    Status why(kNoMem, "an allocation failed in the middle of an operation; the handle is "
+                       "unusable until it is closed and reopened (the file is unaffected)");
+    if (sticky_.ok()) sticky_ = why;
+    if (recall_) recall_->Break(why);
+  } catch (...) {
+    // Still poisoned: poisoned_ alone refuses every later call.
+  }
+}
+
 Status Database::RefreshForRead() {
   if (closed_) return Status(kMisuse, "database is closed");
+  if (poisoned_) return sticky_.ok() ? Status(kNoMem, "handle unusable after a failed allocation") : sticky_;
   if (explicit_txn_ || write_locked_) return Status::OK();  // keep the transaction's snapshot
   uint64_t size = 0;
   AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
@@ -471,6 +484,7 @@ Status Database::RefreshForRead() {
 
 Status Database::CheckWritable() const {
   if (closed_) return Status(kMisuse, "database is closed");
+  if (poisoned_) return sticky_.ok() ? Status(kNoMem, "handle unusable after a failed allocation") : sticky_;
   if (opts_.read_only) return Status(kReadOnlyFile, "attempt to write a database opened read-only");
   if (!write_refused_.ok()) return write_refused_;
   if (!sticky_.ok()) {

@@ -98,6 +98,13 @@ class Database {
                 const std::string& metadata_value, std::vector<RecallHit>* hits,
                 RecallPlan* plan);
 
+  // An exception (a failed allocation) escaped an operation half done: the
+  // in-memory state may no longer match the file. Every later call on the
+  // handle fails, and it writes nothing more, until it is closed and reopened.
+  // Never throws.
+  void Poison() noexcept;
+  bool poisoned() const { return poisoned_; }
+
   const VectorSpace& space() const { return space_; }
   const Options& options() const { return opts_; }
   const std::string& path() const { return path_; }
@@ -201,6 +208,7 @@ class Database {
   };
   std::unordered_map<uint64_t, CachedPage> page_cache_;
   bool closed_ = false;
+  bool poisoned_ = false;  // Poison()
   bool opened_ = false;  // Open() succeeded: only then may Close() write
 };
 

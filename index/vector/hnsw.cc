@@ -496,8 +496,8 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
     g.addPoint(data.data(), label);
   } catch (...) {
     sticky = FromException("insert");
-    sticky = StatusF(kInternal, "%s; the index is unusable and must be rebuilt",
-                     sticky.message().c_str());
+    sticky = StatusF(sticky.code() == kNoMem ? kNoMem : kInternal,
+                     "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
     return sticky;
   }
   AddListSlack(&g, static_cast<uint32_t>(node));
