@@ -141,20 +141,7 @@ Status Database::WriteCheckpoint() {
   }
   synced_through_ = start + buf.size();
   // Read it back like any commit: it must scan as a valid transaction.
-  ScanResult res;
-  auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
-  s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
-  if (res.commits) {
-    end_ = res.end;
-    seq_ = res.commit_seq;
-    pages_ += res.pages;
-    scanned_size_ = res.file_size;
-    torn_bytes_ = res.torn_bytes;
-  }
-  if (seq_ != c.commit_seq) {
-    sticky_ = s.ok() ? Status(kInternal, "checkpoint did not read back") : s;
-    return sticky_;
-  }
+  AGENTMEM_RETURN_IF_ERROR(ReadBackCommit(c.commit_seq, "checkpoint"));
   return WriteSuperblock(start);
 }
 

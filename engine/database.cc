@@ -663,13 +663,20 @@ Status Database::CommitPending() {
   uint64_t new_end = end_ + buf.size();
   if (opts_.sync == SyncMode::kFull) synced_through_ = new_end;
   // The bytes are durable per the sync mode: move the snapshot.
+  Status r = ReadBackCommit(seq_ + 1, "commit");
+  if (!r.ok() && recall_) recall_->Break(r);
+  return r;
+}
+
+// Re-reading what was just written costs a read of bytes in the page cache
+// and keeps one code path (ApplyScanned) for every way records enter the
+// catalog; it also proves the transaction decodes. If the read fails before
+// transaction `want` is applied, it is in doubt to the caller like any other
+// failed commit: the handle's error goes sticky and a reopen settles it.
+Status Database::ReadBackCommit(uint64_t want, const char* what) {
   ScanResult res;
-  // Re-reading what was just written costs a read of bytes in the page cache
-  // and keeps one code path (ApplyScanned) for every way records enter the
-  // catalog; it also proves the commit decodes.
   auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
-  uint64_t want = seq_ + 1;
-  s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
+  Status s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
   if (res.commits) {
     end_ = res.end;
     seq_ = res.commit_seq;
@@ -677,12 +684,8 @@ Status Database::CommitPending() {
     scanned_size_ = res.file_size;
     torn_bytes_ = res.torn_bytes;
   }
-  // If reading the commit back failed before it was applied, the commit is in
-  // doubt to the caller like any other failed commit: the handle's error goes
-  // sticky and a reopen settles it.
   if (seq_ < want) {
-    sticky_ = s.ok() ? Status(kInternal, "commit did not read back") : s;
-    if (recall_) recall_->Break(sticky_);
+    sticky_ = s.ok() ? StatusF(kInternal, "%s did not read back", what) : s;
     return sticky_;
   }
   return Status::OK();

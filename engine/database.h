@@ -138,6 +138,8 @@ class Database {
   void ReleaseWriteLock();
   Status FinishWrite(Status s);
   Status CommitPending();
+  // Applies the transaction(s) just appended, up to commit number `want`.
+  Status ReadBackCommit(uint64_t want, const char* what);
   Status EncodePending(std::string* buf, uint32_t* pages);
   void ApplyPending();
   void ClearPending();
