@@ -466,6 +466,60 @@ int agentmem_column_bytes(agentmem_stmt *pStmt, int i);
 agentmem_db *agentmem_db_handle(agentmem_stmt *pStmt);
 int64_t agentmem_changes(agentmem_db *db);
 
+/* ---------------------------------------------------------------- memory: context, profile, export */
+/* docs/memory.md states the rules in full. */
+
+#define AGENTMEM_CONTEXT_BLOCK   1  /* a pinned block */
+#define AGENTMEM_CONTEXT_FACT    2  /* a current fact */
+#define AGENTMEM_CONTEXT_EPISODE 3  /* a recalled episode */
+
+/* One item of an assembled context. */
+typedef struct agentmem_context_item {
+  int kind;             /* AGENTMEM_CONTEXT_BLOCK / _FACT / _EPISODE */
+  int64_t id;           /* block version, fact id or episode id */
+  const char *name;     /* the block's name; "" for facts and episodes */
+  const char *text;     /* block value, "subject predicate object", or episode text */
+  int tokens;           /* the token estimate of text: ceil(UTF-8 bytes / 4) */
+  const char *reason;   /* why it was included, e.g. "recall rank 3: bm25 #1, vector #4" */
+} agentmem_context_item;
+
+/* Assemble the context for user_id, query and token_budget: the user's pinned
+** blocks (pinned_order >= 0, in that order), then current facts (valid now and
+** not superseded, most relevant to the query first), then episodes by hybrid
+** recall of the query, each at most once. Items are taken in that order; one
+** whose tokens exceed what is left of the budget is skipped and later, smaller
+** ones may still fit, so the tokens never sum to more than token_budget.
+** On AGENTMEM_OK *paItems is an array of *pnItems items in context order, one
+** allocation freed with agentmem_free() (NULL when *pnItems is 0). On failure
+** *paItems is NULL and *pnItems 0; codes: AGENTMEM_MISUSE (NULL arguments),
+** AGENTMEM_RANGE (negative budget), and the codes of agentmem_recall(). */
+int agentmem_context(agentmem_db *db, const char *user_id, const char *query, int token_budget,
+                     agentmem_context_item **paItems, int *pnItems);
+
+/* A JSON object summarising user_id's memory: counts (episodes, sessions,
+** blocks, block versions, facts, current facts), the event-time span of the
+** episodes, episodes per role and the top current facts by confidence. On
+** AGENTMEM_OK *pzJson is freed with agentmem_free(); on failure it is NULL. */
+int agentmem_profile(agentmem_db *db, const char *user_id, char **pzJson);
+
+/* Export user_id's whole memory as JSON lines (one header line, then every
+** episode, block version and fact; docs/memory.md gives every field). Two
+** files holding the same memory export the same bytes. On AGENTMEM_OK
+** *pzJsonl is freed with agentmem_free(); on failure it is NULL. */
+int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
+
+/* Import what agentmem_export() produced (several exports may be
+** concatenated). Idempotent: records already present and identical are
+** skipped, so importing the same text twice adds nothing the second time.
+** Ids, times and provenance are kept. Every line is checked before anything
+** is written, then all are written in one transaction (the caller's when one
+** is open, else its own). On AGENTMEM_OK *pnAdded (if not NULL) receives the
+** number of records written. Failures write nothing: AGENTMEM_MISMATCH_JSON
+** (a malformed line; the message names it), AGENTMEM_MISMATCH (the export's
+** vector space differs from the file's), AGENTMEM_CONSTRAINT (an id already
+** holds different content), and the codes of agentmem_remember(). */
+int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
+
 #ifdef __cplusplus
 }
 #endif

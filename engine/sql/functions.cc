@@ -1,6 +1,7 @@
 // engine/sql/functions.cc -- the table-valued functions: recall,
-// explain_recall, block_history, facts_as_of, integrity_check, stats and
-// user_stats (docs/sql.md).
+// explain_recall, block_history, facts_as_of, integrity_check, stats,
+// user_stats and context; and the scalar functions profile and export_user
+// (docs/sql.md).
 //
 // Each is an eponymous-only virtual table whose arguments are HIDDEN columns
 // after its result columns: f(a, b) is f WHERE a_col = a AND b_col = b.
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/memory.h"
 #include "engine/recall.h"
 #include "engine/sql/vtab.h"
 
@@ -505,6 +507,73 @@ class UserStatsTable : public FunctionTable {
   std::unique_ptr<VCursor> Open() override { return std::make_unique<UserStatsCursor>(this); }
 };
 
+// ====================================================================== context
+
+class ContextCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    items_.clear();
+    if (IsNull(Arg(0)) || IsNull(Arg(1)) || IsNull(Arg(2))) {
+      return Status(kMisuse, "context() needs a user_id, a query and a token budget: "
+                             "context(user_id, query, budget)");
+    }
+    std::optional<int64_t> budget = ValueInt(Arg(2));
+    if (!budget) return Status(kMismatch, "context(): budget must be an integer (tokens)");
+    return AssembleContext(db(), ValueText(Arg(0)), ValueText(Arg(1)), *budget, &items_);
+  }
+  size_t Rows() const override { return items_.size(); }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    static const char* const kKinds[] = {"", "block", "fact", "episode"};
+    const ContextItem& it = items_[pos_];
+    switch (i) {
+      case 0: sqlite3_result_int64(ctx, static_cast<int64_t>(pos_) + 1); break;
+      case 1: sqlite3_result_text(ctx, kKinds[static_cast<int>(it.kind)], -1, SQLITE_STATIC); break;
+      case 2: sqlite3_result_int64(ctx, static_cast<int64_t>(it.id)); break;
+      case 3: ResultText(ctx, it.name); break;
+      case 4: ResultText(ctx, it.text); break;
+      case 5: sqlite3_result_int64(ctx, it.tokens); break;
+      default: ResultText(ctx, it.reason); break;
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<ContextItem> items_;
+};
+
+class ContextTable : public FunctionTable {
+ public:
+  explicit ContextTable(Session* s) : FunctionTable(s, 7, 3, 3) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<ContextCursor>(this); }
+};
+
+// ====================================================================== profile, export_user
+
+// A scalar function of one user_id returning text made by `make`.
+template <Status (*make)(Database*, const std::string&, std::string*)>
+void UserTextFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
+  auto* session = static_cast<Session*>(sqlite3_user_data(ctx));
+  const char* fn = make == &ProfileJson ? "profile" : "export_user";
+  Status s;
+  std::string out;
+  if (argc != 1 || IsNull(argv[0])) {
+    s = StatusF(kMisuse, "%s() needs a user_id: %s(user_id)", fn, fn);
+  } else {
+    s = make(session->db(), ValueText(argv[0]), &out);
+  }
+  if (!s.ok()) {
+    int rc = session->Fail(nullptr, s);
+    sqlite3_result_error(ctx, s.message().c_str(), -1);
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  ResultText(ctx, out);
+  if (make == &ProfileJson) sqlite3_result_subtype(ctx, 'J');  // JSON, for the json functions
+}
+
 template <typename T>
 VTable* Make(Session* s) {
   return new T(s);
@@ -551,7 +620,28 @@ std::vector<ModuleSpec> FunctionSpecs() {
        "CREATE TABLE x(user_id TEXT, episodes INTEGER, blocks INTEGER, facts INTEGER, "
        "for_user HIDDEN)",
        false, Make<UserStatsTable>},
+      {"context", nullptr,
+       "CREATE TABLE x(position INTEGER, kind TEXT, id INTEGER, name TEXT, text TEXT, "
+       "tokens INTEGER, reason TEXT, for_user HIDDEN, for_query HIDDEN, budget HIDDEN)",
+       false, Make<ContextTable>},
   };
+}
+
+Status RegisterScalarFunctions(Session* session) {
+  struct Fn {
+    const char* name;
+    void (*f)(sqlite3_context*, int, sqlite3_value**);
+  };
+  for (Fn fn : {Fn{"profile", UserTextFunction<&ProfileJson>},
+                Fn{"export_user", UserTextFunction<&ExportUser>}}) {
+    int rc = sqlite3_create_function_v2(session->conn(), fn.name, 1, SQLITE_UTF8, session, fn.f,
+                                        nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      return StatusF(kError, "cannot register the SQL function %s: %s", fn.name,
+                     sqlite3_errmsg(session->conn()));
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace agentmem::engine::sql

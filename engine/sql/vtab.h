@@ -66,6 +66,8 @@ struct ModuleSpec {
 // The specs of tables.cc and functions.cc.
 std::vector<ModuleSpec> TableSpecs();
 std::vector<ModuleSpec> FunctionSpecs();
+// The scalar functions of functions.cc (profile, export_user).
+Status RegisterScalarFunctions(Session* session);
 
 // ---- sqlite3_value helpers
 std::string ValueText(sqlite3_value* v);

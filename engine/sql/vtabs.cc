@@ -264,7 +264,7 @@ Status RegisterTables(Session* session) {
       }
     }
   }
-  return Status::OK();
+  return RegisterScalarFunctions(session);
 }
 
 }  // namespace agentmem::engine::sql

@@ -1,0 +1,731 @@
+// engine/memory.cc -- context assembly, profile, export and import over the
+// public Database API (engine/memory.h; docs/memory.md states every rule).
+//
+// Nothing here may throw past its function: the C ABI's Guard treats an
+// escaping exception as a half-done operation and poisons the handle. JSON is
+// therefore parsed without exceptions where possible, and the import's
+// checking phase catches nlohmann's type errors and turns them into
+// kMismatchJson naming the line.
+#include "engine/memory.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "index/text/bm25.h"
+#include "index/text/hash_embedder.h"
+#include "index/text/tokenizer.h"
+
+namespace agentmem::engine {
+
+namespace {
+
+using format::BlockRecord;
+using format::EpisodeRecord;
+using format::FactRecord;
+using format::kForever;
+using Json = nlohmann::ordered_json;
+
+constexpr int kExportVersion = 1;
+constexpr size_t kTopFacts = 10;  // facts listed in a profile
+
+int64_t NowMicros(Database* db) {
+  if (db->options().clock) return db->options().clock();
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+bool IsCurrent(const FactRecord& f, int64_t now) {
+  return f.expired_at == kForever && f.valid_from <= now && now < f.valid_to;
+}
+
+std::string FactText(const FactRecord& f) {
+  return f.subject + " " + f.predicate + " " + f.object;
+}
+
+// Serialises without throwing: engine strings are valid UTF-8, and anything
+// else would be replaced rather than abort the export.
+std::string Dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// ---------------------------------------------------------------- base64 (RFC 4648, padded)
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = uint32_t{p[i]} << 16;
+    if (i + 1 < n) v |= uint32_t{p[i + 1]} << 8;
+    if (i + 2 < n) v |= p[i + 2];
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < n ? kB64[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? kB64[v & 63] : '=';
+  }
+  return out;
+}
+
+bool Unbase64(std::string_view in, std::string* out) {
+  if (in.size() % 4) return false;
+  out->clear();
+  uint32_t v = 0;
+  int bits = 0;
+  for (size_t i = 0; i < in.size(); i++) {
+    char c = in[i];
+    if (c == '=') {
+      if (i + 2 < in.size() || (i + 1 < in.size() && in[i + 1] != '=')) return false;
+      break;
+    }
+    const char* at = std::strchr(kB64, c);
+    if (!at || c == '\0') return false;
+    v = (v << 6) | static_cast<uint32_t>(at - kB64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((v >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- embeddings
+
+// The built-in embedder of the file's vector space, when it has one.
+std::optional<index::HashEmbedder> BuiltinEmbedder(const Database& db) {
+  if (db.space().embedder != index::HashEmbedder::kName) return std::nullopt;
+  auto e = index::HashEmbedder::Create({db.space().dim});
+  if (!e.ok()) return std::nullopt;
+  return std::move(e.value());
+}
+
+// The vector an episode would get from the file if it were remembered
+// without one: the built-in embedding of its text, or none.
+std::vector<float> DefaultVector(const std::optional<index::HashEmbedder>& e,
+                                 const std::string& text) {
+  return e ? e->Embed(text) : std::vector<float>();
+}
+
+// A confidence as the shortest decimal that reads back as the same float
+// (checked through double, as the importer reads it).
+double ConfidenceNumber(float f) {
+  char buf[32];
+  for (int prec = 1; prec <= 9; prec++) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(f));
+    double d = std::strtod(buf, nullptr);
+    if (static_cast<float>(d) == f) return d;
+  }
+  return static_cast<double>(f);
+}
+
+Json TimeOrNull(int64_t t) { return t == kForever ? Json(nullptr) : Json(t); }
+
+}  // namespace
+
+// ==================================================================== context
+
+uint32_t EstimateTokens(std::string_view text) {
+  return static_cast<uint32_t>((text.size() + 3) / 4);
+}
+
+namespace {
+
+// What is left of the budget; takes an item if it fits.
+class ContextBuilder {
+ public:
+  ContextBuilder(int64_t budget, std::vector<ContextItem>* out) : left_(budget), out_(out) {}
+  void Offer(ContextKind kind, uint64_t id, std::string name, std::string text,
+             std::string reason) {
+    uint32_t tokens = EstimateTokens(text);
+    if (tokens > left_) return;  // skipped; a later, smaller item may still fit
+    left_ -= tokens;
+    out_->push_back({kind, id, std::move(name), std::move(text), tokens, std::move(reason)});
+  }
+
+ private:
+  int64_t left_;
+  std::vector<ContextItem>* out_;
+};
+
+Status OfferPinnedBlocks(Database* db, const std::string& user, ContextBuilder* b) {
+  std::vector<BlockRecord> blocks;
+  AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user, &blocks));  // one per name: each at most once
+  std::erase_if(blocks, [](const BlockRecord& r) { return r.pinned_order < 0; });
+  std::stable_sort(blocks.begin(), blocks.end(), [](const BlockRecord& a, const BlockRecord& c) {
+    return a.pinned_order < c.pinned_order;  // ListBlocks gives name order within an order
+  });
+  for (BlockRecord& r : blocks) {
+    std::string reason = "pinned block " + r.name;
+    b->Offer(ContextKind::kBlock, r.version, r.name, std::move(r.value), std::move(reason));
+  }
+  return Status::OK();
+}
+
+// The user's current facts, most relevant first: BM25 of the query over each
+// fact's "subject predicate object" (an index built here, over these facts
+// alone), then confidence, then id. bm25_rank[i] is 1-based, 0 = no match.
+void RankFacts(const std::string& query, std::vector<FactRecord>* facts,
+               std::vector<int>* bm25_rank) {
+  index::Tokenizer tok;
+  index::Bm25Index bm25;
+  for (size_t i = 0; i < facts->size(); i++) {
+    std::vector<std::string> tokens = tok.Tokenize(FactText((*facts)[i]));
+    (void)bm25.Add(i, tokens);  // ids are distinct; cannot fail
+  }
+  std::vector<std::string> q = tok.Tokenize(query);
+  std::vector<double> score(facts->size(), 0.0);
+  for (const index::ScoredDoc& d : bm25.TopKBruteForce(q, facts->size())) {
+    score[d.doc_id] = d.score;
+  }
+  std::vector<size_t> order(facts->size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t c) {
+    const FactRecord &fa = (*facts)[a], &fc = (*facts)[c];
+    if (score[a] != score[c]) return score[a] > score[c];
+    if (fa.confidence != fc.confidence) return fa.confidence > fc.confidence;
+    return fa.id < fc.id;
+  });
+  std::vector<FactRecord> sorted;
+  bm25_rank->clear();
+  int rank = 0;
+  for (size_t i : order) {
+    sorted.push_back(std::move((*facts)[i]));
+    bm25_rank->push_back(score[i] > 0 ? ++rank : 0);
+  }
+  *facts = std::move(sorted);
+}
+
+Status OfferCurrentFacts(Database* db, const std::string& user, const std::string& query,
+                         ContextBuilder* b) {
+  std::vector<FactRecord> facts;
+  AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user, nullptr, nullptr, &facts));
+  int64_t now = NowMicros(db);
+  std::erase_if(facts, [&](const FactRecord& f) { return !IsCurrent(f, now); });
+  std::vector<int> rank;
+  RankFacts(query, &facts, &rank);
+  std::unordered_set<std::string> seen;
+  for (size_t i = 0; i < facts.size(); i++) {
+    std::string text = FactText(facts[i]);
+    if (!seen.insert(text).second) continue;  // the same s/p/o once
+    char reason[96];
+    if (rank[i] > 0) {
+      std::snprintf(reason, sizeof reason, "current fact, bm25 rank %d", rank[i]);
+    } else {
+      std::snprintf(reason, sizeof reason, "current fact, confidence %.2f",
+                    static_cast<double>(facts[i].confidence));
+    }
+    b->Offer(ContextKind::kFact, facts[i].id, "", std::move(text), reason);
+  }
+  return Status::OK();
+}
+
+// Episodes asked of recall: enough to fill the budget with short turns.
+size_t RecallDepth(int64_t budget) {
+  return static_cast<size_t>(std::clamp<int64_t>(budget / 16, 20, 1000));
+}
+
+std::string RankText(const char* list, int rank) {
+  return rank > 0 ? std::string(list) + " #" + std::to_string(rank) : std::string(list) + " -";
+}
+
+Status OfferRecalledEpisodes(Database* db, const std::string& user, const std::string& query,
+                             int64_t budget, ContextBuilder* b) {
+  RecallQuery q;
+  q.user_id = user;
+  q.text = query;
+  q.k = RecallDepth(budget);
+  q.mode = RecallMode::kHybrid;
+  std::vector<RecallHit> hits;
+  AGENTMEM_RETURN_IF_ERROR(db->Recall(q, &hits, nullptr));
+  std::unordered_set<uint64_t> seen;
+  int rank = 0;
+  for (const RecallHit& h : hits) {
+    if (h.fill) break;  // matched by neither list: not relevant, only filler
+    rank++;
+    if (!seen.insert(h.id).second) continue;
+    EpisodeRecord e;
+    AGENTMEM_RETURN_IF_ERROR(db->GetEpisode(h.id, &e));
+    std::string reason = "recall rank " + std::to_string(rank) + ": " +
+                         RankText("bm25", h.bm25_rank) + ", " + RankText("vector", h.vector_rank);
+    b->Offer(ContextKind::kEpisode, h.id, "", std::move(e.text), std::move(reason));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status AssembleContext(Database* db, const std::string& user_id, const std::string& query,
+                       int64_t token_budget, std::vector<ContextItem>* out) {
+  out->clear();
+  if (token_budget < 0) return Status(kRange, "context token budget must be >= 0");
+  ContextBuilder b(token_budget, out);
+  AGENTMEM_RETURN_IF_ERROR(OfferPinnedBlocks(db, user_id, &b));
+  AGENTMEM_RETURN_IF_ERROR(OfferCurrentFacts(db, user_id, query, &b));
+  return OfferRecalledEpisodes(db, user_id, query, token_budget, &b);
+}
+
+// ==================================================================== profile
+
+Status ProfileJson(Database* db, const std::string& user_id, std::string* json) {
+  std::vector<uint64_t> ids;
+  AGENTMEM_RETURN_IF_ERROR(db->ListEpisodeIds(user_id, nullptr, &ids));
+  std::set<std::string> sessions;
+  std::map<std::string, uint64_t> roles;
+  std::optional<int64_t> first, last;
+  for (uint64_t id : ids) {
+    EpisodeRecord e;
+    AGENTMEM_RETURN_IF_ERROR(db->GetEpisode(id, &e));
+    sessions.insert(e.session_id);
+    roles[e.role]++;
+    first = first ? std::min(*first, e.ts) : e.ts;
+    last = last ? std::max(*last, e.ts) : e.ts;
+  }
+  std::vector<BlockRecord> blocks;
+  AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user_id, &blocks));
+  uint64_t versions = 0, pinned = 0;
+  for (const BlockRecord& b : blocks) {
+    std::vector<BlockRecord> history;
+    AGENTMEM_RETURN_IF_ERROR(db->ListBlockHistory(user_id, b.name, &history));
+    versions += history.size();
+    pinned += b.pinned_order >= 0;
+  }
+  std::vector<FactRecord> facts;
+  AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user_id, nullptr, nullptr, &facts));
+  size_t all_facts = facts.size();
+  int64_t now = NowMicros(db);
+  std::erase_if(facts, [&](const FactRecord& f) { return !IsCurrent(f, now); });
+  std::stable_sort(facts.begin(), facts.end(), [](const FactRecord& a, const FactRecord& b) {
+    return a.confidence > b.confidence;  // ties stay in id order
+  });
+
+  Json j;
+  j["user_id"] = user_id;
+  j["episodes"] = ids.size();
+  j["sessions"] = sessions.size();
+  Json r = Json::object();
+  for (const auto& [role, n] : roles) r[role] = n;
+  j["roles"] = r;
+  j["first_ts"] = first ? Json(*first) : Json(nullptr);
+  j["last_ts"] = last ? Json(*last) : Json(nullptr);
+  j["blocks"] = blocks.size();
+  j["pinned_blocks"] = pinned;
+  j["block_versions"] = versions;
+  j["facts"] = all_facts;
+  j["current_facts"] = facts.size();
+  Json top = Json::array();
+  for (size_t i = 0; i < facts.size() && i < kTopFacts; i++) {
+    const FactRecord& f = facts[i];
+    top.push_back({{"id", f.id},
+                   {"subject", f.subject},
+                   {"predicate", f.predicate},
+                   {"object", f.object},
+                   {"confidence", ConfidenceNumber(f.confidence)}});
+  }
+  j["top_facts"] = top;
+  *json = Dump(j);
+  return Status::OK();
+}
+
+// ==================================================================== export
+
+namespace {
+
+Json HeaderLine(const Database& db, const std::string& user_id) {
+  Json j;
+  j["type"] = "agentmem-export";
+  j["version"] = kExportVersion;
+  j["user_id"] = user_id;
+  j["embedder"] = db.space().embedder;
+  j["dim"] = db.space().dim;
+  j["metric"] = db.space().metric;
+  return j;
+}
+
+Json EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder>& builtin) {
+  Json j;
+  j["type"] = "episode";
+  j["user_id"] = e.user_id;
+  j["id"] = e.id;
+  j["session_id"] = e.session_id;
+  j["role"] = e.role;
+  j["ts"] = e.ts;
+  j["created_at"] = e.created_at;
+  j["text"] = e.text;
+  j["metadata"] = e.metadata;
+  // Omitted when it is what the file would compute again from the text.
+  if (e.vector != DefaultVector(builtin, e.text)) {
+    j["embedding"] = Base64(e.vector.data(), e.vector.size() * sizeof(float));
+  }
+  return j;
+}
+
+Json BlockLine(const BlockRecord& b) {
+  Json j;
+  j["type"] = "block";
+  j["user_id"] = b.user_id;
+  j["name"] = b.name;
+  j["value"] = b.value;
+  j["limit"] = b.limit;
+  j["pinned_order"] = b.pinned_order;
+  j["updated_at"] = b.updated_at;
+  return j;
+}
+
+Json FactLine(const FactRecord& f) {
+  Json j;
+  j["type"] = "fact";
+  j["user_id"] = f.user_id;
+  j["id"] = f.id;
+  j["subject"] = f.subject;
+  j["predicate"] = f.predicate;
+  j["object"] = f.object;
+  j["confidence"] = ConfidenceNumber(f.confidence);
+  j["source_episode_ids"] = f.source_episode_ids;
+  j["valid_from"] = f.valid_from;
+  j["valid_to"] = TimeOrNull(f.valid_to);
+  j["recorded_at"] = f.recorded_at;
+  j["expired_at"] = TimeOrNull(f.expired_at);
+  return j;
+}
+
+void AppendLine(const Json& j, std::string* out) {
+  *out += Dump(j);
+  *out += '\n';
+}
+
+}  // namespace
+
+Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) {
+  jsonl->clear();
+  std::string out;
+  AppendLine(HeaderLine(*db, user_id), &out);
+  std::optional<index::HashEmbedder> builtin = BuiltinEmbedder(*db);
+  std::vector<uint64_t> ids;
+  AGENTMEM_RETURN_IF_ERROR(db->ListEpisodeIds(user_id, nullptr, &ids));
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    EpisodeRecord e;
+    AGENTMEM_RETURN_IF_ERROR(db->GetEpisode(id, &e));
+    AppendLine(EpisodeLine(e, builtin), &out);
+  }
+  std::vector<BlockRecord> blocks, versions;
+  AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user_id, &blocks));
+  for (const BlockRecord& b : blocks) {
+    std::vector<BlockRecord> history;
+    AGENTMEM_RETURN_IF_ERROR(db->ListBlockHistory(user_id, b.name, &history));
+    for (BlockRecord& v : history) versions.push_back(std::move(v));
+  }
+  // Write order across every block; the numbers themselves are not exported.
+  std::sort(versions.begin(), versions.end(),
+            [](const BlockRecord& a, const BlockRecord& b) { return a.version < b.version; });
+  for (const BlockRecord& v : versions) AppendLine(BlockLine(v), &out);
+  std::vector<FactRecord> facts;
+  AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user_id, nullptr, nullptr, &facts));
+  std::sort(facts.begin(), facts.end(),
+            [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
+  for (const FactRecord& f : facts) AppendLine(FactLine(f), &out);
+  *jsonl = std::move(out);
+  return Status::OK();
+}
+
+// ==================================================================== import
+
+namespace {
+
+// What an import will write, after every line was checked.
+struct ImportPlan {
+  std::vector<EpisodeRecord> episodes;  // sorted by id before writing
+  std::vector<BlockRecord> blocks;      // in line order
+  std::vector<FactRecord> facts;        // sorted by id before writing
+  uint64_t skipped = 0;
+};
+
+// Reads fields of one line; a missing or mistyped field throws
+// nlohmann::json::exception, which CheckLine reports with the line number.
+template <typename T>
+T Field(const Json& j, const char* key) {
+  return j.at(key).get<T>();
+}
+
+int64_t TimeField(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  return v.is_null() ? kForever : v.get<int64_t>();
+}
+
+class Importer {
+ public:
+  explicit Importer(Database* db) : db_(db), builtin_(BuiltinEmbedder(*db)) {}
+
+  Status CheckLine(size_t line_no, std::string_view line) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return StatusF(kMismatchJson, "import line %zu: not a JSON object", line_no);
+    }
+    try {
+      return CheckRecord(line_no, j);
+    } catch (const nlohmann::json::exception& e) {
+      return StatusF(kMismatchJson, "import line %zu: %s", line_no, e.what());
+    }
+  }
+
+  Status Write(ImportCounts* counts);
+
+ private:
+  Status CheckRecord(size_t line_no, const Json& j) {
+    std::string type = Field<std::string>(j, "type");
+    if (type == "agentmem-export") return CheckHeader(line_no, j);
+    if (!header_seen_) {
+      return StatusF(kMismatchJson, "import line %zu: records must follow an export header line",
+                     line_no);
+    }
+    if (type == "episode") return CheckEpisode(line_no, j);
+    if (type == "block") return CheckBlock(j);
+    if (type == "fact") return CheckFact(line_no, j);
+    return StatusF(kMismatchJson, "import line %zu: unknown record type \"%s\"", line_no,
+                   type.c_str());
+  }
+
+  Status CheckHeader(size_t line_no, const Json& j) {
+    int version = Field<int>(j, "version");
+    if (version != kExportVersion) {
+      return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
+                     "library reads version %d)", line_no, version, kExportVersion);
+    }
+    VectorSpace s{Field<std::string>(j, "embedder"), Field<uint32_t>(j, "dim"),
+                  Field<std::string>(j, "metric")};
+    if (!(s == db_->space())) {
+      return StatusF(kMismatch,
+                     "import line %zu: the export's vector space %s/%u/%s differs from this "
+                     "file's %s/%u/%s",
+                     line_no, s.embedder.c_str(), s.dim, s.metric.c_str(),
+                     db_->space().embedder.c_str(), db_->space().dim,
+                     db_->space().metric.c_str());
+    }
+    header_seen_ = true;
+    return Status::OK();
+  }
+
+  Status CheckEpisode(size_t line_no, const Json& j) {
+    EpisodeRecord r;
+    r.id = Field<uint64_t>(j, "id");
+    r.user_id = Field<std::string>(j, "user_id");
+    r.session_id = Field<std::string>(j, "session_id");
+    r.role = Field<std::string>(j, "role");
+    r.ts = Field<int64_t>(j, "ts");
+    r.created_at = Field<int64_t>(j, "created_at");
+    r.text = Field<std::string>(j, "text");
+    r.metadata = Field<std::string>(j, "metadata");
+    if (j.contains("embedding")) {
+      std::string bytes;
+      if (!Unbase64(Field<std::string>(j, "embedding"), &bytes) || bytes.size() % 4) {
+        return StatusF(kMismatchJson, "import line %zu: embedding is not base64 of float32s",
+                       line_no);
+      }
+      r.vector.resize(bytes.size() / 4);
+      std::memcpy(r.vector.data(), bytes.data(), bytes.size());
+    } else {
+      r.vector = DefaultVector(builtin_, r.text);
+    }
+    if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: episode id 0", line_no);
+    auto [it, fresh] = episodes_.try_emplace(r.id, r);
+    if (!fresh) {
+      if (it->second == r) return Status::OK();  // repeated in this import
+      return StatusF(kConstraint, "import line %zu: episode %llu appears twice, different",
+                     line_no, static_cast<unsigned long long>(r.id));
+    }
+    EpisodeRecord have;
+    Status s = db_->GetEpisode(r.id, &have);
+    if (s.ok()) {
+      if (have == r) {
+        plan_.skipped++;
+        return Status::OK();
+      }
+      return StatusF(kConstraint, "import line %zu: episode %llu exists with different content",
+                     line_no, static_cast<unsigned long long>(r.id));
+    }
+    if (s.code() != kNotFound) return s;
+    if (r.id < db_->episode_id_limit()) {
+      return StatusF(kConstraint,
+                     "import line %zu: episode id %llu is below this file's next id %llu (it "
+                     "was used and is gone)",
+                     line_no, static_cast<unsigned long long>(r.id),
+                     static_cast<unsigned long long>(db_->episode_id_limit()));
+    }
+    plan_.episodes.push_back(std::move(r));
+    return Status::OK();
+  }
+
+  // The versions a block has in the file and in this import so far.
+  Status History(const std::string& user, const std::string& name,
+                 std::vector<BlockRecord>** out) {
+    auto key = std::make_pair(user, name);
+    auto it = blocks_.find(key);
+    if (it == blocks_.end()) {
+      std::vector<BlockRecord> h;
+      AGENTMEM_RETURN_IF_ERROR(db_->ListBlockHistory(user, name, &h));
+      it = blocks_.emplace(key, std::move(h)).first;
+    }
+    *out = &it->second;
+    return Status::OK();
+  }
+
+  static bool SameVersion(const BlockRecord& a, const BlockRecord& b) {
+    return a.value == b.value && a.limit == b.limit && a.pinned_order == b.pinned_order &&
+           a.updated_at == b.updated_at;
+  }
+
+  Status CheckBlock(const Json& j) {
+    BlockRecord r;
+    r.user_id = Field<std::string>(j, "user_id");
+    r.name = Field<std::string>(j, "name");
+    r.value = Field<std::string>(j, "value");
+    r.limit = Field<uint32_t>(j, "limit");
+    r.pinned_order = Field<int32_t>(j, "pinned_order");
+    r.updated_at = Field<int64_t>(j, "updated_at");
+    std::vector<BlockRecord>* history = nullptr;
+    AGENTMEM_RETURN_IF_ERROR(History(r.user_id, r.name, &history));
+    for (const BlockRecord& v : *history) {
+      if (SameVersion(v, r)) {
+        plan_.skipped++;
+        return Status::OK();
+      }
+    }
+    history->push_back(r);
+    plan_.blocks.push_back(std::move(r));
+    return Status::OK();
+  }
+
+  // The user's facts in the file, by id.
+  Status Facts(const std::string& user, std::map<uint64_t, FactRecord>** out) {
+    auto it = facts_.find(user);
+    if (it == facts_.end()) {
+      std::vector<FactRecord> list;
+      AGENTMEM_RETURN_IF_ERROR(db_->ListFacts(user, nullptr, nullptr, &list));
+      std::map<uint64_t, FactRecord> by_id;
+      for (FactRecord& f : list) by_id.emplace(f.id, std::move(f));
+      it = facts_.emplace(user, std::move(by_id)).first;
+    }
+    *out = &it->second;
+    return Status::OK();
+  }
+
+  Status CheckFact(size_t line_no, const Json& j) {
+    FactRecord r;
+    r.id = Field<uint64_t>(j, "id");
+    r.user_id = Field<std::string>(j, "user_id");
+    r.subject = Field<std::string>(j, "subject");
+    r.predicate = Field<std::string>(j, "predicate");
+    r.object = Field<std::string>(j, "object");
+    r.confidence = static_cast<float>(Field<double>(j, "confidence"));
+    r.source_episode_ids = Field<std::vector<uint64_t>>(j, "source_episode_ids");
+    r.valid_from = Field<int64_t>(j, "valid_from");
+    r.valid_to = TimeField(j, "valid_to");
+    r.recorded_at = Field<int64_t>(j, "recorded_at");
+    r.expired_at = TimeField(j, "expired_at");
+    if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: fact id 0", line_no);
+    std::map<uint64_t, FactRecord>* have = nullptr;
+    AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));
+    auto [it, fresh] = have->try_emplace(r.id, r);
+    if (!fresh) {
+      if (it->second == r) {
+        plan_.skipped++;
+        return Status::OK();
+      }
+      return StatusF(kConstraint, "import line %zu: fact %llu exists with different content",
+                     line_no, static_cast<unsigned long long>(r.id));
+    }
+    plan_.facts.push_back(std::move(r));
+    return Status::OK();
+  }
+
+  Status WriteAll(ImportCounts* counts);
+
+  Database* db_;
+  std::optional<index::HashEmbedder> builtin_;
+  bool header_seen_ = false;
+  ImportPlan plan_;
+  std::map<uint64_t, EpisodeRecord> episodes_;  // seen in this import
+  std::map<std::pair<std::string, std::string>, std::vector<BlockRecord>> blocks_;
+  std::map<std::string, std::map<uint64_t, FactRecord>> facts_;  // file + this import
+};
+
+// Database::ImportFact, when this engine has it (it writes a fact with its
+// id and both time axes as given).
+template <typename D>
+Status ImportFact(D* db, FactRecord r, uint64_t* id) {
+  if constexpr (requires { db->ImportFact(std::move(r), id); }) {
+    return db->ImportFact(std::move(r), id);
+  } else {
+    return Status(kInternal, "this engine cannot import facts (no Database::ImportFact)");
+  }
+}
+
+Status Importer::WriteAll(ImportCounts* counts) {
+  auto by_id = [](const auto& a, const auto& b) { return a.id < b.id; };
+  std::sort(plan_.episodes.begin(), plan_.episodes.end(), by_id);
+  std::sort(plan_.facts.begin(), plan_.facts.end(), by_id);
+  for (EpisodeRecord& r : plan_.episodes) {
+    uint64_t id = 0;
+    AGENTMEM_RETURN_IF_ERROR(db_->Remember(std::move(r), &id));
+    counts->episodes++;
+  }
+  for (BlockRecord& r : plan_.blocks) {
+    AGENTMEM_RETURN_IF_ERROR(db_->SetBlock(std::move(r)));
+    counts->block_versions++;
+  }
+  for (FactRecord& r : plan_.facts) {
+    uint64_t id = 0;
+    AGENTMEM_RETURN_IF_ERROR(ImportFact(db_, std::move(r), &id));
+    counts->facts++;
+  }
+  return Status::OK();
+}
+
+Status Importer::Write(ImportCounts* counts) {
+  counts->skipped = plan_.skipped;
+  if (plan_.episodes.empty() && plan_.blocks.empty() && plan_.facts.empty()) {
+    return Status::OK();
+  }
+  bool own = !db_->in_transaction();
+  if (own) AGENTMEM_RETURN_IF_ERROR(db_->Begin());
+  Status s = WriteAll(counts);
+  if (s.ok() && own) s = db_->Commit();
+  if (!s.ok()) {
+    if (own && db_->in_transaction()) (void)db_->Rollback();
+    counts->episodes = counts->block_versions = counts->facts = 0;
+  }
+  return s;
+}
+
+}  // namespace
+
+Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts) {
+  *counts = ImportCounts{};
+  Importer imp(db);
+  size_t line_no = 0;
+  while (!jsonl.empty()) {
+    size_t nl = jsonl.find('\n');
+    std::string_view line = jsonl.substr(0, nl);
+    jsonl = nl == std::string_view::npos ? std::string_view() : jsonl.substr(nl + 1);
+    line_no++;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    AGENTMEM_RETURN_IF_ERROR(imp.CheckLine(line_no, line));
+  }
+  return imp.Write(counts);
+}
+
+}  // namespace agentmem::engine

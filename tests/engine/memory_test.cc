@@ -1,0 +1,298 @@
+// tests/engine/memory_test.cc -- context assembly, profile, export and import
+// through the C ABI (include/agentmem.h, "memory"; docs/memory.md): the
+// budget and no-repeat rules over many budgets on a real LoCoMo conversation,
+// the order and reasons of items, the profile's figures, byte-identical
+// export -> import -> export, and idempotent import.
+#include <doctest/doctest.h>
+
+#include <agentmem.h>
+
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/index/text/shared_data.h"
+#include "tests/util/temp_dir.h"
+
+using agentmem::test::TempDir;
+
+namespace {
+
+const std::string kData = agentmem::test::SharedDataDir();
+constexpr int64_t kDay = 86400LL * 1000000;
+
+agentmem_db* Open(const std::string& path, const char* options = nullptr) {
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                            options);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  return db;
+}
+
+int64_t Remember(agentmem_db* db, const char* user, const char* session, const char* role,
+                 const std::string& text, int64_t ts = 0, const char* metadata = nullptr) {
+  int64_t id = 0;
+  int rc = agentmem_remember(db, user, session, role, text.c_str(), ts, metadata, nullptr, 0, &id);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  return id;
+}
+
+int64_t Fact(agentmem_db* db, const char* user, const char* s, const char* p, const char* o,
+             double confidence, std::vector<int64_t> sources = {}, int64_t valid_from = 0,
+             int64_t valid_to = 0) {
+  int64_t id = 0;
+  int rc = agentmem_fact_assert(db, user, s, p, o, confidence, valid_from, valid_to,
+                                sources.data(), static_cast<int>(sources.size()), &id);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  return id;
+}
+
+void Block(agentmem_db* db, const char* user, const char* name, const std::string& value,
+           int pinned_order, int limit = 0) {
+  int rc = agentmem_block_set(db, user, name, value.c_str(), limit, pinned_order);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+}
+
+struct Item {
+  int kind;
+  int64_t id;
+  std::string name, text, reason;
+  int tokens;
+};
+
+std::vector<Item> Context(agentmem_db* db, const char* user, const char* query, int budget) {
+  agentmem_context_item* items = nullptr;
+  int n = -1;
+  int rc = agentmem_context(db, user, query, budget, &items, &n);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  std::vector<Item> out;
+  for (int i = 0; i < n; i++) {
+    out.push_back({items[i].kind, items[i].id, items[i].name, items[i].text, items[i].reason,
+                   items[i].tokens});
+  }
+  CHECK((n == 0) == (items == nullptr));
+  agentmem_free(items);
+  return out;
+}
+
+std::string Export(agentmem_db* db, const char* user) {
+  char* out = nullptr;
+  int rc = agentmem_export(db, user, &out);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  std::string s = out;
+  agentmem_free(out);
+  return s;
+}
+
+int64_t Import(agentmem_db* db, const std::string& jsonl) {
+  int64_t added = -1;
+  int rc = agentmem_import(db, jsonl.c_str(), &added);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  return added;
+}
+
+nlohmann::json Profile(agentmem_db* db, const char* user) {
+  char* out = nullptr;
+  int rc = agentmem_profile(db, user, &out);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  nlohmann::json j = nlohmann::json::parse(out);
+  agentmem_free(out);
+  return j;
+}
+
+int Tokens(const std::string& text) { return static_cast<int>((text.size() + 3) / 4); }
+
+// "2022-12-17T11:01:00" as unix microseconds (UTC).
+int64_t Micros(const std::string& iso) {
+  std::tm tm{};
+  REQUIRE(strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) != nullptr);
+  return static_cast<int64_t>(timegm(&tm)) * 1000000;
+}
+
+// The first LoCoMo conversation, remembered as user `user` (one session per
+// LoCoMo session, the speaker as role); returns the episode ids. Empty when
+// the shared data is absent.
+std::vector<int64_t> LoadConversation(agentmem_db* db, const char* user) {
+  std::vector<int64_t> ids;
+  if (kData.empty()) return ids;
+  std::string conv;
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  for (const nlohmann::json& row : agentmem::test::ReadJsonLines(kData + "/locomo/episodes.jsonl")) {
+    if (conv.empty()) conv = row["conv_id"].get<std::string>();
+    if (row["conv_id"] != conv) break;
+    std::string session = "session " + std::to_string(row["session"].get<int>());
+    std::string meta = nlohmann::json{{"turn_id", row["turn_id"]}}.dump();
+    ids.push_back(Remember(db, user, session.c_str(), row["speaker"].get<std::string>().c_str(),
+                           agentmem::test::TextField(row, "text"),
+                           Micros(row["ts"].get<std::string>()), meta.c_str()));
+  }
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  return ids;
+}
+
+// Blocks (with history), facts (current, superseded by time, repeated) about
+// the conversation's people.
+void AddBlocksAndFacts(agentmem_db* db, const char* user, const std::vector<int64_t>& ids) {
+  Block(db, user, "persona", "You are a helpful assistant who remembers Maria and John.", 0);
+  Block(db, user, "persona", "You are a warm assistant who remembers Maria and John well.", 0);
+  Block(db, user, "goals", "Help John plan his community projects.", 1, 200);
+  Block(db, user, "scratch", "not pinned: never in the context", -1);
+  Block(db, user, "style", std::string(400, 'x'), 2);
+  int64_t a = ids.empty() ? 0 : ids[0], b = ids.size() > 2 ? ids[2] : a;
+  std::vector<int64_t> src = ids.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{a, b};
+  Fact(db, user, "Maria", "volunteers_at", "homeless shelter", 0.9, src);
+  Fact(db, user, "John", "went_on", "family road trip", 0.7, src);
+  Fact(db, user, "John", "works_on", "community projects", 0.8);
+  Fact(db, user, "Maria", "volunteers_at", "homeless shelter", 0.6);  // the same s/p/o again
+  Fact(db, user, "Maria", "lived_in", "Old Town", 1.0, {}, 1000, 2000);  // no longer valid
+}
+
+void CheckContext(const std::vector<Item>& items, int budget) {
+  int sum = 0;
+  std::set<std::pair<int, int64_t>> seen;
+  std::set<std::string> fact_texts, block_names;
+  int last_kind = 0;
+  for (const Item& it : items) {
+    sum += it.tokens;
+    CHECK(it.tokens == Tokens(it.text));
+    CHECK(it.kind >= last_kind);  // blocks, then facts, then episodes
+    last_kind = it.kind;
+    CHECK_MESSAGE(seen.insert({it.kind, it.id}).second, "repeated item ", it.kind, "/", it.id);
+    if (it.kind == AGENTMEM_CONTEXT_FACT) CHECK(fact_texts.insert(it.text).second);
+    if (it.kind == AGENTMEM_CONTEXT_BLOCK) CHECK(block_names.insert(it.name).second);
+    CHECK(!it.reason.empty());
+  }
+  CHECK_MESSAGE(sum <= budget, "budget ", budget, " exceeded: ", sum);
+}
+
+}  // namespace
+
+TEST_CASE("context assembly gives pinned blocks, then current facts, then recalled episodes, each with its reason") {
+  agentmem_db* db = Open(":memory:");
+  int64_t e1 = Remember(db, "alice", "s1", "user", "I adopted a cat named Miso last spring");
+  Remember(db, "alice", "s1", "user", "The weather was rainy all week");
+  Remember(db, "bob", "s1", "user", "Bob has a cat too");
+  Block(db, "alice", "persona", "Friendly assistant", 1);
+  Block(db, "alice", "human", "Alice, a designer", 0);
+  Block(db, "alice", "notes", "unpinned", -1);
+  int64_t f1 = Fact(db, "alice", "Alice", "has_pet", "cat Miso", 0.9, {e1});
+  int64_t f2 = Fact(db, "alice", "Alice", "works_as", "designer", 0.95);
+  Fact(db, "bob", "Bob", "has_pet", "cat", 1.0);
+
+  std::vector<Item> items = Context(db, "alice", "cat", 10000);
+  REQUIRE(items.size() >= 5);
+  CHECK(items[0].kind == AGENTMEM_CONTEXT_BLOCK);
+  CHECK(items[0].name == "human");
+  CHECK(items[0].reason == "pinned block human");
+  CHECK(items[1].name == "persona");
+  CHECK(items[2].kind == AGENTMEM_CONTEXT_FACT);
+  CHECK(items[2].id == f1);  // matches the query: ranked above the more confident fact
+  CHECK(items[2].text == "Alice has_pet cat Miso");
+  CHECK(items[2].reason == "current fact, bm25 rank 1");
+  CHECK(items[3].id == f2);
+  CHECK(items[3].reason == "current fact, confidence 0.95");
+  CHECK(items[4].kind == AGENTMEM_CONTEXT_EPISODE);
+  CHECK(items[4].id == e1);
+  CHECK_MESSAGE(items[4].reason.rfind("recall rank 1: bm25 #1, vector #", 0) == 0, items[4].reason);
+  for (const Item& it : items) {
+    CHECK(it.text.find("Bob") == std::string::npos);
+    CHECK(it.text != "unpinned");
+  }
+  CheckContext(items, 10000);
+  agentmem_close(db);
+}
+
+TEST_CASE("an item that does not fit is skipped and a later smaller one still fits") {
+  agentmem_db* db = Open(":memory:");
+  Block(db, "u", "big", std::string(40, 'a'), 0);    // 10 tokens
+  Block(db, "u", "small", std::string(8, 'b'), 1);   // 2 tokens
+  Block(db, "u", "tiny", "c", 2);                    // 1 token
+  std::vector<Item> items = Context(db, "u", "", 3);
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].name == "small");
+  CHECK(items[1].name == "tiny");
+  CHECK(Context(db, "u", "", 0).empty());
+  CHECK(Context(db, "u", "", 13).size() == 3);
+  agentmem_context_item* raw = nullptr;
+  int n = 7;
+  CHECK(agentmem_context(db, "u", "", -1, &raw, &n) == AGENTMEM_RANGE);
+  CHECK(raw == nullptr);
+  CHECK(n == 0);
+  CHECK(agentmem_context(db, nullptr, "", 5, &raw, &n) == AGENTMEM_MISUSE);
+  agentmem_close(db);
+}
+
+TEST_CASE("context assembly never exceeds the budget and never repeats an item") {
+  if (kData.empty()) {
+    MESSAGE("shared data absent: skipped");
+    return;
+  }
+  agentmem_db* db = Open(":memory:");
+  std::vector<int64_t> ids = LoadConversation(db, "conv");
+  REQUIRE(ids.size() > 100);
+  AddBlocksAndFacts(db, "conv", ids);
+  std::vector<int> budgets;
+  for (int b = 0; b <= 400; b++) budgets.push_back(b);
+  for (int b = 450; b <= 20000; b = b * 5 / 4) budgets.push_back(b);
+  budgets.push_back(1000000);
+  for (const char* query : {"homeless shelter volunteering", "road trip with the family",
+                            "what did John say about his job?", ""}) {
+    for (int budget : budgets) {
+      CAPTURE(query);
+      CAPTURE(budget);
+      CheckContext(Context(db, "conv", query, budget), budget);
+    }
+  }
+  // A large budget holds every pinned block and every distinct current fact.
+  std::vector<Item> all = Context(db, "conv", "homeless shelter", 1000000);
+  std::set<std::string> blocks, facts;
+  for (const Item& it : all) {
+    if (it.kind == AGENTMEM_CONTEXT_BLOCK) blocks.insert(it.name);
+    if (it.kind == AGENTMEM_CONTEXT_FACT) facts.insert(it.text);
+  }
+  CHECK(blocks == std::set<std::string>{"persona", "goals", "style"});
+  CHECK(facts == std::set<std::string>{"Maria volunteers_at homeless shelter",
+                                       "John went_on family road trip",
+                                       "John works_on community projects"});
+  CHECK(all[0].text == "You are a warm assistant who remembers Maria and John well.");
+  CHECK(all.back().kind == AGENTMEM_CONTEXT_EPISODE);
+  agentmem_close(db);
+}
+
+TEST_CASE("the profile counts a user's memory and lists the top current facts by confidence") {
+  agentmem_db* db = Open(":memory:");
+  Remember(db, "alice", "s1", "user", "hello", 5 * kDay);
+  Remember(db, "alice", "s1", "assistant", "hi there", 6 * kDay);
+  Remember(db, "alice", "s2", "user", "again", 9 * kDay);
+  Remember(db, "bob", "s9", "user", "not alice", 1 * kDay);
+  Block(db, "alice", "persona", "v1", 0);
+  Block(db, "alice", "persona", "v2", 0);
+  Block(db, "alice", "notes", "n", -1);
+  Fact(db, "alice", "Alice", "likes", "tea", 0.5);
+  Fact(db, "alice", "Alice", "lives_in", "Tokyo", 0.9);
+  Fact(db, "alice", "Alice", "lived_in", "Kyoto", 1.0, {}, 1000, 2000);
+  nlohmann::json p = Profile(db, "alice");
+  CHECK(p["user_id"] == "alice");
+  CHECK(p["episodes"] == 3);
+  CHECK(p["sessions"] == 2);
+  CHECK(p["roles"] == nlohmann::json{{"assistant", 1}, {"user", 2}});
+  CHECK(p["first_ts"] == 5 * kDay);
+  CHECK(p["last_ts"] == 9 * kDay);
+  CHECK(p["blocks"] == 2);
+  CHECK(p["pinned_blocks"] == 1);
+  CHECK(p["block_versions"] == 3);
+  CHECK(p["facts"] == 3);
+  CHECK(p["current_facts"] == 2);
+  REQUIRE(p["top_facts"].size() == 2);
+  CHECK(p["top_facts"][0]["object"] == "Tokyo");
+  CHECK(p["top_facts"][0]["confidence"] == 0.9);
+  CHECK(p["top_facts"][1]["object"] == "tea");
+  nlohmann::json empty = Profile(db, "nobody");
+  CHECK(empty["episodes"] == 0);
+  CHECK(empty["first_ts"].is_null());
+  agentmem_close(db);
+}
