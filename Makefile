@@ -8,7 +8,7 @@
 SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
-                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev
+                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test demo asan clean

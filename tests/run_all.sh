@@ -17,7 +17,7 @@ done
 passed=0
 failed=0
 status=0
-for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests; do
+for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests; do
   exe="$build/tests/$suite"
   [ -x "$exe" ] || exe="$build/tests/${suite%_tests}/$suite"  # suites built in their own folder
   [ -x "$exe" ] || continue
@@ -25,7 +25,7 @@ for suite in format_tests index_tests engine_tests sql_tests cli_tests reliabili
   log=$(mktemp)
   "$exe" --no-intro=false 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+  line=$(grep -E '^\[(doctest|pytest)\] test cases:' "$log" | tail -n 1)
   p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
   if [ -z "$line" ]; then
