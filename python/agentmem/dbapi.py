@@ -52,6 +52,7 @@ class Connection:
         self._handle = handle
         self._cursors = weakref.WeakSet()
         self._txn = None  # None, "capi" (agentmem_begin) or "sql" (SQL BEGIN)
+        self._with_owns = []  # per open `with conn:`: whether it began the transaction
         self.row_factory = None
 
     # ---------------------------------------------------------------- DB-API
@@ -110,13 +111,14 @@ class Connection:
         return self._handle.path
 
     def __enter__(self):
-        self._owns_txn = not self.in_transaction
-        if self._owns_txn:
+        owns = not self.in_transaction
+        if owns:
             self.begin()
+        self._with_owns.append(owns)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if self._owns_txn and not self.closed:
+        if self._with_owns.pop() and not self.closed:
             if exc_type is None:
                 self.commit()
             else:

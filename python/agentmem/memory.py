@@ -56,6 +56,12 @@ class Match:
     bm25_rank: int       # 1-based; 0 = not in that list
     vector_rank: int
 
+    def __str__(self):
+        """One line: id, fused score, each list's rank and score ("-": not in it), text."""
+        bm25 = f"#{self.bm25_rank} {self.bm25_score:.3f}" if self.bm25_rank else "-"
+        vector = f"#{self.vector_rank} {self.vector_score:.3f}" if self.vector_rank else "-"
+        return f"{self.id}  score {self.score:.4f}  bm25 {bm25}  vector {vector}  {self.text}"
+
 
 @dataclass(frozen=True)
 class Block:

@@ -139,6 +139,21 @@ def test_an_exception_inside_with_connection_rolls_everything_back(conn):
     assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (0,)
 
 
+def test_a_nested_with_connection_joins_the_outer_transaction(conn):
+    with pytest.raises(RuntimeError):
+        with conn:
+            with conn:
+                conn.execute("INSERT INTO episodes(user_id, text) VALUES ('a', 'inner')")
+            assert conn.in_transaction  # the inner block did not commit
+            raise RuntimeError("roll back both")
+    assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (0,)
+    with conn:
+        with conn:
+            conn.execute("INSERT INTO episodes(user_id, text) VALUES ('a', 'kept')")
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (1,)
+
+
 def test_commit_and_rollback_end_transactions_opened_by_begin_or_by_sql(conn):
     conn.begin()
     conn.execute("INSERT INTO episodes(user_id, text) VALUES ('a', 'kept')")

@@ -3,6 +3,8 @@
 import ctypes.util
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,20 @@ def test_when_nothing_is_found_the_error_lists_every_place_tried(tmp_path, no_sy
 def test_importing_the_package_does_not_need_the_library(tmp_path):
     pythonpath = copy_package(tmp_path)
     run_python("import agentmem; print(agentmem.__version__)", env=env_for(pythonpath))
+
+
+def test_pip_installs_the_package_which_then_finds_the_library_by_agentmem_lib(tmp_path, real_lib):
+    try:
+        import pip  # noqa: F401
+        import setuptools  # noqa: F401
+        import wheel  # noqa: F401
+    except ImportError:
+        pytest.skip("installing needs pip, setuptools and wheel")
+    source = tmp_path / "src"
+    shutil.copytree(REPO / "python", source, ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation",
+                    "--no-deps", "--no-index", "--target", str(target), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    out = run_python(SHOW, env=env_for(target, AGENTMEM_LIB=str(real_lib))).stdout.split()
+    assert out == [str(real_lib), agentmem.libversion()]
