@@ -25,6 +25,11 @@ bool CmdParameter(Shell& sh, const Args& args);
 // import.cc / export.cc
 bool CmdImport(Shell& sh, const Args& args);
 bool CmdExport(Shell& sh, const Args& args);
+// memory_commands.cc
+bool CmdContext(Shell& sh, const Args& args);
+bool CmdProfile(Shell& sh, const Args& args);
+bool CmdExportUser(Shell& sh, const Args& args);
+bool CmdImportUser(Shell& sh, const Args& args);
 
 // The help text of every dot-command (".help").
 std::string DotHelp();

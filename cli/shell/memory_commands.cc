@@ -1,0 +1,126 @@
+// cli/shell/memory_commands.cc -- .context, .profile, .export-user and
+// .import-user: context assembly, the profile and one user's export / import
+// (docs/memory.md), through agentmem_context / profile / export / import.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "shell/dot_commands.h"
+#include "shell/text.h"
+
+namespace agentmem::shell {
+namespace {
+
+bool NeedDb(Shell& sh) {
+  if (sh.db()) return true;
+  sh.Fail("no database is open (use .open FILE)");
+  return false;
+}
+
+// Writes text to file, or to the shell's output when file is "".
+bool WriteText(Shell& sh, const std::string& file, const std::string& text) {
+  if (file.empty()) {
+    std::fwrite(text.data(), 1, text.size(), sh.out);
+    std::fflush(sh.out);
+    return true;
+  }
+  std::FILE* f = std::fopen(file.c_str(), "wb");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) sh.Fail("cannot write \"" + file + "\": " + std::strerror(errno));
+  return ok;
+}
+
+}  // namespace
+
+bool CmdContext(Shell& sh, const Args& args) {
+  int64_t budget = 0;
+  if (args.size() != 4 || !ParseInt(args[2], &budget) || budget < 0 || budget > INT32_MAX) {
+    sh.Fail("usage: .context USER BUDGET QUERY (BUDGET: tokens, >= 0)");
+    return false;
+  }
+  if (!NeedDb(sh)) return false;
+  agentmem_context_item* items = nullptr;
+  int n = 0;
+  if (agentmem_context(sh.db(), args[1].c_str(), args[3].c_str(), static_cast<int>(budget),
+                       &items, &n) != AGENTMEM_OK) {
+    return sh.FailDb();
+  }
+  static const char* const kKinds[] = {"", "block", "fact", "episode"};
+  PrintOptions po = sh.print;
+  if (po.mode == Mode::kList) po.mode = Mode::kTable;
+  if (po.mode == Mode::kTable || po.mode == Mode::kBox) po.max_width = 72;
+  auto printer = MakePrinter(po, sh.out);
+  printer->Begin({"#", "kind", "id", "tokens", "reason", "text"});
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    const agentmem_context_item& it = items[i];
+    std::string text = it.kind == AGENTMEM_CONTEXT_BLOCK ? std::string(it.name) + ": " + it.text
+                                                         : std::string(it.text);
+    printer->Row({Value::Int(i + 1), Value::Text(kKinds[it.kind]), Value::Int(it.id),
+                  Value::Int(it.tokens), Value::Text(it.reason), Value::Text(text)});
+    total += it.tokens;
+  }
+  printer->End();
+  agentmem_free(items);
+  if (po.mode == Mode::kTable || po.mode == Mode::kBox) {
+    std::fprintf(sh.out, "(%d items, %lld of %lld tokens)\n", n, static_cast<long long>(total),
+                 static_cast<long long>(budget));
+  }
+  std::fflush(sh.out);
+  return true;
+}
+
+bool CmdProfile(Shell& sh, const Args& args) {
+  if (args.size() != 2) {
+    sh.Fail("usage: .profile USER");
+    return false;
+  }
+  if (!NeedDb(sh)) return false;
+  char* json = nullptr;
+  if (agentmem_profile(sh.db(), args[1].c_str(), &json) != AGENTMEM_OK) return sh.FailDb();
+  std::string text = json;
+  agentmem_free(json);
+  auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!parsed.is_discarded() && sh.print.mode != Mode::kJson) {
+    text = parsed.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+  return WriteText(sh, "", text + "\n");
+}
+
+bool CmdExportUser(Shell& sh, const Args& args) {
+  if (args.size() < 2 || args.size() > 3) {
+    sh.Fail("usage: .export-user USER [FILE]");
+    return false;
+  }
+  if (!NeedDb(sh)) return false;
+  char* jsonl = nullptr;
+  if (agentmem_export(sh.db(), args[1].c_str(), &jsonl) != AGENTMEM_OK) return sh.FailDb();
+  std::string text = jsonl;
+  agentmem_free(jsonl);
+  return WriteText(sh, args.size() == 3 ? args[2] : "", text);
+}
+
+bool CmdImportUser(Shell& sh, const Args& args) {
+  if (args.size() != 2) {
+    sh.Fail("usage: .import-user FILE");
+    return false;
+  }
+  if (!NeedDb(sh)) return false;
+  std::ifstream in(args[1], std::ios::binary);
+  if (!in) {
+    sh.Fail("cannot read \"" + args[1] + "\": " + std::strerror(errno));
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  int64_t added = 0;
+  if (agentmem_import(sh.db(), text.str().c_str(), &added) != AGENTMEM_OK) return sh.FailDb();
+  std::fprintf(sh.out, "added %lld records\n", static_cast<long long>(added));
+  std::fflush(sh.out);
+  return true;
+}
+
+}  // namespace agentmem::shell

@@ -1,0 +1,41 @@
+// tests/cli/memory_commands_test.cc -- the shell's .context, .profile,
+// .export-user and .import-user (docs/shell.md), run as a program.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/cli/shell_runner.h"
+#include "tests/util/temp_dir.h"
+
+using agentmem::test::RunShell;
+using agentmem::test::TempDir;
+
+namespace {
+
+const char* kSeed =
+    "INSERT INTO episodes(user_id, session_id, role, text) VALUES\n"
+    "  ('alice', 's1', 'user', 'I adopted a cat named Miso'),\n"
+    "  ('alice', 's2', 'user', 'Rainy week in Lisbon');\n"
+    "INSERT INTO blocks(user_id, name, value, pinned_order) VALUES ('alice', 'persona', "
+    "'Friendly', 0);\n";
+
+}  // namespace
+
+TEST_CASE("the shell shows a context within its budget and a profile as JSON") {
+  TempDir dir;
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    std::string(kSeed) + ".mode csv\n.context alice 9 'the cat'\n"
+                                         ".mode json\n.profile alice\n");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find("1,block,1,2,pinned block persona,persona: Friendly\n") !=
+        std::string::npos);
+  CHECK(r.out.find("2,episode,1,7,\"recall rank 1: bm25 #1, vector #1\"") != std::string::npos);
+  std::string profile = r.out.substr(r.out.find("{\"user_id\""));
+  nlohmann::json p = nlohmann::json::parse(profile);
+  CHECK(p["episodes"] == 2);
+  CHECK(p["sessions"] == 2);
+  auto bad = RunShell(dir.path(), {"a.agentmem"}, ".context alice lots cat\n");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("usage: .context USER BUDGET QUERY") != std::string::npos);
+}
