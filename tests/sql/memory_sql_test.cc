@@ -12,24 +12,32 @@ namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
 
+std::string g_error;  // the message of the last Query that failed
+
+// Runs one statement through prepare / step / column_text; every row as text
+// ("NULL" for NULL). *rc_out, when given, receives the failing code instead
+// of the test failing.
 Rows Query(agentmem_db* db, const std::string& sql, int* rc_out = nullptr) {
   Rows rows;
-  char* err = nullptr;
-  int rc = agentmem_exec(
-      db, sql.c_str(),
-      [](void* arg, int n, char** values, char**) {
-        auto* out = static_cast<Rows*>(arg);
-        out->emplace_back();
-        for (int i = 0; i < n; i++) out->back().push_back(values[i] ? values[i] : "NULL");
-        return 0;
-      },
-      &rows, &err);
+  agentmem_stmt* stmt = nullptr;
+  int rc = agentmem_prepare(db, sql.c_str(), -1, &stmt, nullptr);
+  while (rc == AGENTMEM_OK || rc == AGENTMEM_ROW) {
+    rc = agentmem_step(stmt);
+    if (rc != AGENTMEM_ROW) break;
+    std::vector<std::string>& row = rows.emplace_back();
+    for (int i = 0; i < agentmem_column_count(stmt); i++) {
+      const unsigned char* v = agentmem_column_text(stmt, i);
+      row.push_back(v ? reinterpret_cast<const char*>(v) : "NULL");
+    }
+  }
+  if (rc == AGENTMEM_DONE) rc = AGENTMEM_OK;
+  g_error = rc == AGENTMEM_OK ? "" : agentmem_errmsg(db);
+  agentmem_finalize(stmt);
   if (rc_out) {
     *rc_out = rc;
   } else {
-    REQUIRE_MESSAGE(rc == AGENTMEM_OK, sql << ": " << std::string(err ? err : ""));
+    REQUIRE_MESSAGE(rc == AGENTMEM_OK, sql << ": " << g_error);
   }
-  agentmem_free(err);
   return rows;
 }
 
@@ -84,7 +92,7 @@ TEST_CASE("context() in SQL returns the rows agentmem_context returns") {
   int rc = 0;
   Query(db, "SELECT * FROM context('alice', 'cat')", &rc);
   CHECK(rc == AGENTMEM_MISUSE);
-  CHECK(std::string(agentmem_errmsg(db)).find("context(user_id, query, budget)") !=
+  CHECK(g_error.find("context(user_id, query, budget)") !=
         std::string::npos);
   Query(db, "SELECT * FROM context('alice', 'cat', -1)", &rc);
   CHECK(rc == AGENTMEM_RANGE);
@@ -109,6 +117,6 @@ TEST_CASE("profile() and export_user() in SQL return the C API's text") {
   int rc = 0;
   Query(db, "SELECT profile(NULL)", &rc);
   CHECK(rc == AGENTMEM_MISUSE);
-  CHECK(std::string(agentmem_errmsg(db)) == "profile() needs a user_id: profile(user_id)");
+  CHECK(g_error == "profile() needs a user_id: profile(user_id)");
   agentmem_close(db);
 }
