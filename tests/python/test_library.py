@@ -1,6 +1,7 @@
 """Finding libagentmem: AGENTMEM_LIB, then the repository's build tree, then the system path."""
 
 import ctypes.util
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -103,12 +104,9 @@ def test_importing_the_package_does_not_need_the_library(tmp_path):
 
 
 def test_pip_installs_the_package_which_then_finds_the_library_by_agentmem_lib(tmp_path, real_lib):
-    try:
-        import pip  # noqa: F401
-        import setuptools  # noqa: F401
-        import wheel  # noqa: F401
-    except ImportError:
-        pytest.skip("installing needs pip, setuptools and wheel")
+    missing = [m for m in ("pip", "setuptools", "wheel") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"installing needs {', '.join(missing)}")
     source = tmp_path / "src"
     shutil.copytree(REPO / "python", source, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / "site"
