@@ -453,16 +453,36 @@ struct ImportPlan {
   uint64_t skipped = 0;
 };
 
-// Reads fields of one line; a missing or mistyped field throws
-// nlohmann::json::exception, which CheckLine reports with the line number.
+// A field that is missing or of the wrong type: nlohmann's own exceptions
+// (at(), get<std::string>()) or this one, for an integer out of range.
+struct FieldError {
+  std::string what;
+};
+
+std::string Text(const Json& j, const char* key) { return j.at(key).get<std::string>(); }
+
+// An integer field that must fit T exactly (no wrap-around of -1 into a uint).
 template <typename T>
-T Field(const Json& j, const char* key) {
-  return j.at(key).get<T>();
+T IntValue(const Json& v, const char* key) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    int64_t i = v.get<int64_t>();
+    if (std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  throw FieldError{std::string("\"") + key + "\" must be an integer in range"};
 }
 
-int64_t TimeField(const Json& j, const char* key) {
+template <typename T>
+T Int(const Json& j, const char* key) {
+  return IntValue<T>(j.at(key), key);
+}
+
+// A time that may be null: the open end of a range.
+int64_t TimeOrForever(const Json& j, const char* key) {
   const Json& v = j.at(key);
-  return v.is_null() ? kForever : v.get<int64_t>();
+  return v.is_null() ? kForever : IntValue<int64_t>(v, key);
 }
 
 class Importer {
@@ -478,6 +498,8 @@ class Importer {
       return CheckRecord(line_no, j);
     } catch (const nlohmann::json::exception& e) {
       return StatusF(kMismatchJson, "import line %zu: %s", line_no, e.what());
+    } catch (const FieldError& e) {
+      return StatusF(kMismatchJson, "import line %zu: %s", line_no, e.what.c_str());
     }
   }
 
@@ -485,7 +507,7 @@ class Importer {
 
  private:
   Status CheckRecord(size_t line_no, const Json& j) {
-    std::string type = Field<std::string>(j, "type");
+    std::string type = Text(j, "type");
     if (type == "agentmem-export") return CheckHeader(line_no, j);
     if (!header_seen_) {
       return StatusF(kMismatchJson, "import line %zu: records must follow an export header line",
@@ -499,13 +521,13 @@ class Importer {
   }
 
   Status CheckHeader(size_t line_no, const Json& j) {
-    int version = Field<int>(j, "version");
+    int version = Int<int>(j, "version");
     if (version != kExportVersion) {
       return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
                      "library reads version %d)", line_no, version, kExportVersion);
     }
-    VectorSpace s{Field<std::string>(j, "embedder"), Field<uint32_t>(j, "dim"),
-                  Field<std::string>(j, "metric")};
+    VectorSpace s{Text(j, "embedder"), Int<uint32_t>(j, "dim"),
+                  Text(j, "metric")};
     if (!(s == db_->space())) {
       return StatusF(kMismatch,
                      "import line %zu: the export's vector space %s/%u/%s differs from this "
@@ -520,17 +542,17 @@ class Importer {
 
   Status CheckEpisode(size_t line_no, const Json& j) {
     EpisodeRecord r;
-    r.id = Field<uint64_t>(j, "id");
-    r.user_id = Field<std::string>(j, "user_id");
-    r.session_id = Field<std::string>(j, "session_id");
-    r.role = Field<std::string>(j, "role");
-    r.ts = Field<int64_t>(j, "ts");
-    r.created_at = Field<int64_t>(j, "created_at");
-    r.text = Field<std::string>(j, "text");
-    r.metadata = Field<std::string>(j, "metadata");
+    r.id = Int<uint64_t>(j, "id");
+    r.user_id = Text(j, "user_id");
+    r.session_id = Text(j, "session_id");
+    r.role = Text(j, "role");
+    r.ts = Int<int64_t>(j, "ts");
+    r.created_at = Int<int64_t>(j, "created_at");
+    r.text = Text(j, "text");
+    r.metadata = Text(j, "metadata");
     if (j.contains("embedding")) {
       std::string bytes;
-      if (!Unbase64(Field<std::string>(j, "embedding"), &bytes) || bytes.size() % 4) {
+      if (!Unbase64(Text(j, "embedding"), &bytes) || bytes.size() % 4) {
         return StatusF(kMismatchJson, "import line %zu: embedding is not base64 of float32s",
                        line_no);
       }
@@ -589,12 +611,12 @@ class Importer {
 
   Status CheckBlock(const Json& j) {
     BlockRecord r;
-    r.user_id = Field<std::string>(j, "user_id");
-    r.name = Field<std::string>(j, "name");
-    r.value = Field<std::string>(j, "value");
-    r.limit = Field<uint32_t>(j, "limit");
-    r.pinned_order = Field<int32_t>(j, "pinned_order");
-    r.updated_at = Field<int64_t>(j, "updated_at");
+    r.user_id = Text(j, "user_id");
+    r.name = Text(j, "name");
+    r.value = Text(j, "value");
+    r.limit = Int<uint32_t>(j, "limit");
+    r.pinned_order = Int<int32_t>(j, "pinned_order");
+    r.updated_at = Int<int64_t>(j, "updated_at");
     std::vector<BlockRecord>* history = nullptr;
     AGENTMEM_RETURN_IF_ERROR(History(r.user_id, r.name, &history));
     for (const BlockRecord& v : *history) {
@@ -624,17 +646,23 @@ class Importer {
 
   Status CheckFact(size_t line_no, const Json& j) {
     FactRecord r;
-    r.id = Field<uint64_t>(j, "id");
-    r.user_id = Field<std::string>(j, "user_id");
-    r.subject = Field<std::string>(j, "subject");
-    r.predicate = Field<std::string>(j, "predicate");
-    r.object = Field<std::string>(j, "object");
-    r.confidence = static_cast<float>(Field<double>(j, "confidence"));
-    r.source_episode_ids = Field<std::vector<uint64_t>>(j, "source_episode_ids");
-    r.valid_from = Field<int64_t>(j, "valid_from");
-    r.valid_to = TimeField(j, "valid_to");
-    r.recorded_at = Field<int64_t>(j, "recorded_at");
-    r.expired_at = TimeField(j, "expired_at");
+    r.id = Int<uint64_t>(j, "id");
+    r.user_id = Text(j, "user_id");
+    r.subject = Text(j, "subject");
+    r.predicate = Text(j, "predicate");
+    r.object = Text(j, "object");
+    const Json& confidence = j.at("confidence");
+    if (!confidence.is_number()) throw FieldError{"\"confidence\" must be a number"};
+    r.confidence = static_cast<float>(confidence.get<double>());
+    const Json& sources = j.at("source_episode_ids");
+    if (!sources.is_array()) throw FieldError{"\"source_episode_ids\" must be an array"};
+    for (const Json& v : sources) {
+      r.source_episode_ids.push_back(IntValue<uint64_t>(v, "source_episode_ids"));
+    }
+    r.valid_from = Int<int64_t>(j, "valid_from");
+    r.valid_to = TimeOrForever(j, "valid_to");
+    r.recorded_at = Int<int64_t>(j, "recorded_at");
+    r.expired_at = TimeOrForever(j, "expired_at");
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: fact id 0", line_no);
     std::map<uint64_t, FactRecord>* have = nullptr;
     AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));

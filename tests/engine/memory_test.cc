@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/memory.h"
 #include "tests/index/text/shared_data.h"
+#include "tests/util/open_helpers.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
@@ -294,5 +296,36 @@ TEST_CASE("the profile counts a user's memory and lists the top current facts by
   nlohmann::json empty = Profile(db, "nobody");
   CHECK(empty["episodes"] == 0);
   CHECK(empty["first_ts"].is_null());
+  agentmem_close(db);
+}
+
+TEST_CASE("an import refuses integers out of range and fields of the wrong type, naming the line") {
+  agentmem_db* db = Open(":memory:");
+  std::string header = Export(db, "u");
+  const char* bad[] = {
+      "{\"type\":\"block\",\"user_id\":\"u\",\"name\":\"n\",\"value\":\"v\",\"limit\":-1,"
+      "\"pinned_order\":0,\"updated_at\":5}",
+      "{\"type\":\"block\",\"user_id\":\"u\",\"name\":\"n\",\"value\":\"v\",\"limit\":0,"
+      "\"pinned_order\":4294967296,\"updated_at\":5}",
+      "{\"type\":\"episode\",\"user_id\":\"u\",\"id\":-3,\"session_id\":\"\",\"role\":\"\","
+      "\"ts\":1,\"created_at\":1,\"text\":\"t\",\"metadata\":\"\"}",
+      "{\"type\":\"episode\",\"user_id\":\"u\",\"id\":3,\"session_id\":\"\",\"role\":\"\","
+      "\"ts\":1,\"created_at\":1,\"text\":7,\"metadata\":\"\"}",
+      "{\"type\":\"fact\",\"user_id\":\"u\",\"id\":1,\"subject\":\"s\",\"predicate\":\"p\","
+      "\"object\":\"o\",\"confidence\":1,\"source_episode_ids\":5,\"valid_from\":1,"
+      "\"valid_to\":null,\"recorded_at\":1,\"expired_at\":null}",
+      "{\"type\":\"fact\",\"user_id\":\"u\",\"id\":1,\"subject\":\"s\",\"predicate\":\"p\","
+      "\"object\":\"o\",\"confidence\":\"high\",\"source_episode_ids\":[],\"valid_from\":1,"
+      "\"valid_to\":null,\"recorded_at\":1,\"expired_at\":null}",
+  };
+  for (const char* line : bad) {
+    CAPTURE(line);
+    std::string text = header + line + "\n";
+    CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+    CHECK(std::string(agentmem_errmsg(db)).rfind("import line 2: ", 0) == 0);
+  }
+  agentmem_stats st{};
+  REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
+  CHECK(st.episodes + st.block_versions + st.facts == 0);
   agentmem_close(db);
 }
