@@ -17,7 +17,8 @@ from .errors import (CODES, DatabaseError, DataError, Error, CorruptError, Integ
                      InterfaceError, InternalError, LibraryNotFoundError, MissingFunctionError,
                      NotFoundError, NotSupportedError, OperationalError, ProgrammingError,
                      Warning)
-from .memory import Block, ContextItem, Episode, Fact, Match, Memory, micros, resolve
+from .memory import (Block, ContextItem, Episode, Fact, Match, Memory, Receipt, micros,
+                     resolve)
 
 __version__ = "0.1.0"
 
@@ -36,7 +37,8 @@ __all__ = [
     "Block", "CODES", "Connection", "ContextItem", "CorruptError", "Cursor", "DataError",
     "DatabaseError", "Episode", "Error", "Fact", "IntegrityError", "InterfaceError",
     "InternalError", "LibraryNotFoundError", "Match", "Memory", "MissingFunctionError",
-    "NotFoundError", "NotSupportedError", "OperationalError", "ProgrammingError", "Warning",
+    "NotFoundError", "NotSupportedError", "OperationalError", "ProgrammingError", "Receipt",
+    "Warning",
     "apilevel", "connect", "libversion", "library_path", "micros", "paramstyle", "resolve",
     "threadsafety",
 ]

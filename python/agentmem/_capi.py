@@ -85,6 +85,16 @@ class Stats(ctypes.Structure):
         "commits", "text_bytes", "pages", "syncs")]
 
 
+class Receipt(ctypes.Structure):
+    _fields_ = [("episodes", c_int64), ("facts", c_int64), ("block_versions", c_int64),
+                ("vacuumed", c_int), ("bytes_before", c_int64), ("bytes_after", c_int64),
+                ("needles", c_int64), ("residue", c_int64)]
+
+
+FORGET_PURGE = 0x01
+FACTS_ALL_VERSIONS = 0x01
+
+
 class ContextItem(ctypes.Structure):
     _fields_ = [("kind", c_int), ("id", c_int64), ("name", c_char_p), ("text", c_char_p),
                 ("tokens", c_int), ("reason", c_char_p)]
@@ -153,6 +163,14 @@ PROTOTYPES = {
     "agentmem_column_bytes": (c_int, [c_void_p, c_int]),
     "agentmem_changes": (c_int64, [c_void_p]),
     # lifecycle (issue #5): newer libraries only
+    "agentmem_predicate_declare": (c_int, [c_void_p, c_char_p, c_int]),
+    "agentmem_facts_v2": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_int64,
+                                  c_int64, c_int, pp]),
+    "agentmem_forget": (c_int, [c_void_p, c_char_p, c_char_p, c_int64, c_int, P(Receipt)]),
+    "agentmem_forget_episode": (c_int, [c_void_p, c_int64, c_int, P(Receipt)]),
+    "agentmem_forget_fact": (c_int, [c_void_p, c_int64, c_int, P(Receipt)]),
+    "agentmem_forget_block": (c_int, [c_void_p, c_char_p, c_char_p, c_int, P(Receipt)]),
+    "agentmem_vacuum": (c_int, [c_void_p, P(Receipt)]),
     "agentmem_context": (c_int, [c_void_p, c_char_p, c_char_p, c_int, P(P(ContextItem)),
                                  P(c_int)]),
     "agentmem_profile": (c_int, [c_void_p, c_char_p, P(c_void_p)]),

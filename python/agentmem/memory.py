@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 from . import _capi
 from ._handle import Handle, cstr, text
 from .dbapi import Connection
-from .errors import NotFoundError
+from .errors import MissingFunctionError, NotFoundError
 
 SCHEME = "agentmem:"
 RECALL_OPTIONS = {"k", "mode", "session_id", "role", "ts_from", "ts_to", "half_life_s",
@@ -87,6 +87,19 @@ class Fact:
     valid_to: object     # int, or None while still valid
     recorded_at: int
     expired_at: object   # int, or None while not superseded
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a forget, purge or vacuum did (agentmem_receipt)."""
+    episodes: int          # episodes forgotten
+    facts: int             # facts forgotten (with those citing only forgotten episodes)
+    block_versions: int    # block versions forgotten
+    vacuumed: bool         # the file was rewritten
+    bytes_before: int      # file size before the rewrite
+    bytes_after: int       # and after
+    needles: int           # purge: forgotten texts and vectors searched for in the new file
+    residue: int           # of them, found: 0 = nothing of the forgotten data remains
 
 
 @dataclass(frozen=True)
@@ -301,18 +314,38 @@ class Memory:
                           ctypes.byref(out))
         return out.value
 
-    def recall_facts_sync(self, user_id, subject=None, predicate=None, *, valid_at=None):
-        """The user's facts valid at valid_at (default now) and not superseded, in id order.
+    def recall_facts_sync(self, user_id, subject=None, predicate=None, object=None, *,
+                          valid_at=None, known_at=None, all_versions=False):
+        """The user's facts valid at valid_at as the file knew them at known_at, in id order.
 
-        Runs SQL facts_as_of(user_id, valid_at) (docs/sql.md).
+        valid_at, known_at: None = now, so the default is the current facts.
+        subject, predicate, object: None = any. all_versions: every record on
+        both time axes (superseded ones too), no time filter. Runs
+        agentmem_facts_v2 (an index lookup); a library without it is asked
+        through SQL facts_as_of(user_id, valid_at), which knows no known_at.
         """
+        if self._handle.lib.has("agentmem_facts_v2"):
+            flags = _capi.FACTS_ALL_VERSIONS if all_versions else 0
+            return self._cursor_rows(
+                "agentmem_facts_v2", "agentmem_cursor_fact", _fact, cstr(user_id, "user_id"),
+                cstr(subject, "subject"), cstr(predicate, "predicate"), cstr(object, "object"),
+                micros(valid_at) or 0, micros(known_at) or 0, flags)
+        if known_at is not None or all_versions:
+            raise MissingFunctionError("agentmem_facts_v2",
+                                       "Memory.recall_facts(known_at=..., all_versions=...)")
         sql = ("SELECT id, user_id, subject, predicate, object, confidence, source_episode_ids,"
                " valid_from, valid_to, recorded_at, expired_at FROM facts_as_of(?, ?)"
                " WHERE (?3 IS NULL OR subject = ?3) AND (?4 IS NULL OR predicate = ?4)"
-               " ORDER BY id")
+               " AND (?5 IS NULL OR object = ?5) ORDER BY id")
         rows = self.connection.execute(
-            sql, (user_id, micros(valid_at), subject, predicate)).fetchall()
+            sql, (user_id, micros(valid_at), subject, predicate, object)).fetchall()
         return [_fact_row(r) for r in rows]
+
+    def declare_predicate_sync(self, predicate, single_valued=True):
+        """Make predicate single-valued (for every user): a new object supersedes the current one."""
+        self._handle.function("agentmem_predicate_declare", "Memory.declare_predicate")
+        self._handle.call("agentmem_predicate_declare", cstr(predicate, "predicate"),
+                          int(bool(single_valued)))
 
     def facts_sync(self, user_id, subject=None, predicate=None):
         """Every fact record of the user (current, closed and superseded), in id order."""
@@ -373,10 +406,35 @@ class Memory:
         return added.value
 
     def forget_sync(self, user_id, session_id=None, before=None, *, purge=False):
-        """Forget a user's episodes (one session's, those before a time); purge: erase the bytes."""
-        self._handle.function("agentmem_forget", "Memory.forget")
-        raise NotImplementedError("Memory.forget: the wrapper for agentmem_forget() is not "
-                                  "written yet")
+        """Forget a user's memory: all of it, one session's episodes, or the episodes before a time.
+
+        Invisible to every read from the commit on; purge=True also rewrites the
+        file without the bytes and proves it (Receipt.residue == 0). Facts whose
+        every source episode is forgotten go with them.
+        """
+        return self._receipt_call("agentmem_forget", "Memory.forget", cstr(user_id, "user_id"),
+                                  cstr(session_id, "session_id"), micros(before) or 0,
+                                  _capi.FORGET_PURGE if purge else 0)
+
+    def forget_episode_sync(self, episode_id, *, purge=False):
+        """Forget one episode."""
+        return self._receipt_call("agentmem_forget_episode", "Memory.forget_episode", episode_id,
+                                  _capi.FORGET_PURGE if purge else 0)
+
+    def forget_fact_sync(self, fact_id, *, purge=False):
+        """Forget one fact record."""
+        return self._receipt_call("agentmem_forget_fact", "Memory.forget_fact", fact_id,
+                                  _capi.FORGET_PURGE if purge else 0)
+
+    def forget_block_sync(self, user_id, name, *, purge=False):
+        """Forget every version of one block."""
+        return self._receipt_call("agentmem_forget_block", "Memory.forget_block",
+                                  cstr(user_id, "user_id"), cstr(name, "name"),
+                                  _capi.FORGET_PURGE if purge else 0)
+
+    def vacuum_sync(self):
+        """Rewrite the file with only the live records (other handles move over on their next read)."""
+        return self._receipt_call("agentmem_vacuum", "Memory.vacuum")
 
     # ---------------------------------------------------------------- misc
     def stats_sync(self):
@@ -402,6 +460,17 @@ class Memory:
         with self._handle.lock:
             self._handle.call(function, *args, ctypes.byref(cur))
             return self._handle.rows(cur, accessor, convert)
+
+    def _receipt_call(self, function, method, *args):
+        h = self._handle
+        fn = h.function(function, method)
+        receipt = _capi.Receipt()
+        with h.lock:
+            h.require_open()
+            h.check(fn(h.db, *args, ctypes.byref(receipt)))
+        return Receipt(receipt.episodes, receipt.facts, receipt.block_versions,
+                       bool(receipt.vacuumed), receipt.bytes_before, receipt.bytes_after,
+                       receipt.needles, receipt.residue)
 
     def _string_call(self, function, method, *args):
         h = self._handle
@@ -430,7 +499,12 @@ class Memory:
     profile = _async_twin(profile_sync)
     export = _async_twin(export_sync)
     import_jsonl = _async_twin(import_jsonl_sync)
+    declare_predicate = _async_twin(declare_predicate_sync)
     forget = _async_twin(forget_sync)
+    forget_episode = _async_twin(forget_episode_sync)
+    forget_fact = _async_twin(forget_fact_sync)
+    forget_block = _async_twin(forget_block_sync)
+    vacuum = _async_twin(vacuum_sync)
     stats = _async_twin(stats_sync)
 
     # ---------------------------------------------------------------- closing

@@ -49,8 +49,8 @@ def test_sql_errors_carry_sqlites_message_and_agentmem_error(conn):
         conn.execute("SELECT * FROM no_such_table")
     assert e.value.code == CODES["AGENTMEM_ERROR"]
     assert "no such table: no_such_table" in e.value.message
-    with pytest.raises(agentmem.OperationalError, match="VACUUM is not available yet"):
-        conn.execute("VACUUM")
+    with pytest.raises(agentmem.OperationalError, match="CREATE is not supported on the main"):
+        conn.execute("CREATE TABLE t(x)")
 
 
 def test_opening_a_file_that_is_not_a_database_says_so(tmp_path):

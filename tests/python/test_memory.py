@@ -253,10 +253,3 @@ def test_export_then_import_into_a_new_file_gives_the_same_export(mem, tmp_path)
     assert other.import_jsonl_sync(jsonl) == 0
     assert other.export_sync("alice") == jsonl
     other.close()
-
-
-def test_forget_says_which_c_function_it_needs_when_the_library_lacks_it(mem):
-    if agentmem._capi.lib().has("agentmem_forget"):
-        pytest.skip("the loaded libagentmem has agentmem_forget()")
-    with pytest.raises(NotImplementedError, match="agentmem_forget"):
-        mem.forget_sync("alice")
