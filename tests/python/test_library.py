@@ -1,6 +1,5 @@
 """Finding libagentmem: AGENTMEM_LIB, then the repository's build tree, then the system path."""
 
-import ctypes.util
 import importlib.util
 import os
 import shutil
@@ -34,8 +33,11 @@ def real_lib():
 
 @pytest.fixture
 def no_system_lib():
-    if ctypes.util.find_library("agentmem"):
-        pytest.skip("a libagentmem is installed system-wide")
+    """Skips when the system path (LD_LIBRARY_PATH aside, as the children unset it) has one."""
+    found = run_python("import ctypes.util; print(ctypes.util.find_library('agentmem'))",
+                       env=python_env(LD_LIBRARY_PATH=None)).stdout.strip()
+    if found != "None":
+        pytest.skip(f"a libagentmem is installed system-wide: {found}")
 
 
 def copy_package(root):
