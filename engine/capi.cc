@@ -579,6 +579,38 @@ int agentmem_facts(agentmem_db* db, const char* user_id, const char* subject, co
   });
 }
 
+int agentmem_predicate_declare(agentmem_db* db, const char* predicate, int single_valued) {
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(predicate, "predicate"));
+    return d.DeclarePredicate(predicate, single_valued != 0);
+  });
+}
+
+int agentmem_facts_v2(agentmem_db* db, const char* user_id, const char* subject,
+                      const char* predicate, const char* object, int64_t valid_at,
+                      int64_t known_at, int flags, agentmem_cursor** ppCur) {
+  if (ppCur) *ppCur = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(ppCur, "ppCur"));
+    AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
+    if (flags & ~AGENTMEM_FACTS_ALL_VERSIONS) return Status(agentmem::kMisuse, "unknown flags");
+    eng::FactQuery q;
+    q.user_id = user_id;
+    if (subject) q.subject = subject;
+    if (predicate) q.predicate = predicate;
+    if (object) q.object = object;
+    q.valid_at = valid_at;
+    q.known_at = known_at;
+    q.all_versions = flags & AGENTMEM_FACTS_ALL_VERSIONS;
+    std::vector<fmt::FactRecord> facts;
+    AGENTMEM_RETURN_IF_ERROR(d.QueryFacts(q, &facts));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kFacts, ppCur));
+    (*ppCur)->facts = std::move(facts);
+    db->open_cursors++;
+    return Status::OK();
+  });
+}
+
 int agentmem_cursor_step(agentmem_cursor* cur) {
   if (!cur) return AGENTMEM_MISUSE;
   cur->has_row = false;

@@ -1,6 +1,8 @@
 // engine/catalog.cc -- see catalog.h.
 #include "engine/catalog.h"
 
+#include <algorithm>
+
 namespace agentmem::engine {
 
 UserEntry* Catalog::UserFor(const std::string& user_id, uint32_t* index) {
@@ -24,7 +26,7 @@ void Catalog::AddEpisodeEntry(uint64_t id, const std::string& user_id,
   uint32_t user = 0;
   UserEntry* u = UserFor(user_id, &user);
   if (episodes_.size() < id) episodes_.resize(id);
-  episodes_[id - 1] = EpisodeEntry{loc, user, ts, true};
+  episodes_[id - 1] = EpisodeEntry{loc, user, ts, true, false};
   u->episode_ids.push_back(id);
   u->sessions[session_id].push_back(id);
   episode_count_++;
@@ -48,9 +50,71 @@ void Catalog::AddFact(const format::FactRecord& r, RecordLoc loc) {
 }
 
 void Catalog::AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc) {
-  UserEntry* u = UserFor(user_id, nullptr);
-  u->fact_ids.push_back(id);
-  facts_[id] = loc;
+  auto [it, added] = facts_.insert_or_assign(id, loc);
+  if (added) UserFor(user_id, nullptr)->fact_ids.push_back(id);
+}
+
+namespace {
+// Removes the ids marked by `gone` from an increasing list.
+template <typename Pred>
+void EraseIds(std::vector<uint64_t>* ids, Pred gone) {
+  ids->erase(std::remove_if(ids->begin(), ids->end(), gone), ids->end());
+}
+}  // namespace
+
+void Catalog::ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_bytes) {
+  std::vector<uint32_t> users;
+  for (uint64_t id : ids) {
+    if (id == 0 || id > episodes_.size() || !episodes_[id - 1].present) continue;
+    EpisodeEntry& e = episodes_[id - 1];
+    e.present = false;
+    e.forgotten = true;
+    episode_count_--;
+    if (std::find(users.begin(), users.end(), e.user) == users.end()) users.push_back(e.user);
+  }
+  auto gone = [this](uint64_t id) { return episodes_[id - 1].forgotten; };
+  for (uint32_t user : users) {
+    UserEntry& u = users_[user];
+    EraseIds(&u.episode_ids, gone);
+    for (auto it = u.sessions.begin(); it != u.sessions.end();) {
+      EraseIds(&it->second, gone);
+      it = it->second.empty() ? u.sessions.erase(it) : std::next(it);
+    }
+  }
+  text_bytes_ -= std::min(text_bytes_, text_bytes);
+}
+
+void Catalog::AddForgottenEntry(uint64_t id, const std::string& user_id, int64_t ts, RecordLoc loc) {
+  uint32_t user = 0;
+  UserFor(user_id, &user);
+  if (episodes_.size() < id) episodes_.resize(id);
+  episodes_[id - 1] = EpisodeEntry{loc, user, ts, false, true};
+}
+
+void Catalog::ForgetFact(uint64_t id) {
+  auto it = facts_.find(id);
+  if (it == facts_.end()) return;
+  facts_.erase(it);
+  for (UserEntry& u : users_) {
+    auto at = std::lower_bound(u.fact_ids.begin(), u.fact_ids.end(), id);
+    if (at != u.fact_ids.end() && *at == id) {
+      u.fact_ids.erase(at);
+      return;
+    }
+  }
+}
+
+uint64_t Catalog::ForgetBlock(const std::string& user_id, const std::string& name) {
+  auto u = user_index_.find(user_id);
+  if (u == user_index_.end()) return 0;
+  auto& blocks = users_[u->second].blocks;
+  auto it = blocks.find(name);
+  if (it == blocks.end()) return 0;
+  uint64_t n = it->second.size();
+  blocks.erase(it);
+  block_count_--;
+  block_version_count_ -= n;
+  return n;
 }
 
 const EpisodeEntry* Catalog::FindEpisode(uint64_t id) const {

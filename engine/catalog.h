@@ -28,6 +28,7 @@ struct EpisodeEntry {
   uint32_t user = 0;  // index into Catalog::users()
   int64_t ts = 0;
   bool present = false;
+  bool forgotten = false;  // was present; a forget record hid it (loc still points at it)
 };
 
 struct BlockVersion {
@@ -47,6 +48,8 @@ class Catalog {
  public:
   void AddEpisode(const format::EpisodeRecord& r, RecordLoc loc);
   void AddBlock(const format::BlockRecord& r, RecordLoc loc);
+  // A fact record whose id is already known is a new version of that fact
+  // (docs/format.md §5.3): it replaces the old one's location.
   void AddFact(const format::FactRecord& r, RecordLoc loc);
   void SetMeta(const std::string& key, const std::string& value) { meta_[key] = value; }
   // The same from a checkpoint's entries, which carry no record bodies.
@@ -56,6 +59,19 @@ class Catalog {
                      RecordLoc loc);
   void AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc);
   void set_text_bytes(uint64_t n) { text_bytes_ = n; }
+  // ---- forgetting (docs/format.md §5.9): the entries leave every list;
+  // a forgotten episode keeps its entry, marked, so that its graph node and
+  // the facts that cite it can still be told apart from ids never used.
+  // `text_bytes` is the forgotten episode's text length.
+  void ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_bytes);
+  // A forgotten episode from a checkpoint (in no list).
+  void AddForgottenEntry(uint64_t id, const std::string& user_id, int64_t ts, RecordLoc loc);
+  void ForgetFact(uint64_t id);
+  // Returns the versions forgotten (0: no such block).
+  uint64_t ForgetBlock(const std::string& user_id, const std::string& name);
+  bool IsForgottenEpisode(uint64_t id) const {
+    return id > 0 && id <= episodes_.size() && episodes_[id - 1].forgotten;
+  }
   const std::vector<EpisodeEntry>& episodes() const { return episodes_; }
 
   const EpisodeEntry* FindEpisode(uint64_t id) const;

@@ -52,12 +52,19 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   const auto& entries = catalog_.episodes();
   st.episodes.resize(next_episode_id_ - 1);
   for (uint64_t id = 1; id < next_episode_id_; id++) {
-    if (id > entries.size() || !entries[id - 1].present) continue;
+    if (id > entries.size() || !(entries[id - 1].present || entries[id - 1].forgotten)) continue;
     const EpisodeEntry& e = entries[id - 1];
     format::CheckpointEpisode& c = st.episodes[id - 1];
     const EpisodeAttrs* attrs = nullptr;
     const std::string *session = nullptr, *role = nullptr;
-    if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role)) {
+    if (e.forgotten) {
+      // Kept only while the graph holds its node (until VACUUM).
+      if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role) ||
+          attrs->node == EpisodeAttrs::kNoNode) {
+        continue;
+      }
+      c.forgotten = true;
+    } else if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role)) {
       return StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
                      static_cast<unsigned long long>(id));
     }
@@ -166,17 +173,23 @@ Status Database::MaybeCheckpoint(bool closing) {
 Status Database::ImportCheckpointState(const CheckpointState& st) {
   for (const auto& [k, v] : st.meta) catalog_.SetMeta(k, v);
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
-  format::EpisodeRecord none;
+  std::vector<uint64_t> forgotten;
   for (uint64_t id = 1; id <= st.episodes.size(); id++) {
     const format::CheckpointEpisode& e = st.episodes[id - 1];
     if (e.page_offset == 0) continue;
     const std::string& user = st.strings[e.user];
-    catalog_.AddEpisodeEntry(id, user, st.strings[e.session], e.ts, RecordLoc{e.page_offset, e.slot});
+    if (e.forgotten) {
+      forgotten.push_back(id);
+      catalog_.AddForgottenEntry(id, user, e.ts, RecordLoc{e.page_offset, e.slot});
+    } else {
+      catalog_.AddEpisodeEntry(id, user, st.strings[e.session], e.ts, RecordLoc{e.page_offset, e.slot});
+    }
     AGENTMEM_RETURN_IF_ERROR(
         recall_->AddEntry(id, user, st.strings[e.session], st.strings[e.role], e.ts, e.has_vector,
                           e.node));
   }
   for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
+  AGENTMEM_RETURN_IF_ERROR(recall_->Forget(forgotten));
   for (const format::CheckpointBlock& b : st.blocks) {
     catalog_.AddBlockEntry(st.strings[b.user], b.name, b.version, RecordLoc{b.page_offset, b.slot});
   }

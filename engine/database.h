@@ -18,6 +18,7 @@
 
 #include "engine/catalog.h"
 #include "engine/env/env.h"
+#include "engine/fact_index.h"
 #include "engine/options.h"
 #include "engine/recall.h"
 #include "engine/scan.h"
@@ -41,6 +42,32 @@ struct Stats {
   uint64_t torn_bytes = 0;
 };
 
+// Which facts a query returns (docs/lifecycle.md, "Facts on two time axes").
+struct FactQuery {
+  std::string user_id;
+  std::optional<std::string> subject, predicate, object;
+  // Valid time: facts true at valid_at (valid_from <= valid_at < valid_to).
+  // Transaction time: facts the file knew at known_at (recorded_at <=
+  // known_at < expired_at). 0 = now, on both axes.
+  int64_t valid_at = 0;
+  int64_t known_at = 0;
+  bool all_versions = false;  // every row of both axes: no time filter
+};
+
+// What a forget (and a PURGE or VACUUM) did; the C API's agentmem_receipt.
+struct ForgetReceipt {
+  uint64_t episodes = 0;        // episodes forgotten
+  uint64_t facts = 0;           // facts forgotten (cited episodes all forgotten included)
+  uint64_t block_versions = 0;  // block versions forgotten
+  bool vacuumed = false;        // the file was rewritten (PURGE, VACUUM)
+  uint64_t bytes_before = 0;    // file size before the rewrite
+  uint64_t bytes_after = 0;     // and after
+  // The proof of a PURGE: the forgotten texts (>= 16 bytes) and vectors
+  // searched for in every byte of the new file, raw and decompressed.
+  uint64_t needles = 0;         // distinct byte strings searched for
+  uint64_t residue = 0;         // of them, found (0: nothing of the forgotten data remains)
+};
+
 class Database {
  public:
   // Opens (and with opts.create, creates) the file at path. On failure *out is
@@ -61,10 +88,43 @@ class Database {
   bool in_transaction() const { return explicit_txn_; }
 
   // ---- writes. Outside Begin/Commit each is its own transaction.
-  // REQUIRES: r.id == 0; the engine assigns it and returns it in *id.
+  // r.id == 0: the engine assigns the next id and returns it in *id. A
+  // nonzero r.id (an import) is used when it is >= episode_id_limit() (ids
+  // only increase; gaps are allowed), else kConstraint. r.created_at is kept
+  // when nonzero.
   Status Remember(format::EpisodeRecord r, uint64_t* id);
+  // r.updated_at is kept when nonzero; r.version likewise when it is above
+  // every version so far (an import), else assigned.
   Status SetBlock(format::BlockRecord r);
+  // Asserts a fact, recorded now. If the same (subject, predicate, object)
+  // is already current and valid at r.valid_from, nothing is written and *id
+  // is that fact's. If the predicate is single-valued (DeclarePredicate),
+  // every current fact of (user, subject, predicate) with another object
+  // whose valid time overlaps the new one's is superseded: it is expired in
+  // transaction time (a new version with expired_at = now) and what is left
+  // of its valid time before (and after) the new fact is recorded as new
+  // facts, so that both time axes keep their history.
   Status AssertFact(format::FactRecord r, uint64_t* id);
+  // Writes a fact exactly as given (an import): both time axes kept
+  // (recorded_at 0 = now, expired_at 0 = never), no superseding. r.id is
+  // used when it is above every fact id so far, 0 = assigned.
+  Status ImportFact(format::FactRecord r, uint64_t* id);
+  // Declares `predicate` single-valued (or not) for every user of the file.
+  Status DeclarePredicate(const std::string& predicate, bool single_valued);
+  bool IsSingleValued(const std::string& predicate) const;
+  // Forgets what `f` names (format/records.h, ForgetKind): at once invisible to
+  // every read and recall of this handle once committed, and of every other
+  // handle from its next read. The receipt's counts are filled when the
+  // forget commits at once (outside Begin/Commit).
+  Status Forget(const format::ForgetRecord& f, ForgetReceipt* receipt);
+  // Rewrites the live records into a new file and atomically replaces this
+  // one with it (write, sync, rename, sync the directory); other handles move
+  // to the new file on their next read or write. `needles`: byte strings to
+  // prove absent (a PURGE's forgotten texts and vectors). REQUIRES: no open
+  // transaction.
+  Status Vacuum(const std::vector<std::string>& needles, ForgetReceipt* receipt);
+  // Forget, then Vacuum with the forgotten texts and vectors as needles.
+  Status Purge(const format::ForgetRecord& f, ForgetReceipt* receipt);
 
   // ---- reads, on the handle's snapshot plus its own pending writes.
   Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
@@ -75,6 +135,8 @@ class Database {
   Status ListBlocks(std::string_view user_id, std::vector<format::BlockRecord>* out);
   Status ListFacts(std::string_view user_id, const std::string* subject,
                    const std::string* predicate, std::vector<format::FactRecord>* out);
+  // Facts by subject / predicate / object (indexed) on both time axes.
+  Status QueryFacts(const FactQuery& q, std::vector<format::FactRecord>* out);
   Status GetStats(Stats* out);
   // Users with at least one episode, block or fact, in first-seen order.
   Status ListUsers(std::vector<std::string>* out);
@@ -83,7 +145,9 @@ class Database {
                           std::vector<format::BlockRecord>* out);
   // Episode ids run from 1 to below this (pending ones included); an id below
   // it that GetEpisode does not find was never committed.
-  uint64_t episode_id_limit() const { return next_episode_id_ + pending_episodes_.size(); }
+  uint64_t episode_id_limit() const {
+    return pending_episodes_.empty() ? next_episode_id_ : pending_episodes_.back().id + 1;
+  }
   // Reads the whole file again, verifying every page checksum, every record
   // and the counters of every commit, and compares it with the snapshot. Each
   // problem found is appended to *problems (none: the file is sound). The
@@ -127,6 +191,7 @@ class Database {
     std::vector<std::pair<std::string, std::string>> meta;
     std::vector<std::pair<std::string_view, int64_t>> graphs;  // image, page_no
     std::vector<format::TextRecord> texts;
+    std::vector<format::ForgetRecord> forgets;
   };
   struct Counters {
     uint64_t episode = 1, fact = 1, block = 1;  // the next id of each
@@ -165,6 +230,21 @@ class Database {
   Status ImportCheckpointState(const format::CheckpointState& st);
   int64_t Now() const;
   Status EnsureRecallIndex();
+  uint64_t NextFactId() const;
+  // ---- forgetting and compaction (lifecycle.cc)
+  Status ApplyForget(const format::ForgetRecord& f);
+  Status EnsureFactIndex();
+  // The current (not expired) facts of (user, subject, predicate), pending
+  // versions included.
+  Status CurrentFacts(const std::string& user, const std::string& subject,
+                      const std::string& predicate, std::vector<format::FactRecord>* out);
+  void PutPendingFact(format::FactRecord f);
+  Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
+  Status WriteCompacted(const std::string& tmp, uint64_t* bytes);
+  // The file at path_ is no longer the one this handle has open (a VACUUM
+  // replaced it): reopen it and start from its state.
+  Status CheckReplaced(bool* replaced);
+  Status Reload();
 
   std::string path_;
   Options opts_;
@@ -202,6 +282,15 @@ class Database {
   std::vector<format::BlockRecord> pending_blocks_;
   std::vector<format::FactRecord> pending_facts_;
   format::MetaRecord pending_meta_;
+  std::vector<format::ForgetRecord> pending_forgets_;
+  ForgetReceipt forget_counts_;  // what the forgets applied by the last commits did
+  std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
+  Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
+  FileId file_id_;               // the identity of file_ when it was opened
+  // A VACUUM's copy (lifecycle.cc): commits insert nothing into the graph;
+  // the graph comes whole, as pending_graph_, in the last transaction.
+  bool bulk_ = false;
+  std::string pending_graph_;
 
   // Decoded record pages, by offset (a small cache; cleared when full).
   struct CachedPage {

@@ -116,6 +116,26 @@ Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::st
   return Status::OK();
 }
 
+Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
+  std::vector<uint32_t> users;
+  for (uint64_t id : ids) {
+    if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present || attrs_[id - 1].forgotten) continue;
+    EpisodeAttrs& a = attrs_[id - 1];
+    a.forgotten = true;
+    episodes_--;
+    UserPartition& p = *partitions_[a.user];
+    p.vectors -= a.has_vector;
+    if (p.bm25.Contains(id)) AGENTMEM_RETURN_IF_ERROR(p.bm25.Remove(id));
+    if (std::find(users.begin(), users.end(), a.user) == users.end()) users.push_back(a.user);
+  }
+  for (uint32_t u : users) {
+    auto& v = partitions_[u]->ids;
+    v.erase(std::remove_if(v.begin(), v.end(), [this](uint64_t id) { return attrs_[id - 1].forgotten; }),
+            v.end());
+  }
+  return Status::OK();
+}
+
 bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
                               const std::string** role) const {
   if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present) return false;
@@ -171,6 +191,27 @@ Status RecallIndex::SerializeGraph(std::string* out) const {
   return graph_->SerializeMappable(out);
 }
 
+Status RecallIndex::GraphImageWithout(std::string* out) const {
+  out->clear();
+  if (!graph_ || graph_->size() == 0) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(broken_);
+  bool any_forgotten = false;
+  for (const EpisodeAttrs& a : attrs_) any_forgotten |= a.forgotten && a.node != EpisodeAttrs::kNoNode;
+  if (!any_forgotten) return graph_->Serialize(out);
+  auto g = index::HnswIndex::Create(graph_->options());
+  AGENTMEM_RETURN_IF_ERROR(g.status());
+  std::unique_ptr<index::HnswIndex> fresh = std::move(g.value());
+  const index::VectorBlock vectors = graph_->NodeVectors();
+  for (uint64_t id = 1; id <= attrs_.size(); id++) {
+    const EpisodeAttrs& a = attrs_[id - 1];
+    if (!a.present || a.forgotten || a.node == EpisodeAttrs::kNoNode) continue;
+    const float* v = vectors.row(a.node);
+    AGENTMEM_RETURN_IF_ERROR(fresh->Add(id, std::span<const float>(v, dim_)));
+  }
+  if (fresh->size() == 0) return Status::OK();
+  return fresh->Serialize(out);
+}
+
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner) {
   auto g = index::HnswIndex::Map(image, size, spare, std::move(owner));
   AGENTMEM_RETURN_IF_ERROR(g.status());
@@ -210,7 +251,7 @@ format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
 }
 
 bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
-  if (!a.present || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
+  if (!a.present || a.forgotten || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
   if (q.session_id) {
     auto it = sessions_.ids.find(*q.session_id);
     if (it == sessions_.ids.end() || it->second != a.session) return false;

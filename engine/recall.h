@@ -86,6 +86,7 @@ struct EpisodeAttrs {
   int64_t ts = 0;
   bool has_vector = false;
   bool present = false;
+  bool forgotten = false;  // hidden by a forget record; its graph node stays until VACUUM
 };
 
 class RecallIndex {
@@ -100,6 +101,11 @@ class RecallIndex {
   Status AddEntry(uint64_t id, const std::string& user, const std::string& session,
                   const std::string& role, int64_t ts, bool has_vector,
                   uint32_t node = EpisodeAttrs::kNoNode);
+  // Hides episodes from every search (a forget record): they leave their
+  // partition and its BM25 index; a graph node stays (skipped by the walk)
+  // until VACUUM writes a graph without it. Unknown or forgotten ids are
+  // ignored.
+  Status Forget(const std::vector<uint64_t>& ids);
   // What a checkpoint keeps of an indexed episode: its attributes with the
   // session and role by name. False if not indexed.
   bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
@@ -107,6 +113,10 @@ class RecallIndex {
   // The graph as a mappable image (empty when there is no graph), and the
   // graph taken from one in place (checkpoint load; after every AddEntry).
   Status SerializeGraph(std::string* out) const;
+  // A full graph image (Serialize, for a kGraph page) of the episodes that
+  // are not forgotten: the graph itself when none of its nodes is, else a
+  // graph built again from their vectors, in id order. Empty: no vectors.
+  Status GraphImageWithout(std::string* out) const;
   // The BM25 indexes as frozen images, one per user with episodes, appended
   // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`
   // gives each user's index in the state section's string table. And the

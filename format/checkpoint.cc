@@ -67,7 +67,7 @@ void EncodeCheckpointState(const CheckpointState& s, std::string* dst) {
     PutVarint(dst, e.session);
     PutVarint(dst, e.role);
     PutSignedVarint(dst, e.ts);
-    dst->push_back(e.has_vector ? 1 : 0);
+    dst->push_back(static_cast<char>((e.has_vector ? 1 : 0) | (e.forgotten ? 2 : 0)));
     PutVarint(dst, e.node == UINT32_MAX ? 0 : uint64_t{e.node} + 1);
   }
   PutVarint(dst, s.blocks.size());
@@ -142,11 +142,14 @@ Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointS
     e.ts = d.SignedVarint();
     uint8_t flags = d.U8();
     uint64_t node = d.Varint();
-    if (flags > 1 || e.user >= strings || e.session >= strings || e.role >= strings ||
-        node > UINT32_MAX || (node != 0 && flags != 1)) {
+    // flags: 1 has a vector, 2 forgotten (then it must have its node).
+    if (flags > 3 || e.user >= strings || e.session >= strings || e.role >= strings ||
+        node > UINT32_MAX || (node != 0 && !(flags & 1)) || (flags == 2) ||
+        ((flags & 2) && node == 0)) {
       return Bad(page_no, "episode entry out of range");
     }
-    e.has_vector = flags == 1;
+    e.has_vector = flags & 1;
+    e.forgotten = flags & 2;
     e.node = node == 0 ? UINT32_MAX : static_cast<uint32_t>(node - 1);
   }
   n = count();
@@ -183,7 +186,7 @@ Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointS
     TextRecord t;
     AGENTMEM_RETURN_IF_ERROR(DecodeText(text, page_no, &t));
     if (t.episode_id == 0 || t.episode_id > s.episodes.size() ||
-        s.episodes[t.episode_id - 1].page_offset == 0 ||
+        s.episodes[t.episode_id - 1].page_offset == 0 || s.episodes[t.episode_id - 1].forgotten ||
         (!s.texts.empty() && t.episode_id <= s.texts.back().episode_id)) {
       return Bad(page_no, "text entry out of range");
     }

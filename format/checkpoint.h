@@ -36,6 +36,9 @@ struct CheckpointEpisode {
   uint32_t role = 0;     // index into CheckpointState::strings
   int64_t ts = 0;
   bool has_vector = false;
+  // Forgotten (a forget record hid it) but still a node of the graph section,
+  // which keeps it until VACUUM; it is in no other list of the checkpoint.
+  bool forgotten = false;
   uint32_t node = UINT32_MAX;  // its node in the graph section; UINT32_MAX: none
   bool operator==(const CheckpointEpisode&) const = default;
 };

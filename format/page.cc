@@ -28,11 +28,12 @@ const char* PageTypeName(uint8_t type) {
     case PageType::kGraph: return "graph";
     case PageType::kText: return "text";
     case PageType::kCheckpoint: return "checkpoint";
+    case PageType::kForget: return "forget";
   }
   return "unknown";
 }
 
-bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 8; }
+bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 9; }
 
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {

@@ -24,6 +24,7 @@ enum class PageType : uint8_t {
   kGraph = 6,     // one HNSW graph image (a delta of this transaction's inserts)
   kText = 7,      // the BM25 terms of this transaction's episodes
   kCheckpoint = 8,  // one section of a checkpoint (format/checkpoint.h); never compressed
+  kForget = 9,    // forget records: what the transaction makes invisible
 };
 const char* PageTypeName(uint8_t type);  // "episodes", …; "unknown" otherwise
 bool IsKnownPageType(uint8_t type);

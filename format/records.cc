@@ -244,4 +244,31 @@ Status SplitRecords(std::string_view payload, uint32_t record_count, int64_t pag
   return Status::OK();
 }
 
+void EncodeForget(const ForgetRecord& r, std::string* dst) {
+  dst->push_back(static_cast<char>(r.kind));
+  PutString(dst, r.user_id);
+  PutString(dst, r.session_id);
+  PutString(dst, r.name);
+  PutSignedVarint(dst, r.before);
+  PutVarint(dst, r.id);
+}
+
+Status DecodeForget(std::string_view in, int64_t page_no, ForgetRecord* out) {
+  Decoder d(in);
+  ForgetRecord r;
+  uint8_t kind = d.U8();
+  r.user_id = d.String();
+  r.session_id = d.String();
+  r.name = d.String();
+  r.before = d.SignedVarint();
+  r.id = d.Varint();
+  AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "forget"));
+  if (kind < 1 || kind > 6) return Malformed(page_no, "forget");
+  r.kind = static_cast<ForgetKind>(kind);
+  const bool by_id = r.kind == ForgetKind::kEpisode || r.kind == ForgetKind::kFact;
+  if (by_id != (r.id != 0)) return Malformed(page_no, "forget");
+  *out = std::move(r);
+  return Status::OK();
+}
+
 }  // namespace agentmem::format

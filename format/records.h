@@ -80,6 +80,29 @@ struct TextRecord {
   bool operator==(const TextRecord&) const = default;
 };
 
+// What a transaction forgets (docs/format.md §5.9). It applies after the
+// transaction's other records, to everything committed up to then; what it
+// matches becomes invisible to every read from that commit on, and is removed
+// from the file by the next VACUUM. Facts whose every source episode is
+// forgotten are forgotten with them.
+enum class ForgetKind : uint8_t {
+  kUser = 1,     // every episode, block and fact of user_id
+  kSession = 2,  // the episodes of (user_id, session_id)
+  kBefore = 3,   // the episodes of user_id with ts < before
+  kEpisode = 4,  // episode `id`
+  kFact = 5,     // fact `id`
+  kBlock = 6,    // every version of block (user_id, name)
+};
+struct ForgetRecord {
+  ForgetKind kind = ForgetKind::kUser;
+  std::string user_id;
+  std::string session_id;  // kSession
+  std::string name;        // kBlock
+  int64_t before = 0;      // kBefore
+  uint64_t id = 0;         // kEpisode, kFact
+  bool operator==(const ForgetRecord&) const = default;
+};
+
 // File settings as key/value pairs; a later meta record overrides earlier keys.
 struct MetaRecord {
   std::vector<std::pair<std::string, std::string>> entries;
@@ -91,6 +114,7 @@ void EncodeBlock(const BlockRecord& r, std::string* dst);
 void EncodeFact(const FactRecord& r, std::string* dst);
 void EncodeMeta(const MetaRecord& r, std::string* dst);
 void EncodeText(const TextRecord& r, std::string* dst);
+void EncodeForget(const ForgetRecord& r, std::string* dst);
 std::string EncodeCommit(const CommitRecord& r);
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
@@ -98,6 +122,7 @@ Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
 Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);
 Status DecodeText(std::string_view in, int64_t page_no, TextRecord* out);
+Status DecodeForget(std::string_view in, int64_t page_no, ForgetRecord* out);
 Status DecodeCommit(std::string_view in, int64_t page_no, CommitRecord* out);
 
 // Appends one record (already encoded) to a page payload, length-prefixed.

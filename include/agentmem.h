@@ -287,6 +287,71 @@ int agentmem_fact_assert(agentmem_db *db, const char *user_id, const char *subje
 int agentmem_facts(agentmem_db *db, const char *user_id, const char *subject,
                    const char *predicate, agentmem_cursor **ppCur);
 
+/* Declare predicate single-valued (or not again) for every user of the file
+** (e.g. "lives_in"): asserting a new object for a subject then supersedes the
+** current one instead of adding a second -- the old fact is expired in
+** transaction time and kept with its valid_to closed at the new fact's
+** valid_from (docs/lifecycle.md, "Facts on two time axes"). */
+int agentmem_predicate_declare(agentmem_db *db, const char *predicate, int single_valued);
+
+#define AGENTMEM_FACTS_ALL_VERSIONS 0x01  /* every row of both time axes; no time filter */
+
+/* Iterate user_id's facts matching subject, predicate and object (each NULL =
+** any; looked up in an index, never by scanning the user's facts), in id
+** order: those valid at valid_at (valid_from <= valid_at < valid_to) as the
+** file knew them at known_at (recorded_at <= known_at < expired_at); 0 = now
+** on either axis, so (0, 0) gives the current facts. With
+** AGENTMEM_FACTS_ALL_VERSIONS every row, superseded ones included. Rows are
+** read with agentmem_cursor_fact(). */
+int agentmem_facts_v2(agentmem_db *db, const char *user_id, const char *subject,
+                      const char *predicate, const char *object, int64_t valid_at,
+                      int64_t known_at, int flags, agentmem_cursor **ppCur);
+
+/* ---------------------------------------------------------------- forgetting */
+/*
+** A forget is committed like a write: what it names is invisible to every
+** read, recall, SQL query and export of every handle from its commit on. The
+** bytes leave the file at the next VACUUM; AGENTMEM_FORGET_PURGE does that at
+** once and proves it (docs/lifecycle.md, "Forgetting"). Facts whose every source
+** episode is forgotten are forgotten with them. Ids are never reused.
+*/
+#define AGENTMEM_FORGET_PURGE 0x01  /* then VACUUM and scan the new file for the forgotten bytes */
+
+/* What a forget, PURGE or VACUUM did. */
+typedef struct agentmem_receipt {
+  int64_t episodes;        /* episodes forgotten */
+  int64_t facts;           /* facts forgotten (with those citing only forgotten episodes) */
+  int64_t block_versions;  /* block versions forgotten */
+  int vacuumed;            /* 1: the file was rewritten */
+  int64_t bytes_before;    /* file size before the rewrite */
+  int64_t bytes_after;     /* and after */
+  int64_t needles;         /* PURGE: forgotten texts (>= 16 bytes) and vectors searched for
+                              in every byte of the new file, raw and decompressed */
+  int64_t residue;         /* of them, found: 0 = nothing of the forgotten data remains */
+} agentmem_receipt;
+
+/* Forget user_id's memory: all of it (session_id NULL, before 0: episodes,
+** blocks and facts), one session's episodes (session_id), or the episodes
+** with an event time before `before` (unix microseconds). flags 0 or
+** AGENTMEM_FORGET_PURGE. pReceipt may be NULL; inside BEGIN ... COMMIT its
+** counts are 0 (the forget applies at COMMIT) and PURGE is AGENTMEM_MISUSE.
+** Forgetting what does not exist is not an error (the counts say 0). */
+int agentmem_forget(agentmem_db *db, const char *user_id, const char *session_id, int64_t before,
+                    int flags, agentmem_receipt *pReceipt);
+/* Forget one episode, one fact, or every version of one block. */
+int agentmem_forget_episode(agentmem_db *db, int64_t id, int flags, agentmem_receipt *pReceipt);
+int agentmem_forget_fact(agentmem_db *db, int64_t id, int flags, agentmem_receipt *pReceipt);
+int agentmem_forget_block(agentmem_db *db, const char *user_id, const char *name, int flags,
+                          agentmem_receipt *pReceipt);
+
+/* Compact the file: write the live records, the indexes and a checkpoint to a
+** new file beside it (FILE-vacuum), sync it, and rename it over FILE. Other
+** handles, in this process or others, keep their snapshot and move to the new
+** file on their next read or write. Ids, versions and both time axes of facts
+** are kept. AGENTMEM_MISUSE inside a transaction; AGENTMEM_BUSY when another
+** writer holds the lock past the busy timeout. pReceipt may be NULL. */
+int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
+
 /* ---------------------------------------------------------------- recall */
 
 #define AGENTMEM_RECALL_HYBRID 0  /* BM25 and vector lists, fused (default) */

@@ -135,7 +135,7 @@ const DotCommand kCommands[] = {
     {".schema", CmdSchema, ".schema [NAME]", "the columns of the tables and table functions"},
     {".stats", CmdStats, ".stats", "counts per user, file size and pages"},
     {".tables", CmdTables, ".tables", "the tables and table-valued functions"},
-    {".vacuum", CmdVacuum, ".vacuum", "compact the file (not available yet: issue #5)"},
+    {".vacuum", CmdVacuum, ".vacuum", "compact the file: rewrite live data, drop forgotten bytes"},
 };
 
 }  // namespace

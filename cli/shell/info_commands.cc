@@ -203,11 +203,20 @@ bool CmdCheck(Shell& sh, const Args& args) {
   return false;
 }
 
-bool CmdVacuum(Shell& sh, const Args&) {
-  sh.Fail(
-      ".vacuum: not available yet -- the engine cannot compact an .agentmem file "
-      "until issue #5 (vacuum and forgetting) lands; the file was not changed");
-  return false;
+bool CmdVacuum(Shell& sh, const Args& args) {
+  if (args.size() != 1) {
+    sh.Fail("usage: .vacuum");
+    return false;
+  }
+  if (!sh.db()) {
+    sh.Fail("no database is open (use .open FILE)");
+    return false;
+  }
+  agentmem_receipt r;
+  if (agentmem_vacuum(sh.db(), &r) != AGENTMEM_OK) return sh.FailDb(".vacuum");
+  std::fprintf(sh.out, "vacuumed %s: %s -> %s bytes\n", sh.path().c_str(),
+               Thousands(r.bytes_before).c_str(), Thousands(r.bytes_after).c_str());
+  return true;
 }
 
 }  // namespace agentmem::shell

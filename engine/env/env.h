@@ -31,6 +31,14 @@ class MappedBytes {
   size_t size_ = 0;
 };
 
+// Which file a path or an open File is (device and inode on POSIX); two
+// equal ids are the same file. {0, 0}: unknown.
+struct FileId {
+  uint64_t dev = 0, ino = 0;
+  bool known() const { return dev != 0 || ino != 0; }
+  bool operator==(const FileId&) const = default;
+};
+
 class File {
  public:
   virtual ~File() = default;
@@ -54,6 +62,8 @@ class File {
   // lock on PosixEnv). Never blocks; *acquired tells. Errors: kIoErrLock.
   virtual Status TryLockWrite(bool* acquired) = 0;
   virtual Status UnlockWrite() = 0;
+  // The identity of the open file (unknown by default).
+  virtual FileId Identity() const { return {}; }
 };
 
 struct OpenMode {
@@ -71,6 +81,23 @@ class Env {
   virtual Status CreateAtomic(const std::string& path, std::string_view initial) = 0;
   virtual bool Exists(const std::string& path) = 0;
   virtual Status Delete(const std::string& path) = 0;
+  // Creates (or empties) `path` for a new file written from scratch.
+  // Errors: kCantOpen.
+  virtual Status CreateEmpty(const std::string& path, std::unique_ptr<File>* out) {
+    (void)path, (void)out;
+    return Status(kMisuse, "this Env cannot create a file from scratch");
+  }
+  // Renames `from` over `to` atomically, then makes the rename durable (syncs
+  // the directory). Errors: kIoErr.
+  virtual Status Rename(const std::string& from, const std::string& to) {
+    (void)from, (void)to;
+    return Status(kMisuse, "this Env cannot rename files");
+  }
+  // The identity of the file at `path` now ({} when unknown or missing).
+  virtual FileId Identify(const std::string& path) {
+    (void)path;
+    return {};
+  }
 
   // The process-wide POSIX Env. Never deleted.
   static Env* Posix();

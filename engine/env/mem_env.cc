@@ -58,6 +58,8 @@ class MemFile : public File {
     if (data_->lock_owner == this) data_->lock_owner = nullptr;
     return Status::OK();
   }
+  FileId Identity() const override { return IdOf(data_.get()); }
+  static FileId IdOf(const MemData* d) { return FileId{1, reinterpret_cast<uintptr_t>(d)}; }
 
  private:
   std::shared_ptr<MemData> data_;
@@ -89,6 +91,26 @@ class MemEnv : public Env {
     std::lock_guard<std::mutex> g(mu_);
     if (!files_.erase(path)) return Status(kIoErr, "cannot delete " + path + ": no such file");
     return Status::OK();
+  }
+  Status CreateEmpty(const std::string& path, std::unique_ptr<File>* out) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto data = std::make_shared<MemData>();
+    files_[path] = data;
+    *out = std::make_unique<MemFile>(data, false);
+    return Status::OK();
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = files_.find(from);
+    if (it == files_.end()) return Status(kIoErr, "cannot rename " + from + ": no such file");
+    files_[to] = it->second;  // handles open on the old `to` keep its bytes, as on POSIX
+    files_.erase(it);
+    return Status::OK();
+  }
+  FileId Identify(const std::string& path) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = files_.find(path);
+    return it == files_.end() ? FileId{} : MemFile::IdOf(it->second.get());
   }
 
  private:

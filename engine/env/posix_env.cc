@@ -137,6 +137,11 @@ class PosixFile : public File {
     return Status::OK();
   }
   Status TryLockWrite(bool* acquired) override { return Lock(F_WRLCK, acquired); }
+  FileId Identity() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return {};
+    return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  }
   Status UnlockWrite() override {
     bool ignored;
     return Lock(F_UNLCK, &ignored);
@@ -199,6 +204,26 @@ class PosixEnv : public Env {
   Status Delete(const std::string& path) override {
     if (::unlink(path.c_str()) != 0) return Errno(kIoErr, "cannot delete", path, errno);
     return Status::OK();
+  }
+
+  Status CreateEmpty(const std::string& path, std::unique_ptr<File>* out) override {
+    int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) return Errno(kCantOpen, "cannot create", path, errno);
+    *out = std::make_unique<PosixFile>(fd, path);
+    return Status::OK();
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return Errno(kIoErr, "cannot rename " + from + " to", to, errno);
+    }
+    return SyncDirectory(to);
+  }
+
+  FileId Identify(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   }
 
  private:

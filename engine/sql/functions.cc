@@ -579,6 +579,128 @@ VTable* Make(Session* s) {
   return new T(s);
 }
 
+// ====================================================================== forget, vacuum
+
+// The receipt columns of forget() and vacuum() (include/agentmem.h, agentmem_receipt).
+constexpr int kReceiptColumns = 8;
+#define AGENTMEM_RECEIPT_SCHEMA                                                              \
+  "episodes INTEGER, facts INTEGER, block_versions INTEGER, vacuumed INTEGER, "               \
+  "bytes_before INTEGER, bytes_after INTEGER, needles INTEGER, residue INTEGER"
+
+class ReceiptCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  // Maintenance commits on its own: an SQL transaction (BEGIN ... COMMIT)
+  // could not carry it. (agentmem_begin() can: a forget then applies at
+  // agentmem_commit().)
+  Status OutsideTransaction(const char* what) const {
+    if (!sqlite3_get_autocommit(table_->session()->conn())) {
+      return StatusF(kMisuse, "%s cannot run inside BEGIN ... COMMIT; run it on its own", what);
+    }
+    return Status::OK();
+  }
+  size_t Rows() const override { return 1; }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    const uint64_t values[kReceiptColumns] = {r_.episodes, r_.facts, r_.block_versions,
+                                              r_.vacuumed ? 1u : 0u, r_.bytes_before,
+                                              r_.bytes_after, r_.needles, r_.residue};
+    sqlite3_result_int64(ctx, static_cast<int64_t>(values[i]));
+    return Status::OK();
+  }
+  ForgetReceipt r_;
+};
+
+// forget(kind, user_id, session_id, before, id, name, purge): what FORGET runs.
+class ForgetCursor : public ReceiptCursor {
+ public:
+  using ReceiptCursor::ReceiptCursor;
+
+ protected:
+  Status Run() override {
+    format::ForgetRecord f;
+    const std::string kind = IsNull(Arg(0)) ? "" : ValueText(Arg(0));
+    const std::pair<const char*, format::ForgetKind> kinds[] = {
+        {"user", format::ForgetKind::kUser},       {"session", format::ForgetKind::kSession},
+        {"before", format::ForgetKind::kBefore},   {"episode", format::ForgetKind::kEpisode},
+        {"fact", format::ForgetKind::kFact},       {"block", format::ForgetKind::kBlock}};
+    bool known = false;
+    for (const auto& [name, k] : kinds) {
+      if (kind == name) {
+        f.kind = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      return Status(kMisuse, "forget(): kind must be user, session, before, episode, fact or block");
+    }
+    auto text = [&](int a, const char* what, std::string* out) -> Status {
+      if (IsNull(Arg(a))) return StatusF(kMisuse, "forget(): %s is missing", what);
+      *out = ValueText(Arg(a));
+      return Status::OK();
+    };
+    auto integer = [&](int a, const char* what, int64_t* out) -> Status {
+      std::optional<int64_t> v = IsNull(Arg(a)) ? std::nullopt : ValueInt(Arg(a));
+      if (!v) return StatusF(kMisuse, "forget(): %s must be an integer", what);
+      *out = *v;
+      return Status::OK();
+    };
+    int64_t n = 0;
+    switch (f.kind) {
+      case format::ForgetKind::kUser:
+        AGENTMEM_RETURN_IF_ERROR(text(1, "user_id", &f.user_id));
+        break;
+      case format::ForgetKind::kSession:
+        AGENTMEM_RETURN_IF_ERROR(text(1, "user_id", &f.user_id));
+        AGENTMEM_RETURN_IF_ERROR(text(2, "session_id", &f.session_id));
+        break;
+      case format::ForgetKind::kBefore:
+        AGENTMEM_RETURN_IF_ERROR(text(1, "user_id", &f.user_id));
+        AGENTMEM_RETURN_IF_ERROR(integer(3, "before", &f.before));
+        break;
+      case format::ForgetKind::kEpisode:
+      case format::ForgetKind::kFact:
+        AGENTMEM_RETURN_IF_ERROR(integer(4, "id", &n));
+        if (n <= 0) return Status(kMisuse, "forget(): id must be positive");
+        f.id = static_cast<uint64_t>(n);
+        break;
+      case format::ForgetKind::kBlock:
+        AGENTMEM_RETURN_IF_ERROR(text(1, "user_id", &f.user_id));
+        AGENTMEM_RETURN_IF_ERROR(text(5, "name", &f.name));
+        break;
+    }
+    const bool purge = !IsNull(Arg(6)) && ValueInt(Arg(6)).value_or(0) != 0;
+    AGENTMEM_RETURN_IF_ERROR(OutsideTransaction("FORGET"));
+    r_ = ForgetReceipt{};
+    return purge ? db()->Purge(f, &r_) : db()->Forget(f, &r_);
+  }
+};
+
+class ForgetTable : public FunctionTable {
+ public:
+  explicit ForgetTable(Session* s) : FunctionTable(s, kReceiptColumns, 7, 1) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<ForgetCursor>(this); }
+};
+
+class VacuumCursor : public ReceiptCursor {
+ public:
+  using ReceiptCursor::ReceiptCursor;
+
+ protected:
+  Status Run() override {
+    AGENTMEM_RETURN_IF_ERROR(OutsideTransaction("VACUUM"));
+    r_ = ForgetReceipt{};
+    return db()->Vacuum({}, &r_);
+  }
+};
+
+class VacuumTable : public FunctionTable {
+ public:
+  explicit VacuumTable(Session* s) : FunctionTable(s, kReceiptColumns, 0, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<VacuumCursor>(this); }
+};
+
 const std::string& RecallSchema() {
   static const std::string s =
       std::string("CREATE TABLE x(id INTEGER, user_id TEXT, session_id TEXT, role TEXT, "
@@ -620,6 +742,11 @@ std::vector<ModuleSpec> FunctionSpecs() {
        "CREATE TABLE x(user_id TEXT, episodes INTEGER, blocks INTEGER, facts INTEGER, "
        "for_user HIDDEN)",
        false, Make<UserStatsTable>},
+      {"forget", nullptr,
+       "CREATE TABLE x(" AGENTMEM_RECEIPT_SCHEMA ", kind HIDDEN, for_user HIDDEN, "
+       "for_session HIDDEN, before HIDDEN, for_id HIDDEN, for_name HIDDEN, purge HIDDEN)",
+       false, Make<ForgetTable>},
+      {"vacuum", nullptr, "CREATE TABLE x(" AGENTMEM_RECEIPT_SCHEMA ")", false, Make<VacuumTable>},
       {"context", nullptr,
        "CREATE TABLE x(position INTEGER, kind TEXT, id INTEGER, name TEXT, text TEXT, "
        "tokens INTEGER, reason TEXT, for_user HIDDEN, for_query HIDDEN, budget HIDDEN)",

@@ -2,6 +2,7 @@
 // opening it safely, statement preparation and stepping with engine errors
 // carried through, and the mapping of SQLite transactions onto the engine's.
 #include "engine/sql/session.h"
+#include "engine/sql/maintenance.h"
 
 #include <sqlite3.h>
 
@@ -157,6 +158,22 @@ Status Session::Prepare(const char* sql, int n, sqlite3_stmt** stmt, const char*
   ClearError();
   denied_.clear();
   const char* rest = nullptr;
+  // FORGET and VACUUM become calls of forget() and vacuum() (maintenance.h).
+  const char* sql_end = n < 0 ? sql + std::strlen(sql) : sql + n;
+  std::string rewritten;
+  const char* after = nullptr;
+  auto maintenance = RewriteMaintenance(sql, sql_end, &rewritten, &after);
+  AGENTMEM_RETURN_IF_ERROR(maintenance.status());
+  if (maintenance.value()) {
+    int rc = sqlite3_prepare_v2(conn_, rewritten.c_str(), -1, stmt, nullptr);
+    if (tail) *tail = after;
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(*stmt);
+      *stmt = nullptr;
+      return Take(rc);
+    }
+    return Status::OK();
+  }
   int rc = sqlite3_prepare_v2(conn_, sql, n, stmt, &rest);
   if (tail) *tail = rest;
   if (rc != SQLITE_OK) {
@@ -169,14 +186,11 @@ Status Session::Prepare(const char* sql, int n, sqlite3_stmt** stmt, const char*
     std::string word = FirstKeyword(sql, end);
     const char* refused = nullptr;
     if (word == "VACUUM") {
-      refused =
-          "VACUUM is not available yet: compacting an .agentmem file is part of the lifecycle "
-          "work (issue #5); the file is append-only until then";
+      refused = "VACUUM takes no arguments here: the .agentmem file is compacted whole";
     } else if (word == "REINDEX") {
       refused =
-          "REINDEX is not available yet: rebuilding the BM25 and vector indexes of an "
-          ".agentmem file is part of the lifecycle work (issue #5); they are kept current "
-          "by every commit";
+          "REINDEX is not available yet: the BM25 and vector indexes of an .agentmem file "
+          "are kept current by every commit, and VACUUM writes them anew";
     }
     if (refused) {
       sqlite3_finalize(*stmt);

@@ -35,8 +35,9 @@ using format::EpisodeRecord;
 using format::FactRecord;
 
 constexpr const char* kAppendOnly =
-    "are append-only until the lifecycle issue (#5, FORGET) lands: they cannot be updated or "
-    "deleted yet";
+    "are append-only: they cannot be updated, and are removed with FORGET (FORGET EPISODE id, "
+    "FORGET FACT id, FORGET USER 'u' [SESSION 's' | BEFORE t] [PURGE]; docs/lifecycle.md), "
+    "not DELETE";
 
 // The idxStr of a plan: tokens separated by spaces, one per argv value, in
 // order; "scan" when there is none.
@@ -506,8 +507,8 @@ class BlocksTable : public VTable {
 
   Status Update(int argc, sqlite3_value** argv, sqlite3_int64* rowid) override {
     if (argc == 1) {
-      return Status(kError, "blocks cannot be deleted yet: deleting and forgetting records "
-                               "is the lifecycle issue (#5); write a new value instead");
+      return Status(kError, "blocks are removed with FORGET BLOCK 'user' 'name' [PURGE] "
+                               "(docs/lifecycle.md), not DELETE");
     }
     sqlite3_value** col = argv + 2;
     BlockRecord r;
@@ -539,7 +540,7 @@ class BlocksTable : public VTable {
       if (was.user_id != r.user_id || was.name != r.name) {
         return Status(kConstraint,
                       "a block's user_id and name cannot change: write the value under the "
-                      "new name with INSERT (blocks cannot be deleted until issue #5)");
+                      "new name with INSERT (and FORGET BLOCK the old one)");
       }
       std::optional<int64_t> v = ValueInt(col[kBlVersion]), u = ValueInt(col[kBlUpdated]);
       if (!v || *v != old || sqlite3_value_int64(argv[1]) != old || !u ||

@@ -91,8 +91,8 @@ bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCoun
 Status Bm25Index::Remove(uint64_t doc_id) {
   auto it = docs_.find(doc_id);
   if (it == docs_.end() && Contains(doc_id)) {
-    return StatusF(kMisuse, "bm25: document %llu is in a frozen image (a checkpoint) and cannot "
-                   "be removed from it", static_cast<unsigned long long>(doc_id));
+    AGENTMEM_RETURN_IF_ERROR(Thaw());  // the image's documents become ordinary ones
+    it = docs_.find(doc_id);
   }
   if (it == docs_.end()) {
     return StatusF(kNotFound, "bm25: document %llu is not indexed",

@@ -117,8 +117,12 @@ class Bm25Index {
   // found by binary search, a term's arrays are viewed, and copied only when a
   // later Add() gives the term a posting. Every offset, count and doc id
   // (<= max_doc) is checked first. Errors: kCorruptIndex; kMisuse on a
-  // non-empty index. Documents of the image cannot be removed (kMisuse).
+  // non-empty index. Removing a document of the image thaws it first.
   Status AttachFrozen(const char* data, size_t size, uint64_t max_doc);
+  // Copies every document of the frozen image into the ordinary index and
+  // detaches the image (a no-op without one): O(postings), once. Scores are
+  // unchanged. Errors: kNoMem; the index is unchanged on failure.
+  Status Thaw();
   // The frozen documents, increasing (empty without an image).
   std::span<const uint64_t> frozen_docs() const { return frozen_docs_; }
   const Bm25Params& params() const { return params_; }

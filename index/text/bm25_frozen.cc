@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <map>
 
 #include "index/text/bm25.h"
 
@@ -234,6 +235,48 @@ int64_t Bm25Index::FindFrozen(std::string_view term) const {
     if (t < term) lo = mid + 1; else hi = mid;
   }
   return -1;
+}
+
+Status Bm25Index::Thaw() {
+  if (!frozen_) return Status::OK();
+  // Every document's terms, gathered from the lists (frozen ones not yet
+  // moved, and the ordinary ones, which hold frozen postings once moved).
+  std::map<uint64_t, std::vector<TermCount>> docs;
+  for (uint64_t d : frozen_docs_) docs[d];
+  for (const auto& [d, doc] : docs_) docs[d];
+  for (size_t i = 0; i < frozen_terms_.size(); i++) {
+    std::string_view text = FrozenText(i);
+    if (term_ids_.count(text)) continue;
+    PostingList list = FrozenList(i);
+    for (const Posting& p : list.postings()) docs[p.doc_id].push_back({text, p.tf});
+  }
+  for (const Term& t : terms_) {
+    for (const Posting& p : t.list.postings()) docs[p.doc_id].push_back({t.text, p.tf});
+  }
+  Bm25Index fresh(params_);
+  for (const auto& [d, counts] : docs) {
+    uint64_t len = 0;
+    for (const TermCount& c : counts) len += c.tf;
+    if (len > UINT32_MAX) return Status(kCorruptIndex, "bm25: a document is too long to thaw");
+    AGENTMEM_RETURN_IF_ERROR(fresh.AddCounts(d, static_cast<uint32_t>(len), counts));
+  }
+  term_ids_ = std::move(fresh.term_ids_);
+  terms_ = std::move(fresh.terms_);
+  free_term_ids_ = std::move(fresh.free_term_ids_);
+  docs_ = std::move(fresh.docs_);
+  total_length_ = fresh.total_length_;
+  frozen_ = nullptr;
+  frozen_docs_ = {};
+  frozen_terms_ = {};
+  frozen_text_ = nullptr;
+  frozen_postings_ = {};
+  frozen_lens_ = {};
+  frozen_blocks_ = {};
+  frozen_peaks_ = {};
+  superseded_ = 0;
+  std::lock_guard<std::mutex> lock(views_mu_);
+  frozen_views_.clear();
+  return Status::OK();
 }
 
 }  // namespace agentmem::index

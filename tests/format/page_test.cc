@@ -72,8 +72,9 @@ TEST_CASE("page type names and known types") {
   CHECK(std::string(PageTypeName(6)) == "graph");
   CHECK(std::string(PageTypeName(7)) == "text");
   CHECK(std::string(PageTypeName(8)) == "checkpoint");
-  CHECK(std::string(PageTypeName(9)) == "unknown");
-  for (int t = 0; t < 256; t++) CHECK(IsKnownPageType(static_cast<uint8_t>(t)) == (t >= 1 && t <= 8));
+  CHECK(std::string(PageTypeName(9)) == "forget");
+  CHECK(std::string(PageTypeName(10)) == "unknown");
+  for (int t = 0; t < 256; t++) CHECK(IsKnownPageType(static_cast<uint8_t>(t)) == (t >= 1 && t <= 9));
 }
 
 TEST_CASE("the page header fields sit at the offsets docs/format.md gives") {
@@ -251,7 +252,7 @@ TEST_CASE("the page header check refuses unknown types, flags, reserved bits and
     EncodeFixed32(s.data(), v);
     return s;
   };
-  for (int type : {0, 9, 255}) {
+  for (int type : {0, 10, 255}) {
     CAPTURE(type);
     Status s = peek_with({{4, std::string(1, static_cast<char>(type))}});
     CHECK(s.code() == kCorruptPage);

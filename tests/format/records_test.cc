@@ -575,3 +575,40 @@ TEST_CASE("a text record round-trips and refuses counts that do not add up") {
   EncodeText(r, &bytes);
   CHECK(DecodeText(bytes, 9, &back).code() == kCorruptPage);
 }
+
+TEST_CASE("a forget record round-trips and refuses unknown kinds and missing ids") {
+  ForgetRecord r;
+  r.kind = ForgetKind::kSession;
+  r.user_id = "bob";
+  r.session_id = "s-7";
+  r.before = -5;
+  std::string bytes;
+  EncodeForget(r, &bytes);
+  ForgetRecord back;
+  REQUIRE(DecodeForget(bytes, 9, &back).ok());
+  CHECK(back == r);
+  for (size_t cut = 0; cut < bytes.size(); cut++) {
+    Status s = DecodeForget(std::string_view(bytes).substr(0, cut), 9, &back);
+    CHECK(s.code() == kCorruptPage);
+    CHECK(s.page_no() == 9);
+  }
+  for (uint8_t kind : {0, 7, 255}) {
+    std::string b = bytes;
+    b[0] = static_cast<char>(kind);
+    CHECK(DecodeForget(b, 9, &back).code() == kCorruptPage);
+  }
+  r.kind = ForgetKind::kEpisode;  // by id, but no id
+  r.id = 0;
+  bytes.clear();
+  EncodeForget(r, &bytes);
+  CHECK(DecodeForget(bytes, 9, &back).code() == kCorruptPage);
+  r.id = 77;
+  bytes.clear();
+  EncodeForget(r, &bytes);
+  REQUIRE(DecodeForget(bytes, 9, &back).ok());
+  CHECK(back.id == 77);
+  r.kind = ForgetKind::kUser;  // not by id, but an id
+  bytes.clear();
+  EncodeForget(r, &bytes);
+  CHECK(DecodeForget(bytes, 9, &back).code() == kCorruptPage);
+}

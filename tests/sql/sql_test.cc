@@ -443,14 +443,14 @@ TEST_CASE("bad episode inserts are refused with the engine's message") {
   CHECK(Commits(h.db) == 1);  // the file's creation only
 }
 
-TEST_CASE("episodes and facts are append-only until the lifecycle issue") {
+TEST_CASE("episodes, facts and blocks are append-only and point at FORGET") {
   Db h;
   Seed(h.db);
   Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', 'p', 'o')");
   std::string msg;
   CHECK(Fails(h.db, "DELETE FROM episodes WHERE id = 1", &msg) == AGENTMEM_ERROR);
   CHECK(msg.find("append-only") != std::string::npos);
-  CHECK(msg.find("#5") != std::string::npos);
+  CHECK(msg.find("FORGET EPISODE id") != std::string::npos);
   CHECK(Fails(h.db, "UPDATE episodes SET text = 'x' WHERE id = 1", &msg) == AGENTMEM_ERROR);
   CHECK(msg.find("append-only") != std::string::npos);
   CHECK(Fails(h.db, "DELETE FROM facts", &msg) == AGENTMEM_ERROR);
@@ -459,7 +459,7 @@ TEST_CASE("episodes and facts are append-only until the lifecycle issue") {
   CHECK(Fails(h.db, "DELETE FROM blocks", &msg) == AGENTMEM_OK);  // no rows, nothing to refuse
   Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'b', 'v')");
   CHECK(Fails(h.db, "DELETE FROM blocks", &msg) == AGENTMEM_ERROR);
-  CHECK(msg.find("cannot be deleted") != std::string::npos);
+  CHECK(msg.find("FORGET BLOCK") != std::string::npos);
   CHECK(One(h.db, "SELECT count(*) FROM episodes") == "5");
   CHECK(One(h.db, "SELECT text FROM episodes WHERE id = 1") == "I moved to Lisbon last spring");
 }
@@ -1010,12 +1010,51 @@ TEST_CASE("block_history needs both arguments") {
   CHECK(Query(h.db, "SELECT * FROM block_history('alice', 'none')").empty());
 }
 
-TEST_CASE("maintenance that is not available yet says so instead of doing nothing") {
-  Db h;
+TEST_CASE("FORGET and VACUUM statements forget, compact and return a receipt") {
+  TempDir dir;
+  Db h(dir.File("m.agentmem"));
+  REQUIRE(h.rc == AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, session_id, text) VALUES "
+              "('bob', 's1', 'bob likes long bicycle rides in the hills'), "
+              "('bob', 's2', 'bob plans a trip to the coast next summer'), "
+              "('ann', 's1', 'ann likes quiet mornings with coffee'); "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('bob', 'persona', 'cyclist'); "
+              "INSERT INTO facts(user_id, subject, predicate, object, source_episode_ids) "
+              "VALUES ('bob', 'bob', 'likes', 'cycling', '[1]')");
+  // A session, then the rest of the user with PURGE; parameters bind as usual.
+  CHECK(Query(h.db, "FORGET USER 'bob' SESSION 's2'") == Rows{{"1", "0", "0", "0", "0", "0", "0", "0"}});
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(h.db, "FORGET USER ? PURGE;", -1, &st, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_bind_text(st, 1, "bob", -1) == AGENTMEM_OK);
+  REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
+  CHECK(agentmem_column_int64(st, 0) == 1);  // episodes
+  CHECK(agentmem_column_int64(st, 1) == 1);  // facts
+  CHECK(agentmem_column_int64(st, 2) == 1);  // block versions
+  CHECK(agentmem_column_int64(st, 3) == 1);  // vacuumed
+  CHECK(agentmem_column_int64(st, 5) < agentmem_column_int64(st, 4));  // the file shrank
+  CHECK(agentmem_column_int64(st, 6) > 0);   // needles searched
+  CHECK(agentmem_column_int64(st, 7) == 0);  // none found
+  CHECK(agentmem_step(st) == AGENTMEM_DONE);
+  agentmem_finalize(st);
+  CHECK(Query(h.db, "SELECT count(*) FROM episodes WHERE user_id = 'bob'") == Rows{{"0"}});
+  CHECK(Query(h.db, "SELECT count(*) FROM facts WHERE user_id = 'bob'") == Rows{{"0"}});
+  CHECK(Query(h.db, "SELECT count(*) FROM blocks WHERE user_id = 'bob'") == Rows{{"0"}});
+  CHECK(Query(h.db, "SELECT id FROM recall('bicycle', 'bob', 5)").empty());
+  CHECK(Query(h.db, "SELECT id FROM recall('coffee', 'ann', 5)") == Rows{{"3"}});
+  CHECK(One(h.db, "SELECT vacuumed FROM vacuum()") == "1");
+  CHECK(Query(h.db, "VACUUM")[0][3] == "1");
+  CHECK(Query(h.db, "SELECT * FROM integrity_check()") == Rows{{"ok"}});
+  CHECK(Query(h.db, "FORGET EPISODE 3") == Rows{{"1", "0", "0", "0", "0", "0", "0", "0"}});
+  CHECK(Query(h.db, "FORGET FACT 99; FORGET BLOCK 'ann' 'none'") ==
+        Rows{{"0", "0", "0", "0", "0", "0", "0", "0"}, {"0", "0", "0", "0", "0", "0", "0", "0"}});
   std::string msg;
-  CHECK(Fails(h.db, "VACUUM", &msg) == AGENTMEM_ERROR);
-  CHECK(msg.find("VACUUM is not available yet") != std::string::npos);
-  CHECK(msg.find("#5") != std::string::npos);
+  CHECK(Fails(h.db, "FORGET USER", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("FORGET USER u [SESSION s | BEFORE t] [PURGE]") != std::string::npos);
+  CHECK(Fails(h.db, "FORGET EPISODE 'x'", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "FORGET USER 'a' PURGE now", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("unexpected") != std::string::npos);
+  CHECK(Fails(h.db, "BEGIN; FORGET USER 'ann' PURGE", &msg) == AGENTMEM_MISUSE);
+  Query(h.db, "ROLLBACK");
   CHECK(Fails(h.db, "  /* c */ vacuum main", &msg) == AGENTMEM_ERROR);
   CHECK(Fails(h.db, "REINDEX", &msg) == AGENTMEM_ERROR);
   CHECK(msg.find("REINDEX is not available yet") != std::string::npos);

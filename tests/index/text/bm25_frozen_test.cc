@@ -86,10 +86,37 @@ TEST_CASE("an index attached to its frozen image ranks exactly like the original
   }
   CheckSame(live, attached, rng, vocab + 50);
   CHECK(attached.Add(7, Tokens{"w1"}).code() == kConstraint);
-  CHECK(attached.Remove(7).code() == kMisuse);
   REQUIRE(attached.Remove(2500).ok());
   REQUIRE(live.Remove(2500).ok());
   CheckSame(live, attached, rng, vocab + 50);
+}
+
+TEST_CASE("removing a document of a frozen image thaws it and ranks like the original") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 200;
+  Bm25Index live, attached;
+  uint64_t id = 1;
+  for (; id <= 1500; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  REQUIRE(live.Add(id++, Tokens{}).ok());  // an empty document too
+  Image image = Image::Of(live);
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, 10000).ok());
+  // A few documents on top first, so that some frozen terms have moved.
+  for (; id <= 1700; id++) {
+    Tokens doc = RandomDoc(rng, vocab + 20);
+    REQUIRE(live.Add(id, doc).ok());
+    REQUIRE(attached.Add(id, doc).ok());
+  }
+  for (uint64_t gone : {uint64_t{7}, uint64_t{1501}, uint64_t{1600}, uint64_t{1200}}) {
+    REQUIRE(attached.Remove(gone).ok());
+    REQUIRE(live.Remove(gone).ok());
+    CHECK_FALSE(attached.Contains(gone));
+  }
+  CHECK(attached.frozen_docs().empty());
+  CHECK(attached.doc_count() == live.doc_count());
+  CHECK(attached.total_length() == live.total_length());
+  CHECK(attached.term_count() == live.term_count());
+  CHECK(attached.Remove(7).code() == kNotFound);
+  CheckSame(live, attached, rng, vocab + 20);
 
   // Frozen again, with the documents added on top.
   Image again = Image::Of(attached);

@@ -1,0 +1,498 @@
+// engine/lifecycle.cc -- forgetting, fact queries on two time axes, and
+// compaction (VACUUM, PURGE) of a Database (issue #5; docs/lifecycle.md).
+//
+// Forgetting is a record (format/records.h, ForgetRecord) committed like any
+// other: every handle applies it when it reads the commit, so what it names is
+// invisible everywhere from that commit on. The bytes stay in the file until
+// VACUUM writes the live records into a new file and renames it over the old
+// one; PURGE is a forget followed by a VACUUM and a scan of the new file for
+// the forgotten texts and vectors.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/database.h"
+#include "engine/validate.h"
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::EpisodeRecord;
+using format::FactRecord;
+using format::ForgetKind;
+using format::ForgetRecord;
+
+namespace {
+
+// What one forget record names, before the facts that cite only forgotten
+// episodes are added.
+struct Selection {
+  std::vector<uint64_t> episodes;
+  std::vector<uint64_t> facts;
+  std::vector<std::pair<std::string, std::string>> blocks;  // (user, name)
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ forget
+
+static void Select(const Catalog& catalog, const ForgetRecord& f, Selection* out) {
+  const UserEntry* u = catalog.FindUser(f.user_id);
+  switch (f.kind) {
+    case ForgetKind::kUser:
+      if (!u) return;
+      out->episodes = u->episode_ids;
+      out->facts = u->fact_ids;
+      for (const auto& [name, versions] : u->blocks) out->blocks.emplace_back(f.user_id, name);
+      return;
+    case ForgetKind::kSession:
+      if (!u) return;
+      if (auto it = u->sessions.find(f.session_id); it != u->sessions.end()) out->episodes = it->second;
+      return;
+    case ForgetKind::kBefore:
+      if (!u) return;
+      for (uint64_t id : u->episode_ids) {
+        if (catalog.FindEpisode(id)->ts < f.before) out->episodes.push_back(id);
+      }
+      return;
+    case ForgetKind::kEpisode:
+      if (catalog.FindEpisode(f.id)) out->episodes.push_back(f.id);
+      return;
+    case ForgetKind::kFact:
+      if (catalog.FindFact(f.id)) out->facts.push_back(f.id);
+      return;
+    case ForgetKind::kBlock:
+      if (u && u->blocks.count(f.name)) out->blocks.emplace_back(f.user_id, f.name);
+      return;
+  }
+}
+
+Status Database::ApplyForget(const ForgetRecord& f) {
+  Selection sel;
+  Select(catalog_, f, &sel);
+  // Text bytes leave the statistics with their episodes.
+  uint64_t text_bytes = 0;
+  std::vector<uint32_t> users;  // whose facts may now cite only forgotten episodes
+  for (uint64_t id : sel.episodes) {
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+    text_bytes += r.text.size();
+    uint32_t user = catalog_.FindEpisode(id)->user;
+    if (std::find(users.begin(), users.end(), user) == users.end()) users.push_back(user);
+  }
+  catalog_.ForgetEpisodes(sel.episodes, text_bytes);
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  AGENTMEM_RETURN_IF_ERROR(recall_->Forget(sel.episodes));
+  if (!sel.episodes.empty()) {
+    std::unordered_set<uint64_t> chosen(sel.facts.begin(), sel.facts.end());
+    for (uint32_t user : users) {
+      for (uint64_t id : catalog_.users()[user].fact_ids) {
+        if (chosen.count(id)) continue;
+        FactRecord fact;
+        AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &fact));
+        // Every source gone (forgotten now or before), one of them now.
+        bool all_gone = !fact.source_episode_ids.empty(), one_now = false;
+        for (uint64_t e : fact.source_episode_ids) {
+          all_gone &= catalog_.FindEpisode(e) == nullptr;
+          one_now |= std::binary_search(sel.episodes.begin(), sel.episodes.end(), e);
+        }
+        if (all_gone && one_now) sel.facts.push_back(id);
+      }
+    }
+  }
+  for (uint64_t id : sel.facts) {
+    catalog_.ForgetFact(id);
+    if (fact_index_) fact_index_->Remove(id);
+  }
+  uint64_t versions = 0;
+  for (const auto& [user, name] : sel.blocks) versions += catalog_.ForgetBlock(user, name);
+  forget_counts_.episodes += sel.episodes.size();
+  forget_counts_.facts += sel.facts.size();
+  forget_counts_.block_versions += versions;
+  return Status::OK();
+}
+
+Status Database::Forget(const ForgetRecord& f, ForgetReceipt* receipt) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(f.user_id, "user_id"));
+  if ((f.kind == ForgetKind::kEpisode || f.kind == ForgetKind::kFact) && f.id == 0) {
+    return Status(kMisuse, "forget by id needs an id");
+  }
+  if (f.kind == ForgetKind::kBlock && f.name.empty()) return Status(kMisuse, "forget block needs a name");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  forget_counts_ = ForgetReceipt{};
+  pending_forgets_.push_back(f);
+  Status s = FinishWrite(Status::OK());
+  if (s.ok() && receipt) *receipt = forget_counts_;
+  return s;
+}
+
+// ------------------------------------------------------------------ facts
+
+Status Database::EnsureFactIndex() {
+  if (fact_index_) return Status::OK();
+  auto index = std::make_unique<FactIndex>();
+  for (const UserEntry& u : catalog_.users()) {
+    for (uint64_t id : u.fact_ids) {
+      FactRecord f;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+      index->Add(f);
+    }
+  }
+  fact_index_ = std::move(index);
+  return Status::OK();
+}
+
+// The committed facts `ids` with the pending versions and facts laid over
+// them (pending ones matching `keep`), in id order.
+static void Overlay(std::vector<FactRecord>* committed, const std::vector<FactRecord>& pending,
+                    const std::function<bool(const FactRecord&)>& keep) {
+  std::unordered_map<uint64_t, size_t> at;
+  for (size_t i = 0; i < committed->size(); i++) at[(*committed)[i].id] = i;
+  for (const FactRecord& p : pending) {
+    if (!keep(p)) continue;
+    auto it = at.find(p.id);
+    if (it != at.end()) {
+      (*committed)[it->second] = p;
+    } else {
+      committed->push_back(p);
+    }
+  }
+  std::sort(committed->begin(), committed->end(),
+            [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
+}
+
+Status Database::CurrentFacts(const std::string& user, const std::string& subject,
+                              const std::string& predicate, std::vector<FactRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(EnsureFactIndex());
+  out->clear();
+  for (uint64_t id : fact_index_->Find(user, &subject, &predicate, nullptr)) {
+    out->emplace_back();
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &out->back()));
+  }
+  Overlay(out, pending_facts_, [&](const FactRecord& f) {
+    return f.user_id == user && f.subject == subject && f.predicate == predicate;
+  });
+  out->erase(std::remove_if(out->begin(), out->end(),
+                            [](const FactRecord& f) { return f.expired_at != format::kForever; }),
+             out->end());
+  return Status::OK();
+}
+
+Status Database::QueryFacts(const FactQuery& q, std::vector<FactRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  AGENTMEM_RETURN_IF_ERROR(EnsureFactIndex());
+  out->clear();
+  const std::string* subject = q.subject ? &*q.subject : nullptr;
+  const std::string* predicate = q.predicate ? &*q.predicate : nullptr;
+  const std::string* object = q.object ? &*q.object : nullptr;
+  for (uint64_t id : fact_index_->Find(q.user_id, subject, predicate, object)) {
+    out->emplace_back();
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &out->back()));
+  }
+  Overlay(out, pending_facts_, [&](const FactRecord& f) {
+    return f.user_id == q.user_id && (!subject || f.subject == *subject) &&
+           (!predicate || f.predicate == *predicate) && (!object || f.object == *object);
+  });
+  if (q.all_versions) return Status::OK();
+  const int64_t now = Now();
+  const int64_t valid_at = q.valid_at ? q.valid_at : now;
+  const int64_t known_at = q.known_at ? q.known_at : now;
+  out->erase(std::remove_if(out->begin(), out->end(),
+                            [&](const FactRecord& f) {
+                              return !(f.valid_from <= valid_at && valid_at < f.valid_to &&
+                                       f.recorded_at <= known_at && known_at < f.expired_at);
+                            }),
+             out->end());
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ vacuum
+
+Status Database::CheckReplaced(bool* replaced) {
+  *replaced = false;
+  if (!file_id_.known()) return Status::OK();
+  FileId now = env_->Identify(path_);
+  // A path that is gone (deleted under us) leaves the open file as it is.
+  *replaced = now.known() && !(now == file_id_);
+  return Status::OK();
+}
+
+Status Database::Reload() {
+  ReleaseWriteLock();
+  page_cache_.clear();
+  fact_index_.reset();
+  recall_.reset();
+  recall_bm25_owner_.reset();
+  catalog_ = Catalog();
+  file_.reset();
+  header_ = format::FileHeader();
+  superblock_ = format::Superblock();
+  write_refused_ = Status::OK();
+  end_ = format::kFirstPageOffset;
+  seq_ = 0;
+  next_episode_id_ = next_fact_id_ = next_block_version_ = 1;
+  scanned_size_ = torn_bytes_ = pages_ = 0;
+  checkpoint_end_ = format::kFirstPageOffset;
+  checkpoint_size_ = 0;
+  synced_through_ = 0;
+  const bool create = opts_.create;
+  opts_.create = false;  // the file must be there: never make an empty one here
+  Status s = OpenFile();
+  opts_.create = create;
+  if (!s.ok()) {
+    // Nothing sound is left to read: the handle fails every call from here.
+    sticky_ = s;
+    poisoned_ = true;
+  }
+  return s;
+}
+
+// The forgotten texts and vectors of `f`, as byte strings to search for.
+// Strings shorter than 16 bytes would match innocent bytes: not searched.
+Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>* needles) {
+  Selection sel;
+  Select(catalog_, f, &sel);
+  auto add = [&](std::string s) {
+    if (s.size() >= 16) needles->push_back(std::move(s));
+  };
+  for (uint64_t id : sel.episodes) {
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+    add(std::move(r.text));
+    add(std::string(reinterpret_cast<const char*>(r.vector.data()), r.vector.size() * sizeof(float)));
+  }
+  for (const auto& [user, name] : sel.blocks) {
+    std::vector<format::BlockRecord> versions;
+    const UserEntry* u = catalog_.FindUser(user);
+    for (const BlockVersion& v : u->blocks.at(name)) {
+      format::BlockRecord b;
+      AGENTMEM_RETURN_IF_ERROR(ReadBlock(v.loc, &b));
+      add(std::move(b.value));
+    }
+  }
+  std::sort(needles->begin(), needles->end());
+  needles->erase(std::unique(needles->begin(), needles->end()), needles->end());
+  return Status::OK();
+}
+
+Status Database::Purge(const ForgetRecord& f, ForgetReceipt* receipt) {
+  if (explicit_txn_) return Status(kMisuse, "PURGE cannot run inside a transaction");
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());  // the needles and the forget see one state
+  std::vector<std::string> needles;
+  Status s = CollectNeedles(f, &needles);
+  ForgetReceipt forgot;
+  if (s.ok()) s = Forget(f, &forgot);  // commits and releases the lock
+  ReleaseWriteLock();
+  AGENTMEM_RETURN_IF_ERROR(s);
+  ForgetReceipt vacuumed;
+  AGENTMEM_RETURN_IF_ERROR(Vacuum(needles, &vacuumed));
+  vacuumed.episodes = forgot.episodes;
+  vacuumed.facts = forgot.facts;
+  vacuumed.block_versions = forgot.block_versions;
+  if (receipt) *receipt = vacuumed;
+  return Status::OK();
+}
+
+namespace {
+
+// Counts the needles found in `hay`: each needle is looked up by its first
+// 16 bytes at every position.
+class NeedleScan {
+ public:
+  explicit NeedleScan(const std::vector<std::string>& needles) : needles_(needles) {
+    found_.assign(needles.size(), false);
+    for (size_t i = 0; i < needles.size(); i++) by_prefix_[Key(needles[i].data())].push_back(i);
+  }
+  void Scan(std::string_view hay) {
+    if (needles_.empty() || hay.size() < 16) return;
+    for (size_t pos = 0; pos + 16 <= hay.size(); pos++) {
+      auto it = by_prefix_.find(Key(hay.data() + pos));
+      if (it == by_prefix_.end()) continue;
+      for (size_t i : it->second) {
+        const std::string& n = needles_[i];
+        if (!found_[i] && hay.size() - pos >= n.size() && std::memcmp(hay.data() + pos, n.data(), n.size()) == 0) {
+          found_[i] = true;
+        }
+      }
+    }
+  }
+  uint64_t found() const { return std::count(found_.begin(), found_.end(), true); }
+
+ private:
+  static uint64_t Key(const char* p) {
+    uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    return a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  }
+  const std::vector<std::string>& needles_;
+  std::vector<bool> found_;
+  std::unordered_map<uint64_t, std::vector<size_t>> by_prefix_;
+};
+
+}  // namespace
+
+// Writes the live records, the graph and a checkpoint into a new file at
+// `tmp`, through a second Database that writes what it is given: ids,
+// versions and both time axes are kept, and so are the next ids (ids of
+// forgotten records are never used again).
+Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
+  if (env_->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env_->Delete(tmp));  // left by a crash
+  Options o = opts_;
+  o.create = true;
+  o.read_only = false;
+  o.sync = SyncMode::kOff;  // synced once, at the end
+  o.checkpoint_bytes = 0;   // written explicitly below
+  o.salt = 0;
+  o.space = RecordedSpace();
+  o.space_given = true;
+  if (const std::string* v = catalog_.Meta("text.tokenizer")) {
+    auto parsed = index::ParseTokenizerConfig(*v);
+    if (!parsed.ok()) return Status(kFormatVersion, "VACUUM: unknown tokenizer " + *v);
+    o.tokenizer = parsed.value();
+  } else {
+    o.tokenizer = index::TokenizerOptions{};
+  }
+  o.tokenizer_given = false;
+  std::unique_ptr<Database> dst;
+  AGENTMEM_RETURN_IF_ERROR(Database::Open(tmp, o, &dst));
+  dst->bulk_ = true;
+  auto txn = [&](auto&& body) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(dst->Begin());
+    Status s = body();
+    if (!s.ok()) {
+      dst->Rollback().IgnoreError();
+      return s;
+    }
+    return dst->Commit();
+  };
+  // Settings first (vector space, tokenizer, predicates, policies).
+  AGENTMEM_RETURN_IF_ERROR(txn([&] {
+    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+    for (const auto& [k, v] : catalog_.meta()) dst->pending_meta_.entries.emplace_back(k, v);
+    return Status::OK();
+  }));
+  // Episodes in id order, a thousand per transaction.
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; id <= catalog_.episodes().size(); id++) {
+    if (catalog_.FindEpisode(id)) ids.push_back(id);
+  }
+  for (size_t at = 0; at < ids.size(); at += 1000) {
+    AGENTMEM_RETURN_IF_ERROR(txn([&] {
+      for (size_t i = at; i < std::min(ids.size(), at + 1000); i++) {
+        EpisodeRecord r;
+        AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
+        uint64_t id = 0;
+        AGENTMEM_RETURN_IF_ERROR(dst->Remember(std::move(r), &id));
+      }
+      return Status::OK();
+    }));
+  }
+  // Block versions in version order, then facts in id order.
+  std::vector<std::pair<uint64_t, RecordLoc>> versions;
+  for (const UserEntry& u : catalog_.users()) {
+    for (const auto& [name, vs] : u.blocks) {
+      for (const BlockVersion& v : vs) versions.emplace_back(v.version, v.loc);
+    }
+  }
+  std::sort(versions.begin(), versions.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint64_t> facts;
+  for (const UserEntry& u : catalog_.users()) facts.insert(facts.end(), u.fact_ids.begin(), u.fact_ids.end());
+  std::sort(facts.begin(), facts.end());
+  AGENTMEM_RETURN_IF_ERROR(txn([&] {
+    for (const auto& [version, loc] : versions) {
+      format::BlockRecord b;
+      AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
+      AGENTMEM_RETURN_IF_ERROR(dst->SetBlock(std::move(b)));
+    }
+    for (uint64_t id : facts) {
+      FactRecord f;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+      AGENTMEM_RETURN_IF_ERROR(dst->ImportFact(std::move(f), nullptr));
+    }
+    return Status::OK();
+  }));
+  // The graph, carried over whole when nothing in it was forgotten, else
+  // built again from the live vectors; then a checkpoint over everything.
+  std::string graph;
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  AGENTMEM_RETURN_IF_ERROR(recall_->GraphImageWithout(&graph));
+  // The last transaction: the graph, when there is one, and the source's
+  // next ids (so that ids of forgotten records are never used again).
+  AGENTMEM_RETURN_IF_ERROR(txn([&] {
+    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+    dst->pending_graph_ = std::move(graph);
+    dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
+    dst->pending_meta_.entries.emplace_back("vacuum.last_at", std::to_string(Now()));
+    return Status::OK();
+  }));
+  AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+  AGENTMEM_RETURN_IF_ERROR(dst->Sync());
+  dst->synced_through_ = dst->end_;
+  // A checkpoint pays once the log is long enough to be slow to scan (the
+  // checkpoint_bytes policy); below that, a small file stays small.
+  if (opts_.checkpoint_bytes != 0 && dst->end_ >= opts_.checkpoint_bytes) {
+    AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint());
+  }
+  AGENTMEM_RETURN_IF_ERROR(dst->WriteSuperblock());
+  *bytes = dst->end_;
+  dst->ReleaseWriteLock();
+  return dst->Close();
+}
+
+Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (explicit_txn_) return Status(kMisuse, "VACUUM cannot run inside a transaction");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  ForgetReceipt r;
+  r.vacuumed = true;
+  Status s = file_->Size(&r.bytes_before);
+  const std::string tmp = path_ + "-vacuum";
+  if (s.ok()) s = WriteCompacted(tmp, &r.bytes_after);
+  if (s.ok() && !needles.empty()) {
+    // The proof: every byte of the new file, and every compressed page's
+    // payload decompressed, searched for each needle.
+    r.needles = needles.size();
+    NeedleScan scan(needles);
+    std::unique_ptr<File> f;
+    s = env_->Open(tmp, OpenMode{true}, &f);
+    std::string bytes;
+    if (s.ok()) s = f->ReadAt(0, r.bytes_after, &bytes);
+    format::FileHeader fh;
+    if (s.ok()) s = format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh);
+    if (s.ok()) {
+      scan.Scan(bytes);
+      for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size();) {
+        std::string_view at = std::string_view(bytes).substr(pos);
+        format::PageHeader h;
+        if (!format::PeekPageHeader(at.substr(0, format::kPageHeaderSize), pos, fh.salt, &h).ok()) break;
+        const uint64_t padded = format::PaddedPageSize(h.length);
+        if (padded > at.size()) break;
+        if (h.flags & format::kPageFlagZstd) {
+          format::PageHeader full;
+          std::string payload;
+          if (format::DecodePage(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
+        }
+        pos += padded;
+      }
+    }
+    r.residue = scan.found();
+  }
+  if (s.ok()) s = env_->Rename(tmp, path_);
+  if (!s.ok()) {
+    env_->Delete(tmp).IgnoreError();
+    ReleaseWriteLock();
+    return s;
+  }
+  // Waiting writers now get the old file's lock, see it replaced and move on.
+  ReleaseWriteLock();
+  AGENTMEM_RETURN_IF_ERROR(Reload());
+  if (receipt) *receipt = r;
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

@@ -1,0 +1,520 @@
+// tests/engine/lifecycle_test.cc -- memory lifecycle (engine/lifecycle.cc,
+// issue #5): facts on two time axes with single-valued predicates, forgetting
+// (visible at once to every handle, kept across reopen and checkpoints),
+// VACUUM and PURGE (the file shrinks, nothing of the forgotten data remains,
+// everything else is unchanged id for id, readers in other processes carry on).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/database.h"
+#include "format/file_header.h"
+#include "format/page.h"
+#include "tests/util/open_helpers.h"
+#include "tests/util/temp_dir.h"
+
+using agentmem::Status;
+using agentmem::engine::Database;
+using agentmem::engine::FactQuery;
+using agentmem::engine::ForgetReceipt;
+using agentmem::engine::Options;
+using agentmem::engine::RecallHit;
+using agentmem::engine::RecallMode;
+using agentmem::engine::RecallQuery;
+using agentmem::format::EpisodeRecord;
+using agentmem::format::FactRecord;
+using agentmem::format::ForgetKind;
+using agentmem::format::ForgetRecord;
+using agentmem::test::MustOpen;
+using agentmem::test::TempDir;
+
+namespace {
+
+constexpr int64_t kYear = 365LL * 24 * 3600 * 1000000;
+constexpr int64_t k2020 = 1577836800LL * 1000000;
+
+void Ok(const Status& s) { REQUIRE_MESSAGE(s.ok(), s.ToString()); }
+
+uint64_t Remember(Database* db, const std::string& user, const std::string& session,
+                  const std::string& text, int64_t ts = 0) {
+  EpisodeRecord r;
+  r.user_id = user;
+  r.session_id = session;
+  r.role = "user";
+  r.text = text;
+  r.ts = ts;
+  uint64_t id = 0;
+  Ok(db->Remember(r, &id));
+  return id;
+}
+
+uint64_t Assert(Database* db, const std::string& user, const std::string& s, const std::string& p,
+                const std::string& o, int64_t valid_from, std::vector<uint64_t> sources = {}) {
+  FactRecord f;
+  f.user_id = user;
+  f.subject = s;
+  f.predicate = p;
+  f.object = o;
+  f.valid_from = valid_from;
+  f.source_episode_ids = std::move(sources);
+  uint64_t id = 0;
+  Ok(db->AssertFact(f, &id));
+  return id;
+}
+
+std::vector<std::string> Objects(Database* db, const std::string& user, int64_t valid_at,
+                                 int64_t known_at, bool all = false) {
+  FactQuery q;
+  q.user_id = user;
+  q.subject = "alice";
+  q.predicate = "lives_in";
+  q.valid_at = valid_at;
+  q.known_at = known_at;
+  q.all_versions = all;
+  std::vector<FactRecord> facts;
+  Ok(db->QueryFacts(q, &facts));
+  std::vector<std::string> out;
+  for (const FactRecord& f : facts) out.push_back(f.object);
+  return out;
+}
+
+std::vector<uint64_t> RecallIds(Database* db, const std::string& user, const std::string& text,
+                                RecallMode mode = RecallMode::kHybrid, size_t k = 10) {
+  RecallQuery q;
+  q.user_id = user;
+  q.text = text;
+  q.k = k;
+  q.mode = mode;
+  std::vector<RecallHit> hits;
+  Ok(db->Recall(q, &hits, nullptr));
+  std::vector<uint64_t> ids;
+  for (const RecallHit& h : hits) ids.push_back(h.id);
+  return ids;
+}
+
+std::vector<uint64_t> Ids(Database* db, const std::string& user) {
+  std::vector<uint64_t> ids;
+  Ok(db->ListEpisodeIds(user, nullptr, &ids));
+  return ids;
+}
+
+ForgetRecord ForgetUser(const std::string& user) {
+  ForgetRecord f;
+  f.kind = ForgetKind::kUser;
+  f.user_id = user;
+  return f;
+}
+
+std::string Text(const std::string& user, int i) {
+  return user + " remembers distinct thing number " + std::to_string(i) + " about topic " +
+         std::to_string(i % 7) + (i % 3 ? " coffee" : " mountains");
+}
+
+}  // namespace
+
+TEST_CASE("a single-valued predicate supersedes the old object and keeps it with its valid_to") {
+  TempDir dir;
+  agentmem::test::TestClock clock;
+  Options o;
+  o.clock = clock.Fn();
+  auto db = MustOpen(dir.File("f.agentmem"), o);
+  Ok(db->DeclarePredicate("lives_in", true));
+  const int64_t moved = k2020 + 3 * kYear;
+  const uint64_t tokyo = Assert(db.get(), "alice-user", "alice", "lives_in", "Tokyo", k2020);
+  Assert(db.get(), "bob-user", "alice", "lives_in", "Paris", k2020);  // Bob's own memory
+  const int64_t before_move_known = clock.now;
+  clock.Tick();
+  const uint64_t osaka = Assert(db.get(), "alice-user", "alice", "lives_in", "Osaka", moved);
+  CHECK(osaka > tokyo);
+
+  auto check = [&](Database* d) {
+    // Current: Osaka. As of valid time before the move: Tokyo.
+    CHECK(Objects(d, "alice-user", 0, 0) == std::vector<std::string>{"Osaka"});
+    CHECK(Objects(d, "alice-user", k2020 + kYear, 0) == std::vector<std::string>{"Tokyo"});
+    // As the file knew it before the move was recorded: Tokyo, open-ended.
+    CHECK(Objects(d, "alice-user", moved + kYear, before_move_known) == std::vector<std::string>{"Tokyo"});
+    // The Tokyo fact is kept: expired in transaction time, and again with its valid_to.
+    FactQuery q;
+    q.user_id = "alice-user";
+    q.all_versions = true;
+    std::vector<FactRecord> all;
+    Ok(d->QueryFacts(q, &all));
+    REQUIRE(all.size() == 3);
+    CHECK(all[0].id == tokyo);
+    CHECK(all[0].object == "Tokyo");
+    CHECK(all[0].valid_to == agentmem::format::kForever);
+    CHECK(all[0].expired_at == clock.now);
+    bool closed = false;
+    for (const FactRecord& f : all) {
+      if (f.object == "Tokyo" && f.valid_to == moved && f.expired_at == agentmem::format::kForever) {
+        closed = f.valid_from == k2020;
+      }
+    }
+    CHECK(closed);
+    // Bob's facts never appear in Alice's, and Bob's Alice still lives in Paris.
+    for (const FactRecord& f : all) CHECK(f.object != "Paris");
+    CHECK(Objects(d, "bob-user", 0, 0) == std::vector<std::string>{"Paris"});
+  };
+  check(db.get());
+  Ok(db->Close());
+  auto again = MustOpen(dir.File("f.agentmem"), o);
+  check(again.get());
+}
+
+TEST_CASE("asserting a fact that is already current writes nothing and returns its id") {
+  TempDir dir;
+  auto db = MustOpen(dir.File("f.agentmem"), Options{});
+  const uint64_t a = Assert(db.get(), "u", "alice", "likes", "tea", k2020);
+  agentmem::engine::Stats before, after;
+  Ok(db->GetStats(&before));
+  CHECK(Assert(db.get(), "u", "alice", "likes", "tea", k2020 + kYear) == a);
+  Ok(db->GetStats(&after));
+  CHECK(after.commits == before.commits);
+  // Not single-valued: a second object is a second current fact.
+  Assert(db.get(), "u", "alice", "likes", "coffee", k2020);
+  FactQuery q;
+  q.user_id = "u";
+  q.predicate = "likes";
+  std::vector<FactRecord> facts;
+  Ok(db->QueryFacts(q, &facts));
+  CHECK(facts.size() == 2);
+}
+
+TEST_CASE("a fact superseded twice in one transaction keeps one version per id") {
+  TempDir dir;
+  auto db = MustOpen(dir.File("f.agentmem"), Options{});
+  Ok(db->DeclarePredicate("lives_in", true));
+  Ok(db->Begin());
+  Assert(db.get(), "u", "alice", "lives_in", "Tokyo", k2020);
+  Assert(db.get(), "u", "alice", "lives_in", "Osaka", k2020 + kYear);
+  Assert(db.get(), "u", "alice", "lives_in", "Kyoto", k2020 + 2 * kYear);
+  Ok(db->Commit());
+  CHECK(Objects(db.get(), "u", 0, 0) == std::vector<std::string>{"Kyoto"});
+  CHECK(Objects(db.get(), "u", k2020 + kYear + 1, 0) == std::vector<std::string>{"Osaka"});
+  Ok(db->Close());
+  auto again = MustOpen(dir.File("f.agentmem"), Options{});
+  CHECK(Objects(again.get(), "u", k2020 + 1, 0) == std::vector<std::string>{"Tokyo"});
+  std::vector<std::string> problems;
+  Ok(again->Check(&problems));
+  CHECK(problems.empty());
+}
+
+TEST_CASE("forgetting a user hides every record at once in this handle and in another") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  auto db = MustOpen(path, Options{});
+  auto other = MustOpen(path, Options{});
+  for (int i = 0; i < 30; i++) Remember(db.get(), i % 2 ? "bob" : "ann", "s1", Text(i % 2 ? "bob" : "ann", i));
+  Assert(db.get(), "bob", "bob", "owns", "a red bicycle", k2020);
+  agentmem::format::BlockRecord b;
+  b.user_id = "bob";
+  b.name = "persona";
+  b.value = "Bob is a cyclist";
+  Ok(db->SetBlock(b));
+  CHECK(Ids(other.get(), "bob").size() == 15);
+  const auto ann_before = RecallIds(other.get(), "ann", "coffee mountains");
+
+  ForgetReceipt r;
+  Ok(db->Forget(ForgetUser("bob"), &r));
+  CHECK(r.episodes == 15);
+  CHECK(r.facts == 1);
+  CHECK(r.block_versions == 1);
+  for (Database* d : {db.get(), other.get()}) {
+    CHECK(Ids(d, "bob").empty());
+    CHECK(RecallIds(d, "bob", "coffee").empty());
+    CHECK(RecallIds(d, "bob", "coffee", RecallMode::kVector).empty());
+    agentmem::format::BlockRecord got;
+    CHECK(d->GetBlock("bob", "persona", &got).code() == agentmem::kNotFound);
+    std::vector<FactRecord> facts;
+    Ok(d->ListFacts("bob", nullptr, nullptr, &facts));
+    CHECK(facts.empty());
+    std::vector<std::string> users;
+    Ok(d->ListUsers(&users));
+    CHECK(users == std::vector<std::string>{"ann"});
+    CHECK(RecallIds(d, "ann", "coffee mountains") == ann_before);
+    EpisodeRecord e;
+    CHECK(d->GetEpisode(2, &e).code() == agentmem::kNotFound);
+  }
+  // A new episode of Bob's gets a new id; the forgotten ones are not reused.
+  CHECK(Remember(db.get(), "bob", "s2", "bob starts over") == 31);
+}
+
+TEST_CASE("forget by session, before a time and one episode; facts citing only forgotten episodes go") {
+  TempDir dir;
+  auto db = MustOpen(dir.File("f.agentmem"), Options{});
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 12; i++) {
+    ids.push_back(Remember(db.get(), "u", "s" + std::to_string(i % 3), Text("u", i), k2020 + i * kYear));
+  }
+  const uint64_t cites_s0 = Assert(db.get(), "u", "u", "went", "to s0", k2020, {ids[0], ids[3]});
+  const uint64_t cites_mixed = Assert(db.get(), "u", "u", "went", "to both", k2020, {ids[0], ids[1]});
+  ForgetRecord f;
+  f.kind = ForgetKind::kSession;
+  f.user_id = "u";
+  f.session_id = "s0";
+  ForgetReceipt r;
+  Ok(db->Forget(f, &r));
+  CHECK(r.episodes == 4);
+  CHECK(r.facts == 1);
+  std::vector<FactRecord> facts;
+  Ok(db->ListFacts("u", nullptr, nullptr, &facts));
+  REQUIRE(facts.size() == 1);
+  CHECK(facts[0].id == cites_mixed);
+  CHECK(facts[0].id != cites_s0);
+
+  f = ForgetRecord{};
+  f.kind = ForgetKind::kBefore;
+  f.user_id = "u";
+  f.before = k2020 + 5 * kYear;  // ids[0..4], of which 0 and 3 are gone already
+  Ok(db->Forget(f, &r));
+  CHECK(r.episodes == 3);
+  CHECK(r.facts == 1);  // cites_mixed: ids[0] and ids[1] are both gone now
+
+  f = ForgetRecord{};
+  f.kind = ForgetKind::kEpisode;
+  f.id = ids[7];
+  Ok(db->Forget(f, &r));
+  CHECK(r.episodes == 1);
+  std::vector<uint64_t> want = {ids[5], ids[8], ids[10], ids[11]};
+  CHECK(Ids(db.get(), "u") == want);
+  auto hits = RecallIds(db.get(), "u", "remembers distinct thing", RecallMode::kBm25, 20);
+  std::sort(hits.begin(), hits.end());
+  CHECK(hits == want);
+}
+
+TEST_CASE("forgotten records stay forgotten after reopen, from a checkpoint and from the log") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  Options o;
+  o.checkpoint_bytes = 1;  // every close folds the log into a checkpoint
+  {
+    auto db = MustOpen(path, o);
+    for (int i = 0; i < 40; i++) Remember(db.get(), i % 2 ? "bob" : "ann", "s", Text("x", i));
+    Ok(db->Close());  // checkpoint 1: all 40
+  }
+  std::vector<uint64_t> ann, bob_after;
+  {
+    auto db = MustOpen(path, o);
+    Ok(db->Forget(ForgetUser("bob"), nullptr));  // frozen BM25 documents removed (thawed)
+    for (int i = 40; i < 44; i++) Remember(db.get(), "bob", "s", Text("bob", i));
+    ann = RecallIds(db.get(), "ann", "distinct thing coffee");
+    bob_after = Ids(db.get(), "bob");
+    CHECK(bob_after.size() == 4);
+    Ok(db->Close());  // checkpoint 2: with forgotten episodes that are graph nodes
+  }
+  for (uint64_t cb : {uint64_t{1}, uint64_t{0}}) {
+    Options r = o;
+    r.checkpoint_bytes = cb;
+    auto db = MustOpen(path, r);
+    CHECK(Ids(db.get(), "bob") == bob_after);
+    CHECK(RecallIds(db.get(), "ann", "distinct thing coffee") == ann);
+    auto vec = RecallIds(db.get(), "bob", "distinct thing coffee", RecallMode::kVector, 50);
+    std::sort(vec.begin(), vec.end());
+    CHECK(vec == bob_after);
+    std::vector<std::string> problems;
+    Ok(db->Check(&problems));
+    CHECK(problems.empty());
+    // A forget after the checkpoint, then a close (checkpoint 3) and a reopen.
+    ForgetRecord f;
+    f.kind = ForgetKind::kEpisode;
+    f.id = bob_after.back();
+    Ok(db->Forget(f, nullptr));
+    bob_after.pop_back();
+    Ok(db->Close());
+  }
+  auto db = MustOpen(path, o);
+  CHECK(Ids(db.get(), "bob") == bob_after);
+}
+
+namespace {
+
+// Every page payload of a file, decompressed, and the raw bytes: what a
+// byte scan for leftovers must look at.
+std::string AllBytes(const std::string& path) {
+  std::string raw = agentmem::test::ReadFileBytes(path);
+  agentmem::format::FileHeader h;
+  REQUIRE(agentmem::format::DecodeFileHeader(std::string_view(raw).substr(0, agentmem::format::kFirstPageOffset), &h).ok());
+  std::string out = raw;
+  for (uint64_t pos = agentmem::format::kFirstPageOffset; pos + agentmem::format::kPageHeaderSize <= raw.size();) {
+    agentmem::format::PageHeader ph;
+    std::string_view at = std::string_view(raw).substr(pos);
+    if (!agentmem::format::PeekPageHeader(at.substr(0, agentmem::format::kPageHeaderSize), pos, h.salt, &ph).ok()) break;
+    uint64_t padded = agentmem::format::PaddedPageSize(ph.length);
+    std::string payload;
+    if (agentmem::format::DecodePage(at.substr(0, padded), pos, h.salt, &ph, &payload).ok()) out += payload;
+    pos += padded;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PURGE of a user shrinks the file, leaves none of its texts or vectors, and changes no other user's recall") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  Options o;
+  o.checkpoint_bytes = 1;
+  auto db = MustOpen(path, o);
+  std::vector<std::string> bob_texts;
+  std::vector<std::vector<float>> bob_vectors;
+  for (int i = 0; i < 600; i++) {
+    const bool bob = i % 3 == 0;
+    std::string text = Text(bob ? "bob-zq" : (i % 3 == 1 ? "ann" : "cy"), i);
+    uint64_t id = Remember(db.get(), bob ? "bob" : (i % 3 == 1 ? "ann" : "cy"), "s", text);
+    if (bob) {
+      EpisodeRecord e;
+      Ok(db->GetEpisode(id, &e));
+      bob_texts.push_back(text);
+      bob_vectors.push_back(e.vector);
+    }
+  }
+  Ok(db->Close());
+  db = MustOpen(path, o);  // from a checkpoint: the graph and BM25 are mapped
+  Assert(db.get(), "ann", "ann", "likes", "coffee", k2020);
+  const char* queries[] = {"coffee", "mountains topic 3", "distinct thing number 41", "remembers"};
+  std::vector<std::vector<uint64_t>> before;
+  for (const char* q : queries) {
+    for (const char* user : {"ann", "cy"}) {
+      for (RecallMode m : {RecallMode::kHybrid, RecallMode::kBm25, RecallMode::kVector}) {
+        before.push_back(RecallIds(db.get(), user, q, m));
+      }
+    }
+  }
+  const auto ann_ids = Ids(db.get(), "ann");
+  const uint64_t size_before = agentmem::test::ReadFileBytes(path).size();
+
+  ForgetReceipt r;
+  Ok(db->Purge(ForgetUser("bob"), &r));
+  CHECK(r.episodes == 200);
+  CHECK(r.vacuumed);
+  CHECK(r.needles == 400);  // 200 texts, 200 vectors
+  CHECK(r.residue == 0);
+  CHECK(r.bytes_after < r.bytes_before);
+  const std::string bytes = AllBytes(path);
+  CHECK(bytes.size() > 0);
+  CHECK(agentmem::test::ReadFileBytes(path).size() < size_before);
+  for (const std::string& t : bob_texts) CHECK(bytes.find(t) == std::string::npos);
+  for (const auto& v : bob_vectors) {
+    std::string_view needle(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    CHECK(bytes.find(needle) == std::string::npos);
+  }
+  CHECK(bytes.find("bob-zq") == std::string::npos);
+  // Other users: unchanged, id for id, in this handle and after reopen.
+  for (int pass = 0; pass < 2; pass++) {
+    size_t i = 0;
+    for (const char* q : queries) {
+      for (const char* user : {"ann", "cy"}) {
+        for (RecallMode m : {RecallMode::kHybrid, RecallMode::kBm25, RecallMode::kVector}) {
+          CHECK(RecallIds(db.get(), user, q, m) == before[i++]);
+        }
+      }
+    }
+    CHECK(Ids(db.get(), "ann") == ann_ids);
+    CHECK(Ids(db.get(), "bob").empty());
+    std::vector<std::string> problems;
+    Ok(db->Check(&problems));
+    CHECK(problems.empty());
+    Ok(db->Close());
+    db = MustOpen(path, o);
+  }
+  // Ids are never reused: the next episode comes after Bob's last one.
+  CHECK(Remember(db.get(), "ann", "s", "after the purge") == 601);
+}
+
+TEST_CASE("VACUUM while another process reads in a loop: the reader never sees an error or a partial snapshot") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  {
+    auto db = MustOpen(path, Options{});
+    for (int t = 0; t < 5; t++) {
+      Ok(db->Begin());
+      for (int i = 0; i < 10; i++) Remember(db.get(), "u", "s", Text("u", t * 10 + i));
+      Ok(db->Commit());
+    }
+  }
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The reader: every snapshot holds whole transactions of 10 and never
+    // shrinks; it runs until the parent closes the pipe.
+    close(pipefd[1]);
+    std::unique_ptr<Database> db;
+    Options ro;
+    ro.read_only = true;
+    if (!Database::Open(path, ro, &db).ok()) _exit(10);
+    size_t last = 0;
+    long reads = 0;
+    for (;;) {
+      std::vector<uint64_t> ids;
+      Status s = db->ListEpisodeIds("u", nullptr, &ids);
+      if (!s.ok()) _exit(11);
+      if (ids.size() % 10 != 0 || ids.size() < last) _exit(12);
+      for (size_t i = 0; i < ids.size(); i++) {
+        if (ids[i] != i + 1) _exit(13);
+      }
+      RecallQuery q;
+      q.user_id = "u";
+      q.text = "coffee";
+      std::vector<RecallHit> hits;
+      if (!db->Recall(q, &hits, nullptr).ok() || hits.size() != std::min<size_t>(10, ids.size())) _exit(14);
+      last = ids.size();
+      reads++;
+      char c;
+      fd_set set;
+      FD_ZERO(&set);
+      FD_SET(pipefd[0], &set);
+      timeval tv{0, 0};
+      if (select(pipefd[0] + 1, &set, nullptr, nullptr, &tv) > 0 && read(pipefd[0], &c, 1) <= 0) break;
+    }
+    _exit(reads > 0 ? 0 : 15);
+  }
+  close(pipefd[0]);
+  auto db = MustOpen(path, Options{});
+  for (int round = 0; round < 8; round++) {
+    Ok(db->Begin());
+    for (int i = 0; i < 10; i++) Remember(db.get(), "u", "s", Text("u", 50 + round * 10 + i));
+    Ok(db->Commit());
+    ForgetReceipt r;
+    Ok(db->Vacuum({}, &r));
+    CHECK(r.vacuumed);
+    usleep(20000);
+  }
+  close(pipefd[1]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(Ids(db.get(), "u").size() == 130);
+}
+
+TEST_CASE("an episode imported with its id keeps it; ids only increase, with gaps allowed") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  auto db = MustOpen(path, Options{});
+  EpisodeRecord r;
+  r.user_id = "u";
+  r.text = "imported";
+  r.id = 10;
+  r.created_at = 12345;
+  uint64_t id = 0;
+  Ok(db->Remember(r, &id));
+  CHECK(id == 10);
+  r.id = 5;
+  CHECK(db->Remember(r, &id).code() == agentmem::kConstraint);
+  CHECK(Remember(db.get(), "u", "s", "next one") == 11);
+  Ok(db->Close());
+  db = MustOpen(path, Options{});
+  EpisodeRecord got;
+  Ok(db->GetEpisode(10, &got));
+  CHECK(got.created_at == 12345);
+  CHECK(Ids(db.get(), "u") == std::vector<uint64_t>{10, 11});
+}
