@@ -56,6 +56,12 @@ def test_python_recall_equals_the_c_api_id_for_id_and_score_for_score(corpus, us
                 assert len(expected) == 20
 
 
+def test_the_corpus_takes_both_vector_paths(corpus):
+    with agentmem.Memory(corpus, readonly=True) as mem:
+        assert "hnsw" in mem.explain_recall_sync("big", QUERIES[0])["vector"]
+        assert "exact" in mem.explain_recall_sync("alice", QUERIES[0])["vector"]
+
+
 def test_sql_recall_through_python_equals_the_c_api(corpus):
     conn = agentmem.connect(corpus, readonly=True)
     for query in QUERIES:
