@@ -369,7 +369,10 @@ class Cursor:
 
     def _last_insert_rowid(self):
         cur = Cursor(self.connection)
-        return cur.execute("SELECT last_insert_rowid()").fetchone()[0]
+        try:
+            return cur.execute("SELECT last_insert_rowid()").fetchone()[0]
+        finally:
+            cur.close()
 
     def _track_transaction(self, words):
         conn = self.connection
