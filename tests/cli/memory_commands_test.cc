@@ -39,3 +39,19 @@ TEST_CASE("the shell shows a context within its budget and a profile as JSON") {
   CHECK(bad.status == 1);
   CHECK(bad.err.find("usage: .context USER BUDGET QUERY") != std::string::npos);
 }
+
+TEST_CASE("the shell exports a user to a file and imports it into another file, twice adding nothing") {
+  TempDir dir;
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    std::string(kSeed) + ".export-user alice alice.jsonl\n.export-user alice\n");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  std::string exported = r.out;
+  CHECK(exported.rfind("{\"type\":\"agentmem-export\"", 0) == 0);
+  auto b = RunShell(dir.path(), {"b.agentmem"},
+                    ".import-user alice.jsonl\n.import-user alice.jsonl\n.export-user alice\n");
+  REQUIRE_MESSAGE(b.status == 0, b.err);
+  CHECK(b.out == "added 3 records\nadded 0 records\n" + exported);
+  auto missing = RunShell(dir.path(), {"b.agentmem"}, ".import-user nowhere.jsonl\n");
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("cannot read \"nowhere.jsonl\"") != std::string::npos);
+}

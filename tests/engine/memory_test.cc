@@ -171,6 +171,31 @@ void CheckContext(const std::vector<Item>& items, int budget) {
   CHECK_MESSAGE(sum <= budget, "budget ", budget, " exceeded: ", sum);
 }
 
+// An engine-level file in memory with a test clock, for tests that need
+// engine calls the C API does not have (single-valued predicates, forget).
+struct EngineFile {
+  explicit EngineFile(uint64_t salt) {
+    opts = agentmem::test::TestOptionsFor(env.get(), &clock, agentmem::engine::SyncMode::kOff,
+                                          salt, 8);
+  }
+  std::unique_ptr<agentmem::engine::Database> Open(const char* name) {
+    return agentmem::test::MustOpen(name, opts);
+  }
+  // Remembers one episode and moves the clock on.
+  uint64_t Remember(agentmem::engine::Database* db, const char* user, const char* text) {
+    agentmem::format::EpisodeRecord e;
+    e.user_id = user;
+    e.text = text;
+    uint64_t id = 0;
+    REQUIRE(db->Remember(e, &id).ok());
+    clock.Tick();
+    return id;
+  }
+  std::unique_ptr<agentmem::engine::Env> env = agentmem::engine::NewMemEnv();
+  agentmem::test::TestClock clock;
+  agentmem::engine::Options opts;
+};
+
 }  // namespace
 
 TEST_CASE("context assembly gives pinned blocks, then current facts, then recalled episodes, each with its reason") {
@@ -328,4 +353,231 @@ TEST_CASE("an import refuses integers out of range and fields of the wrong type,
   REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
   CHECK(st.episodes + st.block_versions + st.facts == 0);
   agentmem_close(db);
+}
+
+TEST_CASE("export then import into a new file then export gives byte-identical JSONL") {
+  TempDir dir;
+  agentmem_db* a = Open(dir.File("a.agentmem"));
+  std::vector<int64_t> ids = LoadConversation(a, "conv");
+  if (ids.empty()) ids.push_back(Remember(a, "conv", "s", "user", "a turn", 0, "{\"k\":1}"));
+  AddBlocksAndFacts(a, "conv", ids);
+  Remember(a, "other", "s", "user", "another user's turn");
+  std::string first = Export(a, "conv");
+  CHECK(first.find("another user") == std::string::npos);
+  agentmem_close(a);
+
+  agentmem_db* b = Open(dir.File("b.agentmem"));
+  int64_t lines = 0;
+  for (char c : first) lines += c == '\n';
+  CHECK(Import(b, first) == lines - 1);  // every line but the header adds a record
+  std::string second = Export(b, "conv");
+  CHECK(second.size() == first.size());
+  CHECK(second == first);
+  agentmem_close(b);
+  // And after reopening (the records as read back from the file).
+  b = Open(dir.File("b.agentmem"));
+  CHECK(Export(b, "conv") == first);
+  agentmem_close(b);
+}
+
+TEST_CASE("importing the same JSONL twice adds nothing the second time") {
+  agentmem_db* a = Open(":memory:");
+  std::vector<int64_t> ids;
+  ids.push_back(Remember(a, "u", "s1", "user", "I moved to Osaka", 0, "{\"src\":\"chat\"}"));
+  ids.push_back(Remember(a, "u", "s1", "assistant", "Noted"));
+  AddBlocksAndFacts(a, "u", ids);
+  std::string jsonl = Export(a, "u");
+  agentmem_close(a);
+
+  agentmem_db* b = Open(":memory:");
+  int64_t first = Import(b, jsonl);
+  CHECK(first > 0);
+  agentmem_stats before{};
+  REQUIRE(agentmem_stats_get(b, &before) == AGENTMEM_OK);
+  CHECK(Import(b, jsonl) == 0);
+  CHECK(Import(b, jsonl + jsonl) == 0);  // concatenated exports: still nothing new
+  agentmem_stats after{};
+  REQUIRE(agentmem_stats_get(b, &after) == AGENTMEM_OK);
+  CHECK(after.episodes == before.episodes);
+  CHECK(after.block_versions == before.block_versions);
+  CHECK(after.facts == before.facts);
+  CHECK(after.commits == before.commits);  // nothing to write: no transaction at all
+  CHECK(Export(b, "u") == jsonl);
+  agentmem_close(b);
+}
+
+TEST_CASE("an import that meets a conflicting record or a malformed line writes nothing") {
+  agentmem_db* a = Open(":memory:");
+  Remember(a, "u", "s1", "user", "original text");
+  Block(a, "u", "persona", "p", 0);
+  std::string jsonl = Export(a, "u");
+  agentmem_close(a);
+
+  agentmem_db* b = Open(":memory:");
+  REQUIRE(Import(b, jsonl) == 2);
+  std::string changed = jsonl;
+  size_t at = changed.find("original text");
+  REQUIRE(at != std::string::npos);
+  changed.replace(at, 8, "changed!");
+  changed += "{\"type\":\"block\",\"user_id\":\"u\",\"name\":\"new\",\"value\":\"v\",\"limit\":0,"
+             "\"pinned_order\":-1,\"updated_at\":5}\n";
+  int64_t added = -1;
+  CHECK(agentmem_import(b, changed.c_str(), &added) == AGENTMEM_CONSTRAINT);
+  CHECK(std::string(agentmem_errmsg(b)).find("exists with different content") !=
+        std::string::npos);
+  CHECK(added == -1);
+  agentmem_block* blk = nullptr;
+  CHECK(agentmem_block_get(b, "u", "new", &blk) == AGENTMEM_NOTFOUND);
+
+  std::string broken = jsonl + "{\"type\":\"fact\",\"user_id\":\"u\"}\n";
+  CHECK(agentmem_import(b, broken.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  CHECK(std::string(agentmem_errmsg(b)).find("import line 4") != std::string::npos);
+  CHECK(agentmem_import(b, "not json\n", nullptr) == AGENTMEM_MISMATCH_JSON);
+  std::string headless = jsonl.substr(jsonl.find('\n') + 1);
+  CHECK(agentmem_import(b, headless.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  agentmem_stats st{};
+  REQUIRE(agentmem_stats_get(b, &st) == AGENTMEM_OK);
+  CHECK(st.block_versions == 1);
+  agentmem_close(b);
+}
+
+TEST_CASE("an export is refused by a file of another vector space, and external vectors travel as base64") {
+  agentmem_db* ext = Open(":memory:", "vector_dim=4&embedder=my-model");
+  const float v[4] = {0.5f, -0.25f, 1e-7f, 3.0f};
+  int64_t id = 0;
+  REQUIRE(agentmem_remember(ext, "u", "s", "user", "with a vector", 0, nullptr, v, 4, &id) ==
+          AGENTMEM_OK);
+  Remember(ext, "u", "s", "user", "without a vector");
+  std::string jsonl = Export(ext, "u");
+  CHECK(jsonl.find("\"embedding\":\"") != std::string::npos);
+  agentmem_close(ext);
+
+  agentmem_db* other = Open(":memory:");  // the built-in embedder, 384 dimensions
+  CHECK(agentmem_import(other, jsonl.c_str(), nullptr) == AGENTMEM_MISMATCH);
+  agentmem_close(other);
+
+  agentmem_db* same = Open(":memory:", "vector_dim=4&embedder=my-model");
+  CHECK(Import(same, jsonl) == 2);
+  agentmem_episode* ep = nullptr;
+  REQUIRE(agentmem_episode_get(same, id, &ep) == AGENTMEM_OK);
+  REQUIRE(ep->dim == 4);
+  CHECK(std::memcmp(ep->vector, v, sizeof v) == 0);
+  agentmem_free(ep);
+  CHECK(Export(same, "u") == jsonl);
+  agentmem_close(same);
+}
+
+TEST_CASE("a superseded fact keeps both time axes through export and import, and only the current one is in the context") {
+  namespace eng = agentmem::engine;
+  namespace fmt = agentmem::format;
+  EngineFile file(7);
+  auto& clock = file.clock;
+  auto a = file.Open("a");
+  REQUIRE(a->DeclarePredicate("lives_in", true).ok());
+  auto remember = [&](const char* text) { return file.Remember(a.get(), "alice", text); };
+  auto assert_fact = [&](const char* object, uint64_t source) {
+    fmt::FactRecord f;
+    f.user_id = "alice";
+    f.subject = "Alice";
+    f.predicate = "lives_in";
+    f.object = object;
+    f.confidence = 0.8f;
+    f.source_episode_ids = {source};
+    f.valid_from = clock.now;
+    uint64_t id = 0;
+    REQUIRE(a->AssertFact(f, &id).ok());
+    clock.Tick();
+    return id;
+  };
+  assert_fact("Tokyo", remember("I live in Tokyo"));
+  uint64_t told = remember("I moved to Osaka");
+  int64_t moved = clock.now;
+  assert_fact("Osaka", told);
+
+  std::vector<eng::ContextItem> items;
+  REQUIRE(eng::AssembleContext(a.get(), "alice", "where does Alice live", 1000, &items).ok());
+  std::vector<std::string> facts;
+  for (const eng::ContextItem& it : items) {
+    if (it.kind == eng::ContextKind::kFact) facts.push_back(it.text);
+  }
+  CHECK(facts == std::vector<std::string>{"Alice lives_in Osaka"});
+
+  std::string exported;
+  REQUIRE(eng::ExportUser(a.get(), "alice", &exported).ok());
+  CHECK(exported.find("\"object\":\"Tokyo\"") != std::string::npos);
+  CHECK(exported.find("\"valid_to\":" + std::to_string(moved)) != std::string::npos);
+  CHECK(exported.find("\"expired_at\":" + std::to_string(moved)) != std::string::npos);
+
+  auto b = file.Open("b");
+  eng::ImportCounts counts;
+  REQUIRE(eng::ImportJsonl(b.get(), exported, &counts).ok());
+  CHECK(counts.episodes == 2);
+  CHECK(counts.facts >= 2);
+  std::string again;
+  REQUIRE(eng::ExportUser(b.get(), "alice", &again).ok());
+  CHECK(again == exported);
+  REQUIRE(eng::ImportJsonl(b.get(), exported, &counts).ok());
+  CHECK(counts.added() == 0);
+  std::string profile;
+  REQUIRE(eng::ProfileJson(b.get(), "alice", &profile).ok());
+  nlohmann::json p = nlohmann::json::parse(profile);
+  CHECK(p["current_facts"] == 1);
+  CHECK(p["top_facts"][0]["object"] == "Osaka");
+}
+
+TEST_CASE("a forgotten user is in no export, context or profile, and another user's export is unchanged") {
+  namespace eng = agentmem::engine;
+  namespace fmt = agentmem::format;
+  EngineFile file(9);
+  auto db = file.Open("f");
+  auto remember = [&](const char* user, const char* text) {
+    return file.Remember(db.get(), user, text);
+  };
+  remember("alice", "Alice likes green tea");
+  uint64_t b1 = remember("bob", "Bob keeps a secret diary under the floorboards");
+  remember("alice", "Alice visited Kyoto");
+  fmt::BlockRecord blk;
+  blk.user_id = "bob";
+  blk.name = "persona";
+  blk.value = "Bob's private persona";
+  blk.pinned_order = 0;
+  REQUIRE(db->SetBlock(blk).ok());
+  fmt::FactRecord f;
+  f.user_id = "bob";
+  f.subject = "Bob";
+  f.predicate = "hides";
+  f.object = "diary";
+  f.source_episode_ids = {b1};
+  uint64_t fid = 0;
+  REQUIRE(db->AssertFact(f, &fid).ok());
+  std::string alice_before, bob_before;
+  REQUIRE(eng::ExportUser(db.get(), "alice", &alice_before).ok());
+  REQUIRE(eng::ExportUser(db.get(), "bob", &bob_before).ok());
+
+  fmt::ForgetRecord forget;
+  forget.kind = fmt::ForgetKind::kUser;
+  forget.user_id = "bob";
+  eng::ForgetReceipt receipt;
+  agentmem::Status purged = db->Forget(forget, &receipt);
+  REQUIRE_MESSAGE(purged.ok(), purged.ToString());
+
+  std::string bob_after, alice_after;
+  REQUIRE(eng::ExportUser(db.get(), "bob", &bob_after).ok());
+  CHECK(bob_after == bob_before.substr(0, bob_before.find('\n') + 1));  // the header alone
+  REQUIRE(eng::ExportUser(db.get(), "alice", &alice_after).ok());
+  CHECK(alice_after == alice_before);
+  std::vector<eng::ContextItem> items;
+  REQUIRE(eng::AssembleContext(db.get(), "bob", "secret diary", 100000, &items).ok());
+  CHECK(items.empty());
+  std::string profile;
+  REQUIRE(eng::ProfileJson(db.get(), "bob", &profile).ok());
+  nlohmann::json p = nlohmann::json::parse(profile);
+  CHECK(p["episodes"] == 0);
+  CHECK(p["blocks"] == 0);
+  CHECK(p["facts"] == 0);
+  // Bob's old export cannot come back under the ids it had: they are gone.
+  eng::ImportCounts counts;
+  agentmem::Status s = eng::ImportJsonl(db.get(), bob_before, &counts);
+  CHECK(s.code() == agentmem::kConstraint);
+  CHECK(s.message().find("below this file's next id") != std::string::npos);
 }
