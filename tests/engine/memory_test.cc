@@ -525,7 +525,7 @@ TEST_CASE("a superseded fact keeps both time axes through export and import, and
   CHECK(p["top_facts"][0]["object"] == "Osaka");
 }
 
-TEST_CASE("a forgotten user is in no export, context or profile, and another user's export is unchanged") {
+TEST_CASE("a purged user is in no export, context or profile, and another user's export is unchanged") {
   namespace eng = agentmem::engine;
   namespace fmt = agentmem::format;
   EngineFile file(9);
@@ -558,8 +558,9 @@ TEST_CASE("a forgotten user is in no export, context or profile, and another use
   forget.kind = fmt::ForgetKind::kUser;
   forget.user_id = "bob";
   eng::ForgetReceipt receipt;
-  agentmem::Status purged = db->Forget(forget, &receipt);
+  agentmem::Status purged = db->Purge(forget, &receipt);
   REQUIRE_MESSAGE(purged.ok(), purged.ToString());
+  CHECK(receipt.residue == 0);
 
   std::string bob_after, alice_after;
   REQUIRE(eng::ExportUser(db.get(), "bob", &bob_after).ok());
