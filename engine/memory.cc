@@ -9,7 +9,6 @@
 #include "engine/memory.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,14 +38,12 @@ using Json = nlohmann::ordered_json;
 constexpr int kExportVersion = 1;
 constexpr size_t kTopFacts = 10;  // facts listed in a profile
 
-int64_t NowMicros(Database* db) {
-  if (db->options().clock) return db->options().clock();
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-bool IsCurrent(const FactRecord& f, int64_t now) {
-  return f.expired_at == kForever && f.valid_from <= now && now < f.valid_to;
+// The user's current facts: valid now and known now (not superseded), as
+// Database::QueryFacts answers by default (docs/lifecycle.md).
+Status CurrentFacts(Database* db, const std::string& user, std::vector<FactRecord>* out) {
+  FactQuery q;
+  q.user_id = user;
+  return db->QueryFacts(q, out);
 }
 
 std::string FactText(const FactRecord& f) {
@@ -211,9 +208,7 @@ void RankFacts(const std::string& query, std::vector<FactRecord>* facts,
 Status OfferCurrentFacts(Database* db, const std::string& user, const std::string& query,
                          ContextBuilder* b) {
   std::vector<FactRecord> facts;
-  AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user, nullptr, nullptr, &facts));
-  int64_t now = NowMicros(db);
-  std::erase_if(facts, [&](const FactRecord& f) { return !IsCurrent(f, now); });
+  AGENTMEM_RETURN_IF_ERROR(CurrentFacts(db, user, &facts));
   std::vector<int> rank;
   RankFacts(query, &facts, &rank);
   std::unordered_set<std::string> seen;
@@ -305,8 +300,9 @@ Status ProfileJson(Database* db, const std::string& user_id, std::string* json) 
   std::vector<FactRecord> facts;
   AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user_id, nullptr, nullptr, &facts));
   size_t all_facts = facts.size();
-  int64_t now = NowMicros(db);
-  std::erase_if(facts, [&](const FactRecord& f) { return !IsCurrent(f, now); });
+  AGENTMEM_RETURN_IF_ERROR(CurrentFacts(db, user_id, &facts));
+  std::sort(facts.begin(), facts.end(),
+            [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
   std::stable_sort(facts.begin(), facts.end(), [](const FactRecord& a, const FactRecord& b) {
     return a.confidence > b.confidence;  // ties stay in id order
   });
