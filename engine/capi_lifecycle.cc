@@ -98,3 +98,17 @@ int agentmem_vacuum(agentmem_db* db, agentmem_receipt* pReceipt) {
     return Status::OK();
   });
 }
+
+int agentmem_retention_set(agentmem_db* db, int64_t max_age_seconds, int keep_cited) {
+  return Guard(db, [&](eng::Database& d) { return d.SetRetention(max_age_seconds, keep_cited != 0); });
+}
+
+int agentmem_retention_get(agentmem_db* db, int64_t* pMaxAgeSeconds, int* pKeepCited) {
+  return Guard(db, [&](eng::Database& d) -> Status {
+    if (!pMaxAgeSeconds || !pKeepCited) return Status(agentmem::kMisuse, "NULL output pointer");
+    bool keep = false;
+    d.Retention(pMaxAgeSeconds, &keep);
+    *pKeepCited = keep ? 1 : 0;
+    return Status::OK();
+  });
+}

@@ -259,7 +259,8 @@ Status Database::Close() {
   Status s;
   if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() && !poisoned_ &&
       opts_.sync != SyncMode::kOff) {
-    s = MaybeCheckpoint(true);
+    s = ApplyRetention();
+    if (s.ok()) s = MaybeCheckpoint(true);
     if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
   }
   ReleaseWriteLock();

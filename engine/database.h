@@ -42,6 +42,8 @@ struct Stats {
   uint64_t torn_bytes = 0;
 };
 
+struct Selection;  // what a forget names (lifecycle.cc)
+
 // Which facts a query returns (docs/lifecycle.md, "Facts on two time axes").
 struct FactQuery {
   std::string user_id;
@@ -123,6 +125,13 @@ class Database {
   // prove absent (a PURGE's forgotten texts and vectors). REQUIRES: no open
   // transaction.
   Status Vacuum(const std::vector<std::string>& needles, ForgetReceipt* receipt);
+  // Retention (docs/lifecycle.md): episodes whose event time is more than
+  // max_age_s seconds in the past are forgotten -- except, with keep_cited,
+  // those a live fact cites -- when a writable handle closes and before a
+  // VACUUM copies. 0 keeps them forever (the default). Blocks and facts never
+  // expire. Stored in the file, for every handle.
+  Status SetRetention(int64_t max_age_s, bool keep_cited);
+  void Retention(int64_t* max_age_s, bool* keep_cited) const;
   // Forget, then Vacuum with the forgotten texts and vectors as needles.
   Status Purge(const format::ForgetRecord& f, ForgetReceipt* receipt);
 
@@ -233,6 +242,8 @@ class Database {
   uint64_t NextFactId() const;
   // ---- forgetting and compaction (lifecycle.cc)
   Status ApplyForget(const format::ForgetRecord& f);
+  Status KeepCited(Selection* sel);
+  Status ApplyRetention();
   Status EnsureFactIndex();
   // The current (not expired) facts of (user, subject, predicate), pending
   // versions included.

@@ -23,8 +23,6 @@ using format::FactRecord;
 using format::ForgetKind;
 using format::ForgetRecord;
 
-namespace {
-
 // What one forget record names, before the facts that cite only forgotten
 // episodes are added.
 struct Selection {
@@ -32,8 +30,6 @@ struct Selection {
   std::vector<uint64_t> facts;
   std::vector<std::pair<std::string, std::string>> blocks;  // (user, name)
 };
-
-}  // namespace
 
 // ------------------------------------------------------------------ forget
 
@@ -65,12 +61,39 @@ static void Select(const Catalog& catalog, const ForgetRecord& f, Selection* out
     case ForgetKind::kBlock:
       if (u && u->blocks.count(f.name)) out->blocks.emplace_back(f.user_id, f.name);
       return;
+    case ForgetKind::kRetention:
+      for (const UserEntry& user : catalog.users()) {
+        for (uint64_t id : user.episode_ids) {
+          if (catalog.FindEpisode(id)->ts < f.before) out->episodes.push_back(id);
+        }
+      }
+      std::sort(out->episodes.begin(), out->episodes.end());
+      return;
   }
+}
+
+// Retention keeps the episodes a live fact cites, when the file says so.
+Status Database::KeepCited(Selection* sel) {
+  const std::string* keep = catalog_.Meta("retention.episodes.keep_cited");
+  if (sel->episodes.empty() || !keep || *keep != "1") return Status::OK();
+  std::unordered_set<uint64_t> cited;
+  for (const UserEntry& u : catalog_.users()) {
+    for (uint64_t id : u.fact_ids) {
+      FactRecord fact;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &fact));
+      cited.insert(fact.source_episode_ids.begin(), fact.source_episode_ids.end());
+    }
+  }
+  auto& e = sel->episodes;
+  e.erase(std::remove_if(e.begin(), e.end(), [&](uint64_t id) { return cited.count(id) > 0; }),
+          e.end());
+  return Status::OK();
 }
 
 Status Database::ApplyForget(const ForgetRecord& f) {
   Selection sel;
   Select(catalog_, f, &sel);
+  if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
   // Text bytes leave the statistics with their episodes.
   uint64_t text_bytes = 0;
   std::vector<uint32_t> users;  // whose facts may now cite only forgotten episodes
@@ -125,6 +148,54 @@ Status Database::Forget(const ForgetRecord& f, ForgetReceipt* receipt) {
   pending_forgets_.push_back(f);
   Status s = FinishWrite(Status::OK());
   if (s.ok() && receipt) *receipt = forget_counts_;
+  return s;
+}
+
+// ------------------------------------------------------------------ retention
+
+Status Database::SetRetention(int64_t max_age_s, bool keep_cited) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (max_age_s < 0) return Status(kRange, "retention max_age must be >= 0 seconds (0 = keep forever)");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  pending_meta_.entries.emplace_back("retention.episodes.max_age_s", std::to_string(max_age_s));
+  pending_meta_.entries.emplace_back("retention.episodes.keep_cited", keep_cited ? "1" : "0");
+  return FinishWrite(Status::OK());
+}
+
+void Database::Retention(int64_t* max_age_s, bool* keep_cited) const {
+  *max_age_s = 0;
+  *keep_cited = false;
+  if (const std::string* v = catalog_.Meta("retention.episodes.max_age_s")) {
+    *max_age_s = std::strtoll(v->c_str(), nullptr, 10);
+  }
+  if (const std::string* v = catalog_.Meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
+}
+
+// Commits one retention forget when an episode is older than the policy
+// allows. Takes the write lock if it is free (a close never waits for it).
+// REQUIRES: no pending writes.
+Status Database::ApplyRetention() {
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  Retention(&max_age_s, &keep_cited);
+  if (max_age_s <= 0) return Status::OK();
+  ForgetRecord f;
+  f.kind = ForgetKind::kRetention;
+  f.before = Now() - max_age_s * 1000000;
+  Selection sel;
+  Select(catalog_, f, &sel);
+  AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  if (sel.episodes.empty()) return Status::OK();
+  if (!write_locked_) {
+    bool acquired = false;
+    AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+    if (!acquired) return Status::OK();  // another handle writes; it applies the policy
+    write_locked_ = true;
+    AGENTMEM_RETURN_IF_ERROR(Refresh(true));
+  }
+  pending_forgets_.push_back(f);
+  Status s = CommitPending();
+  ClearPending();
   return s;
 }
 
@@ -254,6 +325,7 @@ Status Database::Reload() {
 Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>* needles) {
   Selection sel;
   Select(catalog_, f, &sel);
+  if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
   auto add = [&](std::string s) {
     if (s.size() >= 16) needles->push_back(std::move(s));
   };
@@ -450,7 +522,8 @@ Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* 
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   ForgetReceipt r;
   r.vacuumed = true;
-  Status s = file_->Size(&r.bytes_before);
+  Status s = ApplyRetention();  // expired episodes are not copied
+  if (s.ok()) s = file_->Size(&r.bytes_before);
   const std::string tmp = path_ + "-vacuum";
   if (s.ok()) s = WriteCompacted(tmp, &r.bytes_after);
   if (s.ok() && !needles.empty()) {

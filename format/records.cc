@@ -263,7 +263,7 @@ Status DecodeForget(std::string_view in, int64_t page_no, ForgetRecord* out) {
   r.before = d.SignedVarint();
   r.id = d.Varint();
   AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "forget"));
-  if (kind < 1 || kind > 6) return Malformed(page_no, "forget");
+  if (kind < 1 || kind > 7) return Malformed(page_no, "forget");
   r.kind = static_cast<ForgetKind>(kind);
   const bool by_id = r.kind == ForgetKind::kEpisode || r.kind == ForgetKind::kFact;
   if (by_id != (r.id != 0)) return Malformed(page_no, "forget");

@@ -92,6 +92,9 @@ enum class ForgetKind : uint8_t {
   kEpisode = 4,  // episode `id`
   kFact = 5,     // fact `id`
   kBlock = 6,    // every version of block (user_id, name)
+  // Retention: every user's episodes with ts < before, except, when the
+  // file's retention.episodes.keep_cited is 1, those a live fact cites.
+  kRetention = 7,
 };
 struct ForgetRecord {
   ForgetKind kind = ForgetKind::kUser;

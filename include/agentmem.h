@@ -344,6 +344,15 @@ int agentmem_forget_fact(agentmem_db *db, int64_t id, int flags, agentmem_receip
 int agentmem_forget_block(agentmem_db *db, const char *user_id, const char *name, int flags,
                           agentmem_receipt *pReceipt);
 
+/* Retention, stored in the file for every handle: episodes whose event time
+** (ts) is more than max_age_seconds in the past are forgotten -- except, with
+** keep_cited, those that a live fact cites -- when a writable handle closes
+** and before a VACUUM copies the file (each time as one forget record).
+** max_age_seconds 0 keeps episodes forever (the default). Blocks and facts
+** never expire. agentmem_retention_get reads the policy. */
+int agentmem_retention_set(agentmem_db *db, int64_t max_age_seconds, int keep_cited);
+int agentmem_retention_get(agentmem_db *db, int64_t *pMaxAgeSeconds, int *pKeepCited);
+
 /* Compact the file: write the live records, the indexes and a checkpoint to a
 ** new file beside it (FILE-vacuum), sync it, and rename it over FILE. Other
 ** handles, in this process or others, keep their snapshot and move to the new

@@ -518,3 +518,40 @@ TEST_CASE("an episode imported with its id keeps it; ids only increase, with gap
   CHECK(got.created_at == 12345);
   CHECK(Ids(db.get(), "u") == std::vector<uint64_t>{10, 11});
 }
+
+TEST_CASE("retention forgets old episodes at close and at VACUUM, keeping those a live fact cites") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  agentmem::test::TestClock clock;
+  clock.now = k2020 + 10 * kYear;
+  Options o;
+  o.clock = clock.Fn();
+  std::vector<uint64_t> ids;
+  {
+    auto db = MustOpen(path, o);
+    for (int i = 0; i < 10; i++) ids.push_back(Remember(db.get(), i % 2 ? "a" : "b", "s", Text("x", i), k2020 + i * kYear));
+    Assert(db.get(), "a", "a", "was", "there", k2020, {ids[1]});  // cites an old one of a's
+    Ok(db->SetRetention(5 * 365LL * 24 * 3600, true));  // five years
+    int64_t age = 0;
+    bool keep = false;
+    db->Retention(&age, &keep);
+    CHECK(age == 5 * 365LL * 24 * 3600);
+    CHECK(keep);
+    CHECK(Ids(db.get(), "a").size() == 5);  // nothing applied before the close
+    Ok(db->Close());
+  }
+  // Older than 2025: ids[0..4], but ids[1] is cited.
+  auto db = MustOpen(path, o);
+  CHECK(Ids(db.get(), "a") == std::vector<uint64_t>{ids[1], ids[5], ids[7], ids[9]});
+  CHECK(Ids(db.get(), "b") == std::vector<uint64_t>{ids[6], ids[8]});
+  // Two years later a VACUUM applies it again before copying.
+  clock.now += 2 * kYear;
+  ForgetReceipt r;
+  Ok(db->Vacuum({}, &r));
+  CHECK(Ids(db.get(), "a") == std::vector<uint64_t>{ids[1], ids[7], ids[9]});
+  CHECK(Ids(db.get(), "b") == std::vector<uint64_t>{ids[8]});
+  Ok(db->SetRetention(0, false));
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(Ids(db.get(), "b") == std::vector<uint64_t>{ids[8]});
+}

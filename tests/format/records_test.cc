@@ -592,7 +592,7 @@ TEST_CASE("a forget record round-trips and refuses unknown kinds and missing ids
     CHECK(s.code() == kCorruptPage);
     CHECK(s.page_no() == 9);
   }
-  for (uint8_t kind : {0, 7, 255}) {
+  for (uint8_t kind : {0, 8, 255}) {
     std::string b = bytes;
     b[0] = static_cast<char>(kind);
     CHECK(DecodeForget(b, 9, &back).code() == kCorruptPage);
