@@ -96,6 +96,7 @@ using agentmem::capi::Guard;
 using agentmem::capi::IsLive;
 using agentmem::capi::Need;
 using agentmem::capi::Record;
+using agentmem::capi::RecordShort;
 using agentmem::capi::SetLive;
 
 namespace {
@@ -342,9 +343,9 @@ int agentmem_open_v2(const char* zPath, agentmem_db** ppDb, int flags, const cha
     }
     return Record(h, s);
   } catch (const std::bad_alloc&) {
-    return Record(h, Status(agentmem::kNoMem, "out of memory"));
+    return RecordShort(h, agentmem::kNoMem, "out of memory");
   } catch (...) {
-    return Record(h, Status(agentmem::kInternal, "internal error during open"));
+    return RecordShort(h, agentmem::kInternal, "internal error");
   }
 }
 
@@ -356,6 +357,7 @@ int agentmem_close(agentmem_db* db) {
   if (!db) return AGENTMEM_OK;
   if (!IsLive(db)) return AGENTMEM_MISUSE;
   Status s;
+  int code = AGENTMEM_OK;
   {
     std::lock_guard<std::mutex> g(db->mu);
     if (db->open_cursors > 0) {
@@ -375,14 +377,14 @@ int agentmem_close(agentmem_db* db) {
       // transaction through the virtual tables, which still need the Database.
       db->sql.reset();
       if (db->db) s = db->db->Close();
-    } catch (const std::bad_alloc&) {
-      s = Status(agentmem::kNoMem, "out of memory during close");
+    } catch (const std::bad_alloc&) {  // no Status built here: it would allocate
+      code = agentmem::kNoMem;
     } catch (...) {
-      s = Status(agentmem::kInternal, "internal error during close");
+      code = agentmem::kInternal;
     }
   }
   delete db;
-  return s.code();
+  return code != AGENTMEM_OK ? code : s.code();
 }
 
 int agentmem_errcode(agentmem_db* db) { return agentmem_extended_errcode(db) & 0xff; }

@@ -46,26 +46,51 @@ void SetLive(const void* p, bool live);
 // Stores s as the handle's most recent result; returns its code.
 int Record(agentmem_db* db, const Status& s);
 
+// Stores a code with a message of at most 15 characters, which std::string
+// keeps in its inline buffer: no allocation, so it cannot fail when memory is
+// exhausted (the out-of-memory paths below use it).
+inline int RecordShort(agentmem_db* db, int code, const char* msg) noexcept {
+  db->errcode = code;
+  try {
+    db->errmsg.assign(msg);
+  } catch (...) {
+    db->errmsg.clear();
+  }
+  return code;
+}
+
 // Runs f(Database&) under the handle's mutex, with exceptions turned into
-// codes; records and returns f's Status code.
+// codes; records and returns f's Status code. Nothing here allocates once an
+// allocation has failed: the handler of std::bad_alloc builds no Status, and a
+// message that cannot be copied is replaced by "out of memory" (the code is
+// kept).
 template <typename F>
 int Guard(agentmem_db* db, F&& f) {
   if (!IsLive(db)) return AGENTMEM_MISUSE;
   std::lock_guard<std::mutex> g(db->mu);
+  Status s;
   try {
-    if (!db->db) return Record(db, Status(kMisuse, "the database did not open"));
-    return Record(db, f(*db->db));
+    s = db->db ? f(*db->db) : Status(kMisuse, "the database did not open");
   } catch (const std::bad_alloc&) {
     // The operation stopped half done: the handle's memory may no longer
     // match the file, so it refuses everything until reopened.
     if (db->db) db->db->Poison();
-    return Record(db, Status(kNoMem, "out of memory"));
+    return RecordShort(db, kNoMem, "out of memory");
   } catch (const std::exception& e) {
     if (db->db) db->db->Poison();
-    return Record(db, Status(kInternal, std::string("internal error: ") + e.what()));
+    try {
+      s = Status(kInternal, std::string("internal error: ") + e.what());
+    } catch (...) {
+      return RecordShort(db, kInternal, "internal error");
+    }
   } catch (...) {
     if (db->db) db->db->Poison();
-    return Record(db, Status(kInternal, "internal error"));
+    return RecordShort(db, kInternal, "internal error");
+  }
+  try {
+    return Record(db, s);
+  } catch (...) {
+    return RecordShort(db, s.code(), "out of memory");
   }
 }
 

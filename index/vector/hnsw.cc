@@ -160,7 +160,15 @@ class VisitedSet {
  public:
   explicit VisitedSet(hnswlib::VisitedListPool* pool)
       : pool_(pool), list_(pool->getFreeVisitedList()) {}
-  ~VisitedSet() { pool_->releaseVisitedList(list_); }
+  // Giving the list back can allocate (a deque node): when that fails the
+  // list is freed instead (a destructor must not throw).
+  ~VisitedSet() {
+    try {
+      pool_->releaseVisitedList(list_);
+    } catch (...) {
+      delete list_;
+    }
+  }
   VisitedSet(const VisitedSet&) = delete;
   VisitedSet& operator=(const VisitedSet&) = delete;
   // Marks the node; true when it was marked already.
@@ -287,6 +295,48 @@ void AddListSlack(Graph* g, uint32_t node) {
   g->linkLists_[node] = block;
 }
 
+// ---- hnswlib's visited lists across a failed insert ----
+//
+// hnswlib's searchBaseLayer takes a visited list from the pool and gives it
+// back only when it returns normally: an exception in between (bad_alloc in
+// its queues, or in the pool's own deque) loses the list and its array. The
+// pool is a stack (taken and given back at the front) and inserts run
+// exclusively, so the list an insert uses is the one on top before it starts.
+
+// Puts two lists on top of the pool and returns the top one (nullptr, with
+// nothing lost, when that fails for want of memory). The one below it means
+// that ReclaimVisitedList finds the pool non-empty, so it never allocates.
+hnswlib::VisitedList* TopVisitedList(hnswlib::VisitedListPool* pool) noexcept {
+  hnswlib::VisitedList* top = nullptr;
+  hnswlib::VisitedList* below = nullptr;
+  try {
+    top = pool->getFreeVisitedList();  // the top one, or a new one when the pool is empty
+    below = pool->getFreeVisitedList();
+    pool->releaseVisitedList(below);
+    below = nullptr;
+    pool->releaseVisitedList(top);
+    return top;
+  } catch (...) {
+    delete below;  // taken and not given back
+    delete top;
+    return nullptr;
+  }
+}
+
+// After an insert threw: frees `top` (from TopVisitedList) if it is no longer
+// on top of the pool, i.e. the insert lost it.
+void ReclaimVisitedList(hnswlib::VisitedListPool* pool, hnswlib::VisitedList* top) noexcept {
+  if (top == nullptr) return;
+  hnswlib::VisitedList* now = nullptr;
+  try {
+    now = pool->getFreeVisitedList();  // top, or the one that was below it
+    if (now != top) delete top;
+    pool->releaseVisitedList(now);
+  } catch (...) {
+    delete now;  // taken and not given back
+  }
+}
+
 // ---- exceptions ----
 
 Status FromException(const char* what) {
@@ -305,9 +355,11 @@ Status FromException(const char* what) {
   }
 }
 
-// Runs f, turning any exception into a Status.
+// Runs f, turning any exception into a Status. Not noexcept: when memory is
+// still short the Status itself cannot be built, and that std::bad_alloc goes
+// to the caller (the C API's Guard turns it into AGENTMEM_NOMEM).
 template <class F>
-Status Guarded(const char* what, F&& f) noexcept {
+Status Guarded(const char* what, F&& f) {
   try {
     return f();
   } catch (...) {
@@ -437,7 +489,9 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   Graph& g = *graph;
   if (capacity <= g.max_elements_) return Status::OK();
   if (capacity > hnsw::kMaxNodes) capacity = hnsw::kMaxNodes;
-  auto pool = std::make_unique<hnswlib::VisitedListPool>(1, static_cast<int>(capacity));
+  // No list made up front: hnswlib's pool constructor leaks the list it has
+  // just made when putting it in its deque fails. Lists are made on demand.
+  auto pool = std::make_unique<hnswlib::VisitedListPool>(0, static_cast<int>(capacity));
   std::vector<std::mutex> locks(capacity);
   void* data = nullptr;
   if (level0_mapped) {  // the mapped records move to the heap
@@ -491,10 +545,13 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
     AGENTMEM_RETURN_IF_ERROR(Grow(std::max(2 * node, node + kMinCapacity)));
   }
   g.linkLists_[node] = nullptr;  // so that the destructor stays safe if addPoint fails midway
+  hnswlib::VisitedList* top = TopVisitedList(g.visited_list_pool_);
+  if (top == nullptr) return StatusF(kNoMem, "hnsw: out of memory before an insert");
   SeedLevelGenerator(&g, label);
   try {
     g.addPoint(data.data(), label);
   } catch (...) {
+    ReclaimVisitedList(g.visited_list_pool_, top);
     sticky = FromException("insert");
     sticky = StatusF(sticky.code() == kNoMem ? kNoMem : kInternal,
                      "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
@@ -645,6 +702,39 @@ std::vector<uint32_t> HnswIndex::Impl::ChangedSince(const ChangeMark& mark) cons
 HnswIndex::HnswIndex(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HnswIndex::~HnswIndex() = default;
 
+// Sets what hnswlib's constructor sets on a graph of `shape` with no nodes
+// and no memory yet (Grow allocates). Nothing here allocates: hnswlib's own
+// constructor is not used because it leaks what it allocated when a later
+// allocation in it fails (a visited list, the level-0 block).
+static void InitEmptyGraph(Graph* graph, const GraphShape& shape, hnswlib::SpaceInterface<float>* space) {
+  Graph& g = *graph;
+  // What the destructor reads first.
+  g.cur_element_count = 0;
+  g.max_elements_ = 0;
+  g.num_deleted_ = 0;
+  g.data_level0_memory_ = nullptr;
+  g.linkLists_ = nullptr;
+  g.visited_list_pool_ = nullptr;
+  g.M_ = shape.m;
+  g.maxM_ = shape.m;
+  g.maxM0_ = size_t{2} * shape.m;
+  g.ef_construction_ = std::max<size_t>(shape.ef_construction, shape.m);
+  g.ef_ = 10;
+  g.mult_ = 1 / std::log(1.0 * g.M_);
+  g.revSize_ = 1.0 / g.mult_;
+  g.data_size_ = space->get_data_size();
+  g.fstdistfunc_ = space->get_dist_func();
+  g.dist_func_param_ = space->get_dist_func_param();
+  g.size_links_level0_ = g.maxM0_ * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
+  g.size_data_per_element_ = g.size_links_level0_ + g.data_size_ + sizeof(hnswlib::labeltype);
+  g.offsetData_ = g.size_links_level0_;
+  g.label_offset_ = g.size_links_level0_ + g.data_size_;
+  g.offsetLevel0_ = 0;
+  g.size_links_per_element_ = g.maxM_ * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
+  g.enterpoint_node_ = static_cast<hnswlib::tableint>(-1);
+  g.maxlevel_ = -1;
+}
+
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Create(const HnswOptions& options) {
   GraphShape shape{options.metric, options.dim, options.m, options.ef_construction};
   AGENTMEM_RETURN_IF_ERROR(hnsw::ValidateShape(shape, kRange));
@@ -655,10 +745,9 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Create(const HnswOptions& options)
   std::unique_ptr<Impl> impl;
   Status s = Guarded("create", [&] {
     impl = std::make_unique<Impl>(options, shape);
-    impl->graph =
-        std::make_unique<Graph>(&impl->space, std::max(options.initial_capacity, kMinCapacity),
-                                options.m, options.ef_construction);
-    return Status::OK();
+    impl->graph = std::make_unique<Graph>(&impl->space);  // allocates nothing
+    InitEmptyGraph(impl->graph.get(), shape, &impl->space);
+    return impl->Grow(std::max(options.initial_capacity, kMinCapacity));
   });
   if (!s.ok()) return s;
   return std::unique_ptr<HnswIndex>(new HnswIndex(std::move(impl)));
@@ -839,37 +928,18 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     impl = std::make_unique<Impl>(o, shape);
     impl->graph = std::make_unique<Graph>(&impl->space);  // members set below
     Graph& g = *impl->graph;
-    // What the destructor reads first, so that a failure below leaves it safe.
-    g.cur_element_count = 0;
-    g.data_level0_memory_ = nullptr;
-    g.linkLists_ = nullptr;
-    g.visited_list_pool_ = nullptr;
+    // The destructor's fields first, so that a failure below leaves it safe.
+    InitEmptyGraph(&g, shape, &impl->space);
     const size_t capacity = std::min<size_t>(hnsw::kMaxNodes, n + spare / record);
     g.max_elements_ = capacity;
     g.num_deleted_ = deleted;
-    g.M_ = shape.m;
-    g.maxM_ = shape.m;
-    g.maxM0_ = size_t{2} * shape.m;
-    g.ef_construction_ = std::max<size_t>(shape.ef_construction, shape.m);
-    g.ef_ = 10;
-    g.mult_ = 1 / std::log(1.0 * g.M_);
-    g.revSize_ = 1.0 / g.mult_;
-    g.data_size_ = impl->space.get_data_size();
-    g.fstdistfunc_ = impl->space.get_dist_func();
-    g.dist_func_param_ = impl->space.get_dist_func_param();
-    g.size_links_level0_ = links0;
-    g.size_data_per_element_ = record;
-    g.offsetData_ = links0;
-    g.label_offset_ = links0 + g.data_size_;
-    g.offsetLevel0_ = 0;
-    g.size_links_per_element_ = links_upper;
     g.enterpoint_node_ = entry;
     g.maxlevel_ = max_level;
     g.element_levels_.assign(capacity, 0);
     g.linkLists_ = static_cast<char**>(std::malloc(std::max<size_t>(capacity, 1) * sizeof(char*)));
     if (g.linkLists_ == nullptr) throw std::bad_alloc();
     g.visited_list_pool_ =
-        new hnswlib::VisitedListPool(1, static_cast<int>(std::max<size_t>(capacity, 1)));
+        new hnswlib::VisitedListPool(0, static_cast<int>(std::max<size_t>(capacity, 1)));  // as in Grow
     impl->region = std::move(owner);
     impl->mapped = n;
     char* lists = image + kMapHeader + n;
