@@ -11,6 +11,7 @@
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "engine/memory.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/open_helpers.h"
+#include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
@@ -614,4 +616,43 @@ TEST_CASE("a fact asserted and superseded in one transaction survives export and
   std::string again;
   REQUIRE(eng::ExportUser(b.get(), "alice", &again).ok());
   CHECK(again == exported);
+}
+
+TEST_CASE("an import of a damaged export fails cleanly or imports, and the handle stays usable") {
+  agentmem_db* src = Open(":memory:");
+  std::vector<int64_t> ids;
+  ids.push_back(Remember(src, "u", "s1", "user", "I moved to Osaka in May", 0, "{\"a\":[1,2]}"));
+  ids.push_back(Remember(src, "u", "s2", "assistant", "Noted: Osaka, since May"));
+  AddBlocksAndFacts(src, "u", ids);
+  std::string jsonl = Export(src, "u");
+  agentmem_close(src);
+  std::mt19937_64 rng(agentmem::test::Seed());
+  int ok = 0, refused = 0;
+  for (int round = 0; round < 300; round++) {
+    std::string text = jsonl;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); e++) {
+      size_t at = rng() % text.size();
+      switch (rng() % 4) {
+        case 0: text[at] = static_cast<char>(rng() % 256); break;          // a byte changed
+        case 1: text.erase(at, 1 + rng() % 40); break;                      // bytes cut out
+        case 2: text.insert(at, text.substr(rng() % text.size(), 30)); break;  // bytes repeated
+        default: text.resize(at); break;                                    // truncated
+      }
+    }
+    agentmem_db* db = Open(":memory:");
+    int rc = agentmem_import(db, text.c_str(), nullptr);
+    CAPTURE(round);
+    CHECK(rc != AGENTMEM_INTERNAL);
+    CHECK(rc != AGENTMEM_NOMEM);
+    (rc == AGENTMEM_OK ? ok : refused)++;
+    // Not poisoned: the handle still writes and reads.
+    int64_t id = 0;
+    CHECK(agentmem_remember(db, "v", "s", "user", "after the import", 0, nullptr, nullptr, 0,
+                            &id) == AGENTMEM_OK);
+    CHECK(Export(db, "v").find("after the import") != std::string::npos);
+    agentmem_close(db);
+  }
+  MESSAGE("damaged imports: ", ok, " imported, ", refused, " refused");
+  CHECK(refused > 0);
 }
