@@ -37,8 +37,13 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-test: build
-	tests/run_all.sh $(BUILD)
+# make test also builds the quick suites and the fuzz targets with clang-14
+# ASan + UBSan ($(SAN_BUILD), shared with make fuzz), runs those suites there
+# and each fuzz target for TEST_FUZZ_SECONDS; tests/run_all.sh counts it all
+# into its last line (docs/testing.md).
+TEST_FUZZ_SECONDS ?= 10
+test: build san-build
+	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS)
 
 demo: build
 	$(BUILD)/cli/agentmem-demo demo/sample_conversation.tsv demo.agentmem
@@ -116,14 +121,21 @@ bench-callgrind: bench-build
 #             build-fuzz/fuzz-artifacts/<target>/ and make fails
 # make tsan   the reliability suite's threaded test under ThreadSanitizer
 #             (clang-14, build-tsan)
+# make coverage  line and branch coverage (gcc --coverage, build-coverage) of
+#             format_tests, engine_tests (less four long sweeps of data) and
+#             sql_tests, by gcovr:
+#             build-coverage/coverage/summary.txt (per file) and index.html
 FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev
-FUZZ_TARGETS := decode open ops
+FUZZ_TARGETS := decode open ops sql
+SAN_BUILD := build-fuzz
+SAN_TARGETS := tests/format_tests tests/index_tests tests/engine_tests tests/sql/sql_tests \
+               $(foreach t,$(FUZZ_TARGETS),tests/reliability/fuzz/fuzz_$(t))
 FUZZ_SECONDS ?= 60
 SOAK_KILLS ?= 10000
 SOAK_SECONDS ?= 60
 REL_TESTS = tests/reliability/reliability_tests
 
-.PHONY: soak fuzz fuzz-deps tsan
+.PHONY: soak fuzz fuzz-deps san-build tsan coverage
 
 soak: build
 	AGENTMEM_KILLS=$(SOAK_KILLS) $(BUILD)/$(REL_TESTS) -tc='*SIGKILL*'
@@ -134,11 +146,15 @@ soak: build
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))
 
-fuzz: fuzz-deps
-	[ -f build-fuzz/build.ninja ] || CC=clang-14 CXX=clang++-14 \
-	  CXXFLAGS=-fsanitize=fuzzer-no-link meson setup build-fuzz --buildtype=debugoptimized \
+# The clang-14 ASan + UBSan build of make test and make fuzz (libFuzzer's
+# coverage instrumentation everywhere, -fsanitize=fuzzer only on the targets).
+san-build: fuzz-deps
+	[ -f $(SAN_BUILD)/build.ninja ] || CC=clang-14 CXX=clang++-14 \
+	  CXXFLAGS=-fsanitize=fuzzer-no-link meson setup $(SAN_BUILD) --buildtype=debugoptimized \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
-	ninja -C build-fuzz $(foreach t,$(FUZZ_TARGETS),tests/reliability/fuzz/fuzz_$(t))
+	ninja -C $(SAN_BUILD) $(SAN_TARGETS)
+
+fuzz: san-build
 	for t in $(FUZZ_TARGETS); do \
 	  rm -rf build-fuzz/fuzz-corpus/$$t && mkdir -p build-fuzz/fuzz-corpus/$$t build-fuzz/fuzz-artifacts/$$t; \
 	  cp tests/fuzz/corpus/$$t/* build-fuzz/fuzz-corpus/$$t/; \
@@ -160,3 +176,21 @@ tsan: fuzz-deps
 	# inversion. Data races are still reported and fail the run.
 	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 AGENTMEM_R7_TXNS=200 \
 	  build-tsan/$(REL_TESTS) -tc='*threads of one process*'
+
+COVERAGE_BUILD ?= build-coverage
+coverage: deps
+	$(call install_missing,gcovr)
+	[ -f $(COVERAGE_BUILD)/build.ninja ] || meson setup $(COVERAGE_BUILD) --buildtype=debug \
+	  -Db_coverage=true -Dtest_hooks=true
+	ninja -C $(COVERAGE_BUILD) tests/format_tests tests/engine_tests tests/sql/sql_tests
+	find $(COVERAGE_BUILD) -name '*.gcda' -delete
+	$(COVERAGE_BUILD)/tests/format_tests
+	$(COVERAGE_BUILD)/tests/engine_tests \
+	  -tce='*hundred thousand*,*reference baseline*,*among thousands*,*flipped bit in any page*'
+	$(COVERAGE_BUILD)/tests/sql/sql_tests
+	mkdir -p $(COVERAGE_BUILD)/coverage
+	gcovr --root . --object-directory $(COVERAGE_BUILD) --filter 'format/' --filter 'engine/' \
+	  --exclude-unreachable-branches --exclude-throw-branches \
+	  --branches --txt $(COVERAGE_BUILD)/coverage/summary.txt \
+	  --html-details $(COVERAGE_BUILD)/coverage/index.html $(COVERAGE_BUILD)
+	cat $(COVERAGE_BUILD)/coverage/summary.txt
