@@ -466,6 +466,11 @@ TEST_CASE("an export is refused by a file of another vector space, and external 
   CHECK(std::memcmp(ep->vector, v, sizeof v) == 0);
   agentmem_free(ep);
   CHECK(Export(same, "u") == jsonl);
+  // Without the built-in embedder, recall for the context is lexical only.
+  std::vector<Item> items = Context(same, "u", "without", 100);
+  REQUIRE(items.size() == 1);
+  CHECK(items[0].text == "without a vector");
+  CHECK(items[0].reason == "recall rank 1: bm25 #1, vector -");
   agentmem_close(same);
 }
 
