@@ -171,6 +171,8 @@ PROTOTYPES = {
     "agentmem_forget_fact": (c_int, [c_void_p, c_int64, c_int, P(Receipt)]),
     "agentmem_forget_block": (c_int, [c_void_p, c_char_p, c_char_p, c_int, P(Receipt)]),
     "agentmem_vacuum": (c_int, [c_void_p, P(Receipt)]),
+    "agentmem_retention_set": (c_int, [c_void_p, c_int64, c_int]),
+    "agentmem_retention_get": (c_int, [c_void_p, P(c_int64), P(c_int)]),
     "agentmem_context": (c_int, [c_void_p, c_char_p, c_char_p, c_int, P(P(ContextItem)),
                                  P(c_int)]),
     "agentmem_profile": (c_int, [c_void_p, c_char_p, P(c_void_p)]),

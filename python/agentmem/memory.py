@@ -432,6 +432,25 @@ class Memory:
                                   cstr(user_id, "user_id"), cstr(name, "name"),
                                   _capi.FORGET_PURGE if purge else 0)
 
+    def set_retention_sync(self, max_age, *, keep_cited=False):
+        """Store a retention policy in the file: episodes older than max_age are forgotten.
+
+        max_age: seconds or a timedelta, of event time (ts); 0 or None keeps
+        episodes forever. keep_cited: spare episodes a live fact cites. Applied
+        when a writable handle closes and before a vacuum; blocks and facts never expire.
+        """
+        if isinstance(max_age, datetime.timedelta):
+            max_age = max_age // datetime.timedelta(seconds=1)
+        self._handle.function("agentmem_retention_set", "Memory.set_retention")
+        self._handle.call("agentmem_retention_set", int(max_age or 0), int(bool(keep_cited)))
+
+    def retention_sync(self):
+        """The file's retention policy: (max_age_seconds, keep_cited); (0, False) = keep forever."""
+        self._handle.function("agentmem_retention_get", "Memory.retention")
+        max_age, keep_cited = ctypes.c_int64(), ctypes.c_int()
+        self._handle.call("agentmem_retention_get", ctypes.byref(max_age), ctypes.byref(keep_cited))
+        return max_age.value, bool(keep_cited.value)
+
     def vacuum_sync(self):
         """Rewrite the file with only the live records (other handles move over on their next read)."""
         return self._receipt_call("agentmem_vacuum", "Memory.vacuum")
@@ -505,6 +524,8 @@ class Memory:
     forget_fact = _async_twin(forget_fact_sync)
     forget_block = _async_twin(forget_block_sync)
     vacuum = _async_twin(vacuum_sync)
+    set_retention = _async_twin(set_retention_sync)
+    retention = _async_twin(retention_sync)
     stats = _async_twin(stats_sync)
 
     # ---------------------------------------------------------------- closing

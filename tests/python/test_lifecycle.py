@@ -3,6 +3,7 @@ predicates and facts on both time axes. Each test is skipped against a library w
 C function it needs."""
 
 import asyncio
+import datetime
 import time
 
 import pytest
@@ -177,3 +178,21 @@ def test_a_missing_lifecycle_function_is_named_in_the_error(mem, monkeypatch):
         mem.forget_sync("alice")
     assert isinstance(e.value, agentmem.MissingFunctionError)
     assert e.value.function == "agentmem_forget"
+
+
+@requires("agentmem_retention_set")
+@requires("agentmem_retention_get")
+def test_a_retention_policy_is_stored_in_the_file_and_applied_at_close(path):
+    with agentmem.Memory(path) as mem:
+        assert mem.retention_sync() == (0, False)
+        old = mem.remember_sync("alice", "an old turn", ts=T0)
+        cited = mem.remember_sync("alice", "an old turn a fact cites", ts=T0)
+        mem.add_fact_sync("alice", "alice", "said", "something", sources=[cited])
+        new = mem.remember_sync("alice", "a turn of today")
+        mem.set_retention_sync(datetime.timedelta(days=30), keep_cited=True)
+        assert mem.get_episode_sync(old) is not None  # applied at close, not at once
+    with agentmem.Memory(path) as mem:
+        assert mem.retention_sync() == (30 * 86400, True)
+        assert [e.id for e in mem.episodes_sync("alice")] == [cited, new]
+        asyncio.run(mem.set_retention(None))
+        assert asyncio.run(mem.retention()) == (0, False)
