@@ -1,5 +1,6 @@
 """Memory: the agent-framework adapter -- episodes per user, hybrid recall with scores, facts
-with valid time, blocks, forgetting, export and profile -- over one .agentmem file.
+on both time axes, blocks, forgetting, retention, context, export and profile -- over one
+.agentmem file.
 
 Every method is async and runs its blocking C calls off the event loop (in the
 executor given to Memory, by default the loop's); each has a sync twin named
