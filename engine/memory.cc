@@ -626,6 +626,14 @@ class Importer {
     return Status::OK();
   }
 
+  // `have` is a later state of the fact `r` is: the same fact, since superseded
+  // (superseding only ever closes a fact's transaction time, keeping its id).
+  static bool LaterState(const FactRecord& have, const FactRecord& r) {
+    FactRecord closed = r;
+    closed.expired_at = have.expired_at;
+    return have.expired_at < r.expired_at && have == closed;
+  }
+
   // The user's facts in the file, by id.
   Status Facts(const std::string& user, std::map<uint64_t, FactRecord>** out) {
     auto it = facts_.find(user);
@@ -664,7 +672,7 @@ class Importer {
     AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));
     auto [it, fresh] = have->try_emplace(r.id, r);
     if (!fresh) {
-      if (it->second == r) {
+      if (it->second == r || LaterState(it->second, r)) {
         plan_.skipped++;
         return Status::OK();
       }

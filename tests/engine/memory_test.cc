@@ -661,3 +661,43 @@ TEST_CASE("an import of a damaged export fails cleanly or imports, and the handl
   MESSAGE("damaged imports: ", ok, " imported, ", refused, " refused");
   CHECK(refused > 0);
 }
+
+TEST_CASE("re-importing an export taken before a fact was superseded adds nothing and keeps the later state") {
+  namespace eng = agentmem::engine;
+  namespace fmt = agentmem::format;
+  EngineFile file(13);
+  auto db = file.Open("a");
+  REQUIRE(db->DeclarePredicate("lives_in", true).ok());
+  auto assert_fact = [&](const char* object) {
+    fmt::FactRecord f;
+    f.user_id = "alice";
+    f.subject = "Alice";
+    f.predicate = "lives_in";
+    f.object = object;
+    uint64_t id = 0;
+    REQUIRE(db->AssertFact(f, &id).ok());
+    file.clock.Tick();
+    return id;
+  };
+  uint64_t tokyo = assert_fact("Tokyo");
+  std::string before;
+  REQUIRE(eng::ExportUser(db.get(), "alice", &before).ok());
+  assert_fact("Osaka");
+  std::string after;
+  REQUIRE(eng::ExportUser(db.get(), "alice", &after).ok());
+  eng::ImportCounts counts;
+  REQUIRE(eng::ImportJsonl(db.get(), before, &counts).ok());
+  CHECK(counts.added() == 0);
+  CHECK(counts.skipped == 1);
+  std::string again;
+  REQUIRE(eng::ExportUser(db.get(), "alice", &again).ok());
+  CHECK(again == after);
+  // The other way round -- the file knows an older state than the export --
+  // cannot be written over, and is refused.
+  auto fresh = file.Open("b");
+  REQUIRE(eng::ImportJsonl(fresh.get(), before, &counts).ok());
+  agentmem::Status s = eng::ImportJsonl(fresh.get(), after, &counts);
+  CHECK(s.code() == agentmem::kConstraint);
+  CHECK(s.message().find("fact " + std::to_string(tokyo) + " exists with different content") !=
+        std::string::npos);
+}
