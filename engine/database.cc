@@ -260,6 +260,7 @@ Status Database::Close() {
   if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() && !poisoned_ &&
       opts_.sync != SyncMode::kOff) {
     s = ApplyRetention();
+    if (s.ok()) s = MaybeVacuum();
     if (s.ok()) s = MaybeCheckpoint(true);
     if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
   }

@@ -244,6 +244,12 @@ class Database {
   Status ApplyForget(const format::ForgetRecord& f);
   Status KeepCited(Selection* sel);
   Status ApplyRetention();
+  // Episodes forgotten since the file was last compacted (their records are
+  // still in it).
+  uint64_t ForgottenInFile() const;
+  Status MaybeVacuum();
+  // Vacuum with the write lock already held (released on return).
+  Status VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt);
   Status EnsureFactIndex();
   // The current (not expired) facts of (user, subject, predicate), pending
   // versions included.

@@ -199,6 +199,31 @@ Status Database::ApplyRetention() {
   return s;
 }
 
+uint64_t Database::ForgottenInFile() const {
+  uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
+  uint64_t before = 0;
+  if (const std::string* v = catalog_.Meta("vacuum.gone_episodes")) {
+    before = std::strtoull(v->c_str(), nullptr, 10);
+  }
+  return gone > before ? gone - before : 0;
+}
+
+// The auto_vacuum policy (options.h), at a writable close; skipped when
+// another handle holds the write lock.
+Status Database::MaybeVacuum() {
+  if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
+  const uint64_t forgotten = ForgottenInFile();
+  if (forgotten < 1000 || forgotten <= catalog_.episode_count()) return Status::OK();
+  if (!write_locked_) {
+    bool acquired = false;
+    AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+    if (!acquired) return Status::OK();
+    write_locked_ = true;
+    AGENTMEM_RETURN_IF_ERROR(Refresh(true));
+  }
+  return VacuumLocked({}, nullptr);
+}
+
 // ------------------------------------------------------------------ facts
 
 Status Database::EnsureFactIndex() {
@@ -500,6 +525,10 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
     dst->pending_graph_ = std::move(graph);
     dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
     dst->pending_meta_.entries.emplace_back("vacuum.last_at", std::to_string(Now()));
+    // Ids used before this compaction whose records it dropped: the baseline
+    // of ForgottenInFile().
+    dst->pending_meta_.entries.emplace_back(
+        "vacuum.gone_episodes", std::to_string(next_episode_id_ - 1 - catalog_.episode_count()));
     return Status::OK();
   }));
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
@@ -520,6 +549,10 @@ Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* 
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   if (explicit_txn_) return Status(kMisuse, "VACUUM cannot run inside a transaction");
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  return VacuumLocked(needles, receipt);
+}
+
+Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
   ForgetReceipt r;
   r.vacuumed = true;
   Status s = ApplyRetention();  // expired episodes are not copied

@@ -57,13 +57,16 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else if (key == "checkpoint_bytes") {
     if (!ParseU64(value, 0, uint64_t{1} << 40, &n)) return Bad(key, value, "bytes 0..2^40 (0: never)");
     o->checkpoint_bytes = n;
+  } else if (key == "auto_vacuum") {
+    if (!ParseU64(value, 0, 1, &n)) return Bad(key, value, "0 or 1");
+    o->auto_vacuum = n == 1;
   } else if (key == "page_size") {
     if (!ParseU64(value, 512, 65536, &n) || (n & (n - 1))) return Bad(key, value, "a power of two 512..65536");
     o->page_size = static_cast<uint32_t>(n);
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
                    "vector_metric, embedder, tokenizer, stem, stop_words, max_text_bytes, page_size, "
-                   "checkpoint_bytes)",
+                   "checkpoint_bytes, auto_vacuum)",
                    static_cast<int>(key.size()), key.data());
   }
   return Status::OK();

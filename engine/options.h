@@ -39,6 +39,10 @@ struct Options {
   // last one; 0 never checkpoints. A commit does so once the bytes after the
   // last checkpoint reach 16 times this and the size of that checkpoint.
   uint64_t checkpoint_bytes = 4u << 20;
+  // A writable close compacts the file (VACUUM; docs/lifecycle.md) when more
+  // of its episode records are forgotten than live (at least 1,000 of them):
+  // forgotten bytes never make up more than about half of the episodes' space.
+  bool auto_vacuum = true;
   Env* env = nullptr;  // nullptr = Env::Posix()
   // For tests that need identical bytes (the format.md golden file): a fixed
   // salt for a new file (0 = random) and a clock (null = the system clock).

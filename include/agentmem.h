@@ -125,6 +125,12 @@ const char *agentmem_errstr(int code);
 **                             ascii: [a-z0-9]+ of lower-cased text)
 **   stem=0|1, stop_words=0|1  English suffix stemming / stop-word removal (0)
 **   max_text_bytes=N          largest episode text accepted (default 8 MiB)
+**   checkpoint_bytes=N        fold the log into a checkpoint at close once N bytes
+**                             were committed after the last one (default 4 MiB;
+**                             0 = never; docs/architecture.md "Checkpoints")
+**   auto_vacuum=0|1           compact the file at a writable close when more of
+**                             its episode records are forgotten than live, at
+**                             least 1,000 (default 1; docs/lifecycle.md)
 ** The vector_*, embedder and tokenizer options define the file's vector space
 ** and text analysis when the file is created; on an existing file they must
 ** match what the file records, or the open fails with AGENTMEM_MISMATCH.
@@ -593,6 +599,19 @@ int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
 ** vector space differs from the file's), AGENTMEM_CONSTRAINT (an id already
 ** holds different content), and the codes of agentmem_remember(). */
 int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
+
+/* Flags of agentmem_import_v2(). */
+#define AGENTMEM_IMPORT_NEW_IDS 0x01  /* give episodes and facts this file's next ids */
+
+/* agentmem_import() with flags (0: the same). With AGENTMEM_IMPORT_NEW_IDS,
+** episodes and facts are written under this file's next ids instead of their
+** exported ones -- to merge a user's memory into a file whose ids have moved
+** on -- and fact sources are renumbered with their episodes (a source not in
+** the import is dropped). Still idempotent: an episode is present when the
+** user has one with the same session, role, text, times, metadata and vector;
+** a fact when the user has one equal to it but for the id. Other flags:
+** AGENTMEM_MISUSE. Codes otherwise as agentmem_import(). */
+int agentmem_import_v2(agentmem_db *db, const char *zJsonl, int flags, int64_t *pnAdded);
 
 #ifdef __cplusplus
 }

@@ -555,3 +555,40 @@ TEST_CASE("retention forgets old episodes at close and at VACUUM, keeping those 
   db = MustOpen(path, o);
   CHECK(Ids(db.get(), "b") == std::vector<uint64_t>{ids[8]});
 }
+
+TEST_CASE("a close compacts the file once more episodes are forgotten than live, unless auto_vacuum is off") {
+  TempDir dir;
+  for (bool automatic : {true, false}) {
+    CAPTURE(automatic);
+    const std::string path = dir.File(automatic ? "on.agentmem" : "off.agentmem");
+    Options o;
+    o.sync = agentmem::engine::SyncMode::kNormal;
+    o.auto_vacuum = automatic;
+    // A sliding window: 1,200 episodes in, the oldest forgotten, three times over.
+    uint64_t size_full = 0, size_last = 0;
+    for (int round = 0; round < 3; round++) {
+      auto db = MustOpen(path, o);
+      Ok(db->Begin());
+      for (int i = 0; i < 1200; i++) Remember(db.get(), "u", "r" + std::to_string(round), Text("u", round * 1200 + i));
+      Ok(db->Commit());
+      if (round > 0) {
+        ForgetRecord f;
+        f.kind = ForgetKind::kSession;
+        f.user_id = "u";
+        f.session_id = "r" + std::to_string(round - 1);
+        Ok(db->Forget(f, nullptr));
+      }
+      Ok(db->Close());
+      size_last = agentmem::test::ReadFileBytes(path).size();
+      if (round == 0) size_full = size_last;
+    }
+    auto db = MustOpen(path, o);
+    CHECK(Ids(db.get(), "u").size() == 1200);
+    CHECK(Ids(db.get(), "u").front() == 2401);
+    if (automatic) {
+      CHECK(size_last < 2 * size_full);  // compacted at the third close
+    } else {
+      CHECK(size_last > 2 * size_full);  // every record is still there
+    }
+  }
+}
