@@ -110,10 +110,18 @@ int agentmem_export(agentmem_db* db, const char* user_id, char** pzJsonl) {
 }
 
 int agentmem_import(agentmem_db* db, const char* zJsonl, int64_t* pnAdded) {
+  return agentmem_import_v2(db, zJsonl, 0, pnAdded);
+}
+
+int agentmem_import_v2(agentmem_db* db, const char* zJsonl, int flags, int64_t* pnAdded) {
   return Guard(db, [&](eng::Database& d) -> Status {
     AGENTMEM_RETURN_IF_ERROR(Need(zJsonl, "zJsonl"));
+    if (flags & ~AGENTMEM_IMPORT_NEW_IDS) {
+      return agentmem::StatusF(agentmem::kMisuse, "unknown import flags 0x%x", flags);
+    }
     eng::ImportCounts counts;
-    AGENTMEM_RETURN_IF_ERROR(eng::ImportJsonl(&d, zJsonl, &counts));
+    AGENTMEM_RETURN_IF_ERROR(
+        eng::ImportJsonl(&d, zJsonl, &counts, (flags & AGENTMEM_IMPORT_NEW_IDS) != 0));
     if (pnAdded) *pnAdded = static_cast<int64_t>(counts.added());
     return Status::OK();
   });

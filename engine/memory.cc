@@ -483,7 +483,8 @@ int64_t TimeOrForever(const Json& j, const char* key) {
 
 class Importer {
  public:
-  explicit Importer(Database* db) : db_(db), builtin_(BuiltinEmbedder(*db)) {}
+  Importer(Database* db, bool new_ids)
+      : db_(db), builtin_(BuiltinEmbedder(*db)), new_ids_(new_ids) {}
 
   Status CheckLine(size_t line_no, std::string_view line) {
     Json j = Json::parse(line, nullptr, false);
@@ -564,6 +565,7 @@ class Importer {
       return StatusF(kConstraint, "import line %zu: episode %llu appears twice, different",
                      line_no, static_cast<unsigned long long>(r.id));
     }
+    if (new_ids_) return CheckEpisodeByContent(std::move(r));
     EpisodeRecord have;
     Status s = db_->GetEpisode(r.id, &have);
     if (s.ok()) {
@@ -583,6 +585,83 @@ class Importer {
                      static_cast<unsigned long long>(db_->episode_id_limit()));
     }
     plan_.episodes.push_back(std::move(r));
+    return Status::OK();
+  }
+
+  // Everything of an episode but its id, as one string.
+  static std::string ContentKey(const EpisodeRecord& e) {
+    std::string key;
+    for (const std::string* f : {&e.session_id, &e.role, &e.text, &e.metadata}) {
+      key += std::to_string(f->size()) + ':' + *f;
+    }
+    key += std::to_string(e.ts) + ':' + std::to_string(e.created_at) + ':';
+    key.append(reinterpret_cast<const char*>(e.vector.data()), e.vector.size() * sizeof(float));
+    return key;
+  }
+
+  // New ids: the episode is present when one of the user's episodes has the
+  // same content; else it is written under the next id. id_map_ records what
+  // its exported id becomes (0 until written).
+  Status CheckEpisodeByContent(EpisodeRecord r) {
+    auto [users, fresh] = contents_.try_emplace(r.user_id);
+    if (fresh) {
+      std::vector<uint64_t> ids;
+      AGENTMEM_RETURN_IF_ERROR(db_->ListEpisodeIds(r.user_id, nullptr, &ids));
+      for (uint64_t id : ids) {
+        EpisodeRecord e;
+        AGENTMEM_RETURN_IF_ERROR(db_->GetEpisode(id, &e));
+        users->second.emplace(ContentKey(e), id);
+      }
+    }
+    auto found = users->second.find(ContentKey(r));
+    if (found != users->second.end()) {
+      id_map_[r.id] = found->second;
+      plan_.skipped++;
+      return Status::OK();
+    }
+    id_map_[r.id] = 0;
+    plan_.episodes.push_back(std::move(r));
+    return Status::OK();
+  }
+
+  // New ids: the exported source ids as they are in this file; false when
+  // one of them is an episode this import writes (so the fact is new too).
+  // A source that is not in the import is dropped.
+  bool MapSources(std::vector<uint64_t>* sources) const {
+    std::vector<uint64_t> mapped;
+    bool known = true;
+    for (uint64_t id : *sources) {
+      auto it = id_map_.find(id);
+      if (it == id_map_.end()) continue;
+      if (it->second == 0) known = false;
+      mapped.push_back(it->second);
+    }
+    *sources = std::move(mapped);
+    return known;
+  }
+
+  // New ids: the fact is present when one of the user's facts equals it but
+  // for the id (or holds a later state of it).
+  Status CheckFactByContent(size_t line_no, FactRecord r) {
+    auto [it, fresh] = new_facts_.try_emplace(r.id, r);
+    if (!fresh) {
+      if (it->second == r) return Status::OK();  // repeated in this import
+      return StatusF(kConstraint, "import line %zu: fact %llu appears twice, different",
+                     line_no, static_cast<unsigned long long>(r.id));
+    }
+    FactRecord mapped = r;
+    if (MapSources(&mapped.source_episode_ids)) {
+      std::map<uint64_t, FactRecord>* have = nullptr;
+      AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));
+      for (const auto& [id, f] : *have) {
+        mapped.id = id;
+        if (f == mapped || LaterState(f, mapped)) {
+          plan_.skipped++;
+          return Status::OK();
+        }
+      }
+    }
+    plan_.facts.push_back(std::move(r));
     return Status::OK();
   }
 
@@ -668,6 +747,7 @@ class Importer {
     r.recorded_at = Int<int64_t>(j, "recorded_at");
     r.expired_at = TimeOrForever(j, "expired_at");
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: fact id 0", line_no);
+    if (new_ids_) return CheckFactByContent(line_no, std::move(r));
     std::map<uint64_t, FactRecord>* have = nullptr;
     AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));
     auto [it, fresh] = have->try_emplace(r.id, r);
@@ -687,11 +767,17 @@ class Importer {
 
   Database* db_;
   std::optional<index::HashEmbedder> builtin_;
+  bool new_ids_;
   bool header_seen_ = false;
   ImportPlan plan_;
   std::map<uint64_t, EpisodeRecord> episodes_;  // seen in this import
   std::map<std::pair<std::string, std::string>, std::vector<BlockRecord>> blocks_;
   std::map<std::string, std::map<uint64_t, FactRecord>> facts_;  // file + this import
+  // New ids only: each user's episodes by content; exported episode id -> id
+  // here (0: written by this import, id not known yet); the import's facts.
+  std::map<std::string, std::map<std::string, uint64_t>> contents_;
+  std::map<uint64_t, uint64_t> id_map_;
+  std::map<uint64_t, FactRecord> new_facts_;
 };
 
 // Database::ImportFact, when this engine has it (it writes a fact with its
@@ -710,8 +796,10 @@ Status Importer::WriteAll(ImportCounts* counts) {
   std::sort(plan_.episodes.begin(), plan_.episodes.end(), by_id);
   std::sort(plan_.facts.begin(), plan_.facts.end(), by_id);
   for (EpisodeRecord& r : plan_.episodes) {
-    uint64_t id = 0;
+    uint64_t exported = r.id, id = 0;
+    if (new_ids_) r.id = 0;
     AGENTMEM_RETURN_IF_ERROR(db_->Remember(std::move(r), &id));
+    if (new_ids_) id_map_[exported] = id;
     counts->episodes++;
   }
   for (BlockRecord& r : plan_.blocks) {
@@ -719,6 +807,10 @@ Status Importer::WriteAll(ImportCounts* counts) {
     counts->block_versions++;
   }
   for (FactRecord& r : plan_.facts) {
+    if (new_ids_) {
+      r.id = 0;
+      MapSources(&r.source_episode_ids);
+    }
     uint64_t id = 0;
     AGENTMEM_RETURN_IF_ERROR(ImportFact(db_, std::move(r), &id));
     counts->facts++;
@@ -744,9 +836,9 @@ Status Importer::Write(ImportCounts* counts) {
 
 }  // namespace
 
-Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts) {
+Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts, bool new_ids) {
   *counts = ImportCounts{};
-  Importer imp(db);
+  Importer imp(db, new_ids);
   size_t line_no = 0;
   while (!jsonl.empty()) {
     size_t nl = jsonl.find('\n');

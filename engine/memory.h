@@ -69,6 +69,9 @@ struct ImportCounts {
 // fails the whole import with kConstraint / kMismatch and writes nothing:
 // every line is checked first, then all are written in one transaction (the
 // caller's, when one is open). Malformed lines: kMismatchJson naming the line.
-Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts);
+// With new_ids, episodes and facts get the file's next ids instead (fact
+// sources follow their episodes), and "present" means the same content.
+Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts,
+                   bool new_ids = false);
 
 }  // namespace agentmem::engine

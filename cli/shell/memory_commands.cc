@@ -104,8 +104,9 @@ bool CmdExportUser(Shell& sh, const Args& args) {
 }
 
 bool CmdImportUser(Shell& sh, const Args& args) {
-  if (args.size() != 2) {
-    sh.Fail("usage: .import-user FILE");
+  bool new_ids = args.size() == 3 && args[2] == "--new-ids";
+  if (args.size() != 2 && !new_ids) {
+    sh.Fail("usage: .import-user FILE [--new-ids]");
     return false;
   }
   if (!NeedDb(sh)) return false;
@@ -117,7 +118,10 @@ bool CmdImportUser(Shell& sh, const Args& args) {
   std::stringstream text;
   text << in.rdbuf();
   int64_t added = 0;
-  if (agentmem_import(sh.db(), text.str().c_str(), &added) != AGENTMEM_OK) return sh.FailDb();
+  int flags = new_ids ? AGENTMEM_IMPORT_NEW_IDS : 0;
+  if (agentmem_import_v2(sh.db(), text.str().c_str(), flags, &added) != AGENTMEM_OK) {
+    return sh.FailDb();
+  }
   std::fprintf(sh.out, "added %lld records\n", static_cast<long long>(added));
   std::fflush(sh.out);
   return true;

@@ -51,6 +51,12 @@ TEST_CASE("the shell exports a user to a file and imports it into another file, 
                     ".import-user alice.jsonl\n.import-user alice.jsonl\n.export-user alice\n");
   REQUIRE_MESSAGE(b.status == 0, b.err);
   CHECK(b.out == "added 3 records\nadded 0 records\n" + exported);
+  auto merged = RunShell(dir.path(), {"c.agentmem"},
+                        "INSERT INTO episodes(user_id, text) VALUES ('bob', 'first');\n"
+                        ".import-user alice.jsonl --new-ids\n"
+                        ".import-user alice.jsonl --new-ids\n");
+  REQUIRE_MESSAGE(merged.status == 0, merged.err);
+  CHECK(merged.out == "added 3 records\nadded 0 records\n");
   auto missing = RunShell(dir.path(), {"b.agentmem"}, ".import-user nowhere.jsonl\n");
   CHECK(missing.status == 1);
   CHECK(missing.err.find("cannot read \"nowhere.jsonl\"") != std::string::npos);

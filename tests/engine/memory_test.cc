@@ -701,3 +701,56 @@ TEST_CASE("re-importing an export taken before a fact was superseded adds nothin
   CHECK(s.message().find("fact " + std::to_string(tokyo) + " exists with different content") !=
         std::string::npos);
 }
+
+TEST_CASE("an import with new ids merges a user into a file whose ids moved on, once") {
+  agentmem_db* a = Open(":memory:");
+  std::vector<int64_t> ids;
+  ids.push_back(Remember(a, "alice", "s1", "user", "I moved to Osaka"));
+  ids.push_back(Remember(a, "alice", "s1", "assistant", "Noted"));
+  AddBlocksAndFacts(a, "alice", ids);
+  std::string jsonl = Export(a, "alice");
+  agentmem_close(a);
+
+  agentmem_db* b = Open(":memory:");
+  for (int i = 0; i < 5; i++) Remember(b, "bob", "s", "user", "bob " + std::to_string(i));
+  Fact(b, "bob", "Bob", "likes", "tea", 1.0);
+  CHECK(agentmem_import(b, jsonl.c_str(), nullptr) == AGENTMEM_CONSTRAINT);  // ids taken
+  int64_t added = 0;
+  REQUIRE(agentmem_import_v2(b, jsonl.c_str(), AGENTMEM_IMPORT_NEW_IDS, &added) == AGENTMEM_OK);
+  CHECK(added > 0);
+  REQUIRE(agentmem_import_v2(b, jsonl.c_str(), AGENTMEM_IMPORT_NEW_IDS, &added) == AGENTMEM_OK);
+  CHECK(added == 0);
+  // Same memory, other ids: the export differs only in ids, and the sources
+  // follow their episodes.
+  std::string merged = Export(b, "alice");
+  auto lines = [](const std::string& text) {
+    std::vector<nlohmann::json> out;
+    size_t at = 0, nl;
+    while ((nl = text.find('\n', at)) != std::string::npos) {
+      out.push_back(nlohmann::json::parse(text.substr(at, nl - at)));
+      at = nl + 1;
+    }
+    return out;
+  };
+  std::vector<nlohmann::json> want = lines(jsonl), got = lines(merged);
+  REQUIRE(got.size() == want.size());
+  std::map<int64_t, int64_t> renumbered;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (want[i]["type"] == "episode") {
+      CHECK(got[i]["id"] != want[i]["id"]);
+      renumbered[want[i]["id"].get<int64_t>()] = got[i]["id"].get<int64_t>();
+    }
+    if (want[i]["type"] == "fact") {
+      for (auto& s : want[i]["source_episode_ids"]) s = renumbered.at(s.get<int64_t>());
+    }
+    for (const char* key : {"episode", "fact"}) {
+      if (want[i]["type"] == key) {
+        want[i].erase("id");
+        got[i].erase("id");
+      }
+    }
+    CHECK(got[i] == want[i]);
+  }
+  CHECK(agentmem_import_v2(b, jsonl.c_str(), 0x10, nullptr) == AGENTMEM_MISUSE);
+  agentmem_close(b);
+}
