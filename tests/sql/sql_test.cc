@@ -1040,6 +1040,11 @@ TEST_CASE("FORGET and VACUUM statements forget, compact and return a receipt") {
   CHECK(Query(h.db, "SELECT count(*) FROM facts WHERE user_id = 'bob'") == Rows{{"0"}});
   CHECK(Query(h.db, "SELECT count(*) FROM blocks WHERE user_id = 'bob'") == Rows{{"0"}});
   CHECK(Query(h.db, "SELECT id FROM recall('bicycle', 'bob', 5)").empty());
+  const std::string exported = One(h.db, "SELECT export_user('bob')");
+  CHECK(exported.find("bicycle") == std::string::npos);
+  CHECK(exported.find("cyclist") == std::string::npos);
+  CHECK(exported.find("\"episode\"") == std::string::npos);
+  CHECK(One(h.db, "SELECT export_user('ann')").find("\"episode\"") != std::string::npos);
   CHECK(Query(h.db, "SELECT id FROM recall('coffee', 'ann', 5)") == Rows{{"3"}});
   CHECK(One(h.db, "SELECT vacuumed FROM vacuum()") == "1");
   CHECK(Query(h.db, "VACUUM")[0][3] == "1");
