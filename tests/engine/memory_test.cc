@@ -155,6 +155,19 @@ void AddBlocksAndFacts(agentmem_db* db, const char* user, const std::vector<int6
   Fact(db, user, "Maria", "lived_in", "Old Town", 1.0, {}, 1000, 2000);  // no longer valid
 }
 
+// The export of a small memory of `user`: two episodes (one with metadata),
+// blocks with history, facts with sources.
+std::string SmallExport(const char* user) {
+  agentmem_db* db = Open(":memory:");
+  std::vector<int64_t> ids;
+  ids.push_back(Remember(db, user, "s1", "user", "I moved to Osaka in May", 0, "{\"a\":[1,2]}"));
+  ids.push_back(Remember(db, user, "s2", "assistant", "Noted: Osaka, since May"));
+  AddBlocksAndFacts(db, user, ids);
+  std::string jsonl = Export(db, user);
+  agentmem_close(db);
+  return jsonl;
+}
+
 void CheckContext(const std::vector<Item>& items, int budget) {
   int sum = 0;
   std::set<std::pair<int, int64_t>> seen;
@@ -383,13 +396,7 @@ TEST_CASE("export then import into a new file then export gives byte-identical J
 }
 
 TEST_CASE("importing the same JSONL twice adds nothing the second time") {
-  agentmem_db* a = Open(":memory:");
-  std::vector<int64_t> ids;
-  ids.push_back(Remember(a, "u", "s1", "user", "I moved to Osaka", 0, "{\"src\":\"chat\"}"));
-  ids.push_back(Remember(a, "u", "s1", "assistant", "Noted"));
-  AddBlocksAndFacts(a, "u", ids);
-  std::string jsonl = Export(a, "u");
-  agentmem_close(a);
+  std::string jsonl = SmallExport("u");
 
   agentmem_db* b = Open(":memory:");
   int64_t first = Import(b, jsonl);
@@ -624,13 +631,7 @@ TEST_CASE("a fact asserted and superseded in one transaction survives export and
 }
 
 TEST_CASE("an import of a damaged export fails cleanly or imports, and the handle stays usable") {
-  agentmem_db* src = Open(":memory:");
-  std::vector<int64_t> ids;
-  ids.push_back(Remember(src, "u", "s1", "user", "I moved to Osaka in May", 0, "{\"a\":[1,2]}"));
-  ids.push_back(Remember(src, "u", "s2", "assistant", "Noted: Osaka, since May"));
-  AddBlocksAndFacts(src, "u", ids);
-  std::string jsonl = Export(src, "u");
-  agentmem_close(src);
+  std::string jsonl = SmallExport("u");
   std::mt19937_64 rng(agentmem::test::Seed());
   int ok = 0, refused = 0;
   for (int round = 0; round < 300; round++) {
@@ -703,13 +704,7 @@ TEST_CASE("re-importing an export taken before a fact was superseded adds nothin
 }
 
 TEST_CASE("an import with new ids merges a user into a file whose ids moved on, once") {
-  agentmem_db* a = Open(":memory:");
-  std::vector<int64_t> ids;
-  ids.push_back(Remember(a, "alice", "s1", "user", "I moved to Osaka"));
-  ids.push_back(Remember(a, "alice", "s1", "assistant", "Noted"));
-  AddBlocksAndFacts(a, "alice", ids);
-  std::string jsonl = Export(a, "alice");
-  agentmem_close(a);
+  std::string jsonl = SmallExport("alice");
 
   agentmem_db* b = Open(":memory:");
   for (int i = 0; i < 5; i++) Remember(b, "bob", "s", "user", "bob " + std::to_string(i));
