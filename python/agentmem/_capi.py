@@ -93,6 +93,7 @@ class Receipt(ctypes.Structure):
 
 FORGET_PURGE = 0x01
 FACTS_ALL_VERSIONS = 0x01
+IMPORT_NEW_IDS = 0x01
 
 
 class ContextItem(ctypes.Structure):
@@ -178,6 +179,7 @@ PROTOTYPES = {
     "agentmem_profile": (c_int, [c_void_p, c_char_p, P(c_void_p)]),
     "agentmem_export": (c_int, [c_void_p, c_char_p, P(c_void_p)]),
     "agentmem_import": (c_int, [c_void_p, c_char_p, P(c_int64)]),
+    "agentmem_import_v2": (c_int, [c_void_p, c_char_p, c_int, P(c_int64)]),
 }
 
 

@@ -396,14 +396,23 @@ class Memory:
         """The user's whole memory as JSON lines (str), as agentmem_export() writes it."""
         return self._string_call("agentmem_export", "Memory.export", cstr(user_id, "user_id"))
 
-    def import_jsonl_sync(self, jsonl):
-        """Import what export() produced; idempotent. Returns the number of records written."""
+    def import_jsonl_sync(self, jsonl, *, new_ids=False):
+        """Import what export() produced; idempotent. Returns the number of records written.
+
+        new_ids: write episodes and facts under this file's next ids (to merge a
+        user's memory into a file whose ids have moved on; agentmem_import_v2).
+        """
         h = self._handle
-        fn = h.function("agentmem_import", "Memory.import_jsonl")
         added = ctypes.c_int64()
+        if new_ids:
+            fn = h.function("agentmem_import_v2", "Memory.import_jsonl(new_ids=True)")
+            args = (cstr(jsonl, "jsonl"), _capi.IMPORT_NEW_IDS, ctypes.byref(added))
+        else:
+            fn = h.function("agentmem_import", "Memory.import_jsonl")
+            args = (cstr(jsonl, "jsonl"), ctypes.byref(added))
         with h.lock:
             h.require_open()
-            h.check(fn(h.db, cstr(jsonl, "jsonl"), ctypes.byref(added)))
+            h.check(fn(h.db, *args))
         return added.value
 
     def forget_sync(self, user_id, session_id=None, before=None, *, purge=False):

@@ -253,3 +253,18 @@ def test_export_then_import_into_a_new_file_gives_the_same_export(mem, tmp_path)
     assert other.import_jsonl_sync(jsonl) == 0
     assert other.export_sync("alice") == jsonl
     other.close()
+
+
+@requires("agentmem_import_v2")
+def test_import_with_new_ids_merges_a_user_into_a_file_whose_ids_moved_on(mem, tmp_path):
+    src = mem.remember_sync("alice", "I moved to Lisbon.")
+    mem.add_fact_sync("alice", "alice", "lives_in", "Lisbon", sources=[src])
+    jsonl = mem.export_sync("alice")
+    other = agentmem.Memory(tmp_path / "other.agentmem")
+    taken = other.remember_sync("bob", "ids 1 and up are taken here")
+    assert other.import_jsonl_sync(jsonl, new_ids=True) == 2
+    assert other.import_jsonl_sync(jsonl, new_ids=True) == 0
+    [episode] = other.episodes_sync("alice")
+    assert episode.id > taken and episode.text == "I moved to Lisbon."
+    assert other.facts_sync("alice")[0].source_episode_ids == (episode.id,)
+    other.close()
