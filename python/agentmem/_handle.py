@@ -87,11 +87,16 @@ class Handle:
         if rc != _capi.OK:
             raise self.error(rc)
 
-    def call(self, name, *args):
-        """Call the C function `name` with (db, *args) and raise on failure."""
+    def call(self, name, *args, method=None):
+        """Call the C function `name` with (db, *args) and raise on failure.
+
+        method names the Python method for the error when the library lacks the
+        function (MissingFunctionError).
+        """
+        fn = self.function(name, method or f"calling {name}()")
         with self.lock:
             self.require_open()
-            self.check(getattr(self.fn, name)(self.db, *args))
+            self.check(fn(self.db, *args))
 
     def require_open(self):
         if self.db is None:

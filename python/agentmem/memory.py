@@ -344,9 +344,8 @@ class Memory:
 
     def declare_predicate_sync(self, predicate, single_valued=True):
         """Make predicate single-valued (for every user): a new object supersedes the current one."""
-        self._handle.function("agentmem_predicate_declare", "Memory.declare_predicate")
         self._handle.call("agentmem_predicate_declare", cstr(predicate, "predicate"),
-                          int(bool(single_valued)))
+                          int(bool(single_valued)), method="Memory.declare_predicate")
 
     def facts_sync(self, user_id, subject=None, predicate=None):
         """Every fact record of the user (current, closed and superseded), in id order."""
@@ -373,19 +372,16 @@ class Memory:
     # ---------------------------------------------------------------- lifecycle
     def context_sync(self, user_id, query, token_budget):
         """Pinned blocks, current facts, then recalled episodes within token_budget (issue #5)."""
-        h = self._handle
-        fn = h.function("agentmem_context", "Memory.context")
         items, n = ctypes.POINTER(_capi.ContextItem)(), ctypes.c_int()
-        with h.lock:
-            h.require_open()
-            h.check(fn(h.db, cstr(user_id, "user_id"), cstr(query, "query"), token_budget,
-                        ctypes.byref(items), ctypes.byref(n)))
-            try:
-                return [ContextItem(_capi.CONTEXT_KINDS.get(it.kind, str(it.kind)), it.id,
-                                    text(it.name), text(it.text), it.tokens, text(it.reason))
-                        for it in items[:n.value]]
-            finally:
-                h.fn.agentmem_free(items)
+        self._handle.call("agentmem_context", cstr(user_id, "user_id"), cstr(query, "query"),
+                          token_budget, ctypes.byref(items), ctypes.byref(n),
+                          method="Memory.context")
+        try:
+            return [ContextItem(_capi.CONTEXT_KINDS.get(it.kind, str(it.kind)), it.id,
+                                text(it.name), text(it.text), it.tokens, text(it.reason))
+                    for it in items[:n.value]]
+        finally:
+            self._handle.fn.agentmem_free(items)
 
     def profile_sync(self, user_id):
         """A summary of the user's memory (counts, sessions, time span, top facts), as a dict."""
@@ -402,17 +398,13 @@ class Memory:
         new_ids: write episodes and facts under this file's next ids (to merge a
         user's memory into a file whose ids have moved on; agentmem_import_v2).
         """
-        h = self._handle
         added = ctypes.c_int64()
         if new_ids:
-            fn = h.function("agentmem_import_v2", "Memory.import_jsonl(new_ids=True)")
-            args = (cstr(jsonl, "jsonl"), _capi.IMPORT_NEW_IDS, ctypes.byref(added))
+            self._handle.call("agentmem_import_v2", cstr(jsonl, "jsonl"), _capi.IMPORT_NEW_IDS,
+                              ctypes.byref(added), method="Memory.import_jsonl(new_ids=True)")
         else:
-            fn = h.function("agentmem_import", "Memory.import_jsonl")
-            args = (cstr(jsonl, "jsonl"), ctypes.byref(added))
-        with h.lock:
-            h.require_open()
-            h.check(fn(h.db, *args))
+            self._handle.call("agentmem_import", cstr(jsonl, "jsonl"), ctypes.byref(added),
+                              method="Memory.import_jsonl")
         return added.value
 
     def forget_sync(self, user_id, session_id=None, before=None, *, purge=False):
@@ -451,14 +443,14 @@ class Memory:
         """
         if isinstance(max_age, datetime.timedelta):
             max_age = max_age // datetime.timedelta(seconds=1)
-        self._handle.function("agentmem_retention_set", "Memory.set_retention")
-        self._handle.call("agentmem_retention_set", int(max_age or 0), int(bool(keep_cited)))
+        self._handle.call("agentmem_retention_set", int(max_age or 0), int(bool(keep_cited)),
+                          method="Memory.set_retention")
 
     def retention_sync(self):
         """The file's retention policy: (max_age_seconds, keep_cited); (0, False) = keep forever."""
-        self._handle.function("agentmem_retention_get", "Memory.retention")
         max_age, keep_cited = ctypes.c_int64(), ctypes.c_int()
-        self._handle.call("agentmem_retention_get", ctypes.byref(max_age), ctypes.byref(keep_cited))
+        self._handle.call("agentmem_retention_get", ctypes.byref(max_age),
+                          ctypes.byref(keep_cited), method="Memory.retention")
         return max_age.value, bool(keep_cited.value)
 
     def vacuum_sync(self):
@@ -491,24 +483,16 @@ class Memory:
             return self._handle.rows(cur, accessor, convert)
 
     def _receipt_call(self, function, method, *args):
-        h = self._handle
-        fn = h.function(function, method)
         receipt = _capi.Receipt()
-        with h.lock:
-            h.require_open()
-            h.check(fn(h.db, *args, ctypes.byref(receipt)))
+        self._handle.call(function, *args, ctypes.byref(receipt), method=method)
         return Receipt(receipt.episodes, receipt.facts, receipt.block_versions,
                        bool(receipt.vacuumed), receipt.bytes_before, receipt.bytes_after,
                        receipt.needles, receipt.residue)
 
     def _string_call(self, function, method, *args):
-        h = self._handle
-        fn = h.function(function, method)
         out = ctypes.c_void_p()
-        with h.lock:
-            h.require_open()
-            h.check(fn(h.db, *args, ctypes.byref(out)))
-            return h.lib.take_string(out.value)
+        self._handle.call(function, *args, ctypes.byref(out), method=method)
+        return self._handle.lib.take_string(out.value)
 
     # async twins of every *_sync method
     remember = _async_twin(remember_sync)
