@@ -904,8 +904,11 @@ Status Database::ImportFact(FactRecord r, uint64_t* id) {
   if (r.valid_to == 0) r.valid_to = format::kForever;
   if (r.recorded_at == 0) r.recorded_at = now;
   if (r.expired_at == 0) r.expired_at = format::kForever;
-  if (r.valid_to <= r.valid_from || r.expired_at <= r.recorded_at) {
-    return Status(kRange, "fact time ranges must not be empty (to must be after from)");
+  // A fact superseded in the transaction that asserted it was never known
+  // at any commit: its transaction time is empty, [t, t), and valid.
+  if (r.valid_to <= r.valid_from || r.expired_at < r.recorded_at) {
+    return Status(kRange, "fact valid_to must be after valid_from, and expired_at not before "
+                          "recorded_at");
   }
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   const uint64_t next = NextFactId();

@@ -597,12 +597,9 @@ TEST_CASE("a purged user is in no export, context or profile, and another user's
   CHECK(s.message().find("below this file's next id") != std::string::npos);
 }
 
-// TODO(#5): enable once Database::ImportFact accepts expired_at == recorded_at
-// (a fact superseded in the transaction that asserted it: an empty
-// transaction-time range, which AssertFact writes); it refuses it with
-// kRange today, so such an export cannot be imported.
-TEST_CASE("a fact asserted and superseded in one transaction survives export and import" *
-          doctest::skip()) {
+// A fact superseded in the transaction that asserted it has an empty
+// transaction-time range, [t, t), which AssertFact writes and ImportFact takes.
+TEST_CASE("a fact asserted and superseded in one transaction survives export and import") {
   namespace eng = agentmem::engine;
   namespace fmt = agentmem::format;
   EngineFile file(11);
