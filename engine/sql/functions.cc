@@ -669,6 +669,8 @@ class ForgetCursor : public ReceiptCursor {
         AGENTMEM_RETURN_IF_ERROR(text(1, "user_id", &f.user_id));
         AGENTMEM_RETURN_IF_ERROR(text(5, "name", &f.name));
         break;
+      case format::ForgetKind::kRetention:  // written by the retention policy only
+        return Status(kMisuse, "forget(): unknown kind");
     }
     const bool purge = !IsNull(Arg(6)) && ValueInt(Arg(6)).value_or(0) != 0;
     AGENTMEM_RETURN_IF_ERROR(OutsideTransaction("FORGET"));
