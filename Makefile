@@ -1,10 +1,11 @@
 # agentmem -- the two commands a user runs:
-#   make test   install what is missing, build, run every test suite
+#   make test   install what is missing, build, run every test suite (and the quick
+#               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
 # Other targets: build, deps, asan, clean; bench (agentmem, SQLite + FTS5 and
 # hnswlib side by side at N = 100,000, results in bench/results/, summary in
 # docs/bench.md), bench-quick (N = 10,000), bench-large, bench-callgrind;
-# soak, fuzz, tsan (docs/testing.md).
+# soak, fuzz, tsan, coverage (docs/testing.md).
 SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
