@@ -161,11 +161,9 @@ Status Database::MaybeCheckpoint(bool closing) {
   const bool due = closing ? tail >= opts_.checkpoint_bytes
                            : tail >= std::max(16 * opts_.checkpoint_bytes, checkpoint_size_);
   if (!due) return Status::OK();
-  bool acquired = write_locked_;
-  if (!acquired) AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+  bool acquired = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&acquired));
   if (!acquired) return Status::OK();  // another handle writes: it will checkpoint
-  write_locked_ = true;
-  AGENTMEM_RETURN_IF_ERROR(Refresh(true));
   if (end_ - checkpoint_end_ < tail / 2) return Status::OK();  // someone else just did
   return WriteCheckpoint();
 }

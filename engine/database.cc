@@ -272,11 +272,31 @@ Status Database::Close() {
 // Records in the next superblock slot that every byte before end_ is synced,
 // so that a later open can tell damage from a torn tail all the way to the
 // last commit. Skipped (not an error) when another handle holds the lock.
-Status Database::WriteSuperblock(uint64_t checkpoint) {
-  bool acquired = write_locked_;
-  if (!acquired) AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
+// Takes the write lock if it is free, without waiting (the work of a close),
+// and with `refresh` moves to the last commit (cutting a torn tail).
+// *locked stays false when another handle holds it, or when the file was
+// replaced by a VACUUM: the new file's handles do that work then.
+Status Database::TryLockNoWait(bool* locked, bool refresh) {
+  *locked = write_locked_;
+  if (*locked) return Status::OK();
+  bool acquired = false;
+  AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
   if (!acquired) return Status::OK();
+  bool replaced = false;
+  Status s = CheckReplaced(&replaced);
+  if (!s.ok() || replaced) {
+    file_->UnlockWrite().IgnoreError();
+    return s;
+  }
   write_locked_ = true;
+  *locked = true;
+  return refresh ? Refresh(true) : Status::OK();
+}
+
+Status Database::WriteSuperblock(uint64_t checkpoint) {
+  bool acquired = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&acquired, /*refresh=*/false));
+  if (!acquired) return Status::OK();
   if (synced_through_ < end_) AGENTMEM_RETURN_IF_ERROR(Sync());
   synced_through_ = end_;
   std::string head;
@@ -501,7 +521,8 @@ void Database::Poison() noexcept {
 Status Database::RefreshForRead() {
   if (closed_) return Status(kMisuse, "database is closed");
   if (poisoned_) return sticky_.ok() ? Status(kNoMem, "handle unusable after a failed allocation") : sticky_;
-  if (explicit_txn_ || write_locked_) return Status::OK();  // keep the transaction's snapshot
+  // Keep the transaction's snapshot, or a statement's (BeginRead).
+  if (explicit_txn_ || write_locked_ || read_pins_ > 0) return Status::OK();
   bool replaced = false;
   AGENTMEM_RETURN_IF_ERROR(CheckReplaced(&replaced));
   if (replaced) return Reload();
@@ -866,6 +887,11 @@ Status Database::AssertFact(FactRecord r, uint64_t* id) {
       return FinishWrite(Status::OK());
     }
   }
+  // Transaction time is read under the lock, and never before what the file
+  // already recorded (another process's clock, or a wait for the lock), so
+  // that no fact is expired before it was recorded.
+  now = Now();
+  for (const FactRecord& c : current) now = std::max(now, c.recorded_at);
   r.recorded_at = now;
   r.expired_at = format::kForever;
   r.id = NextFactId();

@@ -171,6 +171,18 @@ class Database {
                 const std::string& metadata_value, std::vector<RecallHit>* hits,
                 RecallPlan* plan);
 
+  // A read snapshot held across calls: after BeginRead() (which moves to the
+  // latest commit) reads do not move forward until the matching EndRead(),
+  // so a statement that reads rows lazily sees one state. Nestable.
+  Status BeginRead() {
+    AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+    read_pins_++;
+    return Status::OK();
+  }
+  void EndRead() {
+    if (read_pins_ > 0) read_pins_--;
+  }
+
   // An exception (a failed allocation) escaped an operation half done: the
   // in-memory state may no longer match the file. Every later call on the
   // handle fails, and it writes nothing more, until it is closed and reopened.
@@ -262,6 +274,7 @@ class Database {
   // replaced it): reopen it and start from its state.
   Status CheckReplaced(bool* replaced);
   Status Reload();
+  Status TryLockNoWait(bool* locked, bool refresh = true);
 
   std::string path_;
   Options opts_;
@@ -307,6 +320,7 @@ class Database {
   // A VACUUM's copy (lifecycle.cc): commits insert nothing into the graph;
   // the graph comes whole, as pending_graph_, in the last transaction.
   bool bulk_ = false;
+  int read_pins_ = 0;  // BeginRead() without EndRead()
   std::string pending_graph_;
 
   // Decoded record pages, by offset (a small cache; cleared when full).

@@ -107,7 +107,8 @@ Status Database::ApplyForget(const ForgetRecord& f) {
   catalog_.ForgetEpisodes(sel.episodes, text_bytes);
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   AGENTMEM_RETURN_IF_ERROR(recall_->Forget(sel.episodes));
-  if (!sel.episodes.empty()) {
+  // Facts go with their sources -- but never by retention: facts do not expire.
+  if (!sel.episodes.empty() && f.kind != ForgetKind::kRetention) {
     std::unordered_set<uint64_t> chosen(sel.facts.begin(), sel.facts.end());
     for (uint32_t user : users) {
       for (uint64_t id : catalog_.users()[user].fact_ids) {
@@ -186,13 +187,14 @@ Status Database::ApplyRetention() {
   Select(catalog_, f, &sel);
   AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
   if (sel.episodes.empty()) return Status::OK();
-  if (!write_locked_) {
-    bool acquired = false;
-    AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
-    if (!acquired) return Status::OK();  // another handle writes; it applies the policy
-    write_locked_ = true;
-    AGENTMEM_RETURN_IF_ERROR(Refresh(true));
-  }
+  bool locked = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
+  if (!locked) return Status::OK();  // another handle writes; it applies the policy
+  // The state may have moved on while the lock was free: decide again.
+  sel = Selection{};
+  Select(catalog_, f, &sel);
+  AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  if (sel.episodes.empty()) return Status::OK();
   pending_forgets_.push_back(f);
   Status s = CommitPending();
   ClearPending();
@@ -212,15 +214,14 @@ uint64_t Database::ForgottenInFile() const {
 // another handle holds the write lock.
 Status Database::MaybeVacuum() {
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
-  const uint64_t forgotten = ForgottenInFile();
-  if (forgotten < 1000 || forgotten <= catalog_.episode_count()) return Status::OK();
-  if (!write_locked_) {
-    bool acquired = false;
-    AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
-    if (!acquired) return Status::OK();
-    write_locked_ = true;
-    AGENTMEM_RETURN_IF_ERROR(Refresh(true));
-  }
+  auto due = [this] {
+    const uint64_t forgotten = ForgottenInFile();
+    return forgotten >= 1000 && forgotten > catalog_.episode_count();
+  };
+  if (!due()) return Status::OK();
+  bool locked = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
+  if (!locked || !due()) return Status::OK();  // decided again on the latest state
   return VacuumLocked({}, nullptr);
 }
 
@@ -479,11 +480,13 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   }
   for (size_t at = 0; at < ids.size(); at += 1000) {
     AGENTMEM_RETURN_IF_ERROR(txn([&] {
+      // The records go in as they are, not through Remember(): they were
+      // checked when written, and this handle's options must not refuse them.
+      AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
       for (size_t i = at; i < std::min(ids.size(), at + 1000); i++) {
         EpisodeRecord r;
         AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
-        uint64_t id = 0;
-        AGENTMEM_RETURN_IF_ERROR(dst->Remember(std::move(r), &id));
+        dst->pending_episodes_.push_back(std::move(r));
       }
       return Status::OK();
     }));
@@ -501,15 +504,16 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   for (const UserEntry& u : catalog_.users()) facts.insert(facts.end(), u.fact_ids.begin(), u.fact_ids.end());
   std::sort(facts.begin(), facts.end());
   AGENTMEM_RETURN_IF_ERROR(txn([&] {
+    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
     for (const auto& [version, loc] : versions) {
       format::BlockRecord b;
       AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
-      AGENTMEM_RETURN_IF_ERROR(dst->SetBlock(std::move(b)));
+      dst->pending_blocks_.push_back(std::move(b));
     }
     for (uint64_t id : facts) {
       FactRecord f;
       AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
-      AGENTMEM_RETURN_IF_ERROR(dst->ImportFact(std::move(f), nullptr));
+      dst->pending_facts_.push_back(std::move(f));
     }
     return Status::OK();
   }));
@@ -518,6 +522,10 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   std::string graph;
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   AGENTMEM_RETURN_IF_ERROR(recall_->GraphImageWithout(&graph));
+  if (graph.size() + 16 > format::kMaxPagePayload) {
+    return StatusF(kTooBig, "VACUUM: the graph image is %zu bytes, more than one page holds in "
+                   "format v1 (%u)", graph.size(), format::kMaxPagePayload);
+  }
   // The last transaction: the graph, when there is one, and the source's
   // next ids (so that ids of forgotten records are never used again).
   AGENTMEM_RETURN_IF_ERROR(txn([&] {

@@ -61,8 +61,10 @@ std::vector<Token> Lex(const char* p, const char* end, const char** stop) {
       out.push_back({Token::kNumber, std::string(p, q)});
       p = q;
     } else if (c == '?' || c == ':' || c == '@' || c == '$') {
+      // ?NNN takes digits only (as SQLite); :name, @name, $name letters too.
       const char* q = p + 1;
-      while (q < end && (std::isalnum(static_cast<unsigned char>(*q)) || *q == '_')) q++;
+      auto part = [c](unsigned char x) { return c == '?' ? std::isdigit(x) != 0 : (std::isalnum(x) || x == '_'); };
+      while (q < end && part(static_cast<unsigned char>(*q))) q++;
       out.push_back({Token::kParam, std::string(p, q)});
       p = q;
     } else {

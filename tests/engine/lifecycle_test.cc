@@ -635,3 +635,72 @@ TEST_CASE("a handle opened before a VACUUM writes into the new file, never the r
   Ok(c->Commit());
   CHECK(Ids(d.get(), "u").size() == 22);
 }
+
+TEST_CASE("a handle left on a replaced file does not compact it over the new one at close") {
+  // Regression: A's close ran auto_vacuum on its stale, renamed-away file and
+  // renamed the copy over the path, losing what was committed to the new file.
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  auto a = MustOpen(path, Options{});
+  Ok(a->Begin());
+  for (int i = 0; i < 1100; i++) Remember(a.get(), "x", "s", "x says " + std::to_string(i));
+  for (int i = 0; i < 10; i++) Remember(a.get(), "y", "s", "y says " + std::to_string(i));
+  Ok(a->Commit());
+  Ok(a->Forget(ForgetUser("x"), nullptr));
+  {
+    Options no_auto;
+    no_auto.auto_vacuum = false;
+    auto b = MustOpen(path, no_auto);
+    Ok(b->Vacuum({}, nullptr));
+    Remember(b.get(), "y", "s", "y says eleven");
+    Ok(b->Close());
+  }
+  Ok(a->Close());  // a never read again: its file is the old one
+  auto c = MustOpen(path, Options{});
+  CHECK(Ids(c.get(), "y").size() == 11);
+}
+
+TEST_CASE("a supersede never expires a fact before it was recorded, whatever the writers' clocks") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  agentmem::test::TestClock slow, fast;
+  fast.now = slow.now + 1000000;
+  Options os, of;
+  os.clock = slow.Fn();
+  of.clock = fast.Fn();
+  auto a = MustOpen(path, os);
+  auto b = MustOpen(path, of);
+  Ok(a->DeclarePredicate("lives_in", true));
+  Assert(b.get(), "u", "alice", "lives_in", "Osaka", k2020);  // recorded by the fast clock
+  Assert(a.get(), "u", "alice", "lives_in", "Kyoto", k2020 + kYear);  // the slow clock supersedes it
+  FactQuery q;
+  q.user_id = "u";
+  q.all_versions = true;
+  std::vector<FactRecord> all;
+  Ok(a->QueryFacts(q, &all));
+  for (const FactRecord& f : all) CHECK(f.expired_at >= f.recorded_at);
+  // Known as of the fast clock's now (the slow one has not reached it yet).
+  CHECK(Objects(a.get(), "u", 0, fast.now) == std::vector<std::string>{"Kyoto"});
+  Ok(a->Vacuum({}, nullptr));  // every record copies
+  CHECK(Objects(a.get(), "u", 0, fast.now) == std::vector<std::string>{"Kyoto"});
+}
+
+TEST_CASE("retention never forgets facts, even those whose sources it forgets") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  agentmem::test::TestClock clock;
+  Options o;
+  o.clock = clock.Fn();
+  {
+    auto db = MustOpen(path, o);
+    const uint64_t old = Remember(db.get(), "u", "s", "an old turn", clock.now - 2 * 3600LL * 1000000);
+    Assert(db.get(), "u", "u", "said", "something old", k2020, {old});
+    Ok(db->SetRetention(3600, false));
+    Ok(db->Close());
+  }
+  auto db = MustOpen(path, o);
+  CHECK(Ids(db.get(), "u").empty());
+  std::vector<FactRecord> facts;
+  Ok(db->ListFacts("u", nullptr, nullptr, &facts));
+  CHECK(facts.size() == 1);
+}

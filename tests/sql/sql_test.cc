@@ -1057,6 +1057,7 @@ TEST_CASE("FORGET and VACUUM statements forget, compact and return a receipt") {
   CHECK(msg.find("FORGET USER u [SESSION s | BEFORE t] [PURGE]") != std::string::npos);
   CHECK(Fails(h.db, "FORGET EPISODE 'x'", &msg) == AGENTMEM_ERROR);
   CHECK(Fails(h.db, "FORGET USER 'a' PURGE now", &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "FORGET EPISODE ?ISNULL", &msg) == AGENTMEM_ERROR);  // ?NNN is digits only
   CHECK(msg.find("unexpected") != std::string::npos);
   CHECK(Fails(h.db, "BEGIN; FORGET USER 'ann' PURGE", &msg) == AGENTMEM_MISUSE);
   Query(h.db, "ROLLBACK");
@@ -1163,4 +1164,27 @@ TEST_CASE("a failed commit reports the engine's I/O error and later writes are r
   agentmem::format::EpisodeRecord r;
   REQUIRE(reopened->GetEpisode(1, &r).ok());
   CHECK(r.text == "kept");
+}
+
+TEST_CASE("a statement reading episodes sees one snapshot while another handle forgets") {
+  TempDir dir;
+  const std::string path = dir.File("snap.agentmem");
+  Db a(path), b(path);
+  REQUIRE(a.rc == AGENTMEM_OK);
+  REQUIRE(b.rc == AGENTMEM_OK);
+  Query(a.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'one'), ('u', 'two'), "
+              "('u', 'three'), ('u', 'four')");
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(a.db, "SELECT id, text FROM episodes WHERE user_id = 'u'", -1, &st,
+                           nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
+  CHECK(agentmem_column_int64(st, 0) == 1);
+  REQUIRE(agentmem_forget_episode(b.db, 3, 0, nullptr) == AGENTMEM_OK);
+  std::vector<int64_t> rest;
+  int rc;
+  while ((rc = agentmem_step(st)) == AGENTMEM_ROW) rest.push_back(agentmem_column_int64(st, 0));
+  CHECK(rc == AGENTMEM_DONE);
+  CHECK(rest == std::vector<int64_t>{2, 3, 4});  // the statement's snapshot
+  agentmem_finalize(st);
+  CHECK(Query(a.db, "SELECT id FROM episodes WHERE user_id = 'u'") == Rows{{"1"}, {"2"}, {"4"}});
 }
