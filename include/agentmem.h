@@ -613,19 +613,6 @@ int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
 ** AGENTMEM_MISUSE. Codes otherwise as agentmem_import(). */
 int agentmem_import_v2(agentmem_db *db, const char *zJsonl, int flags, int64_t *pnAdded);
 
-/* Flags of agentmem_import_v2(). */
-#define AGENTMEM_IMPORT_NEW_IDS 0x01  /* give episodes and facts this file's next ids */
-
-/* agentmem_import() with flags (0: the same). With AGENTMEM_IMPORT_NEW_IDS,
-** episodes and facts are written under this file's next ids instead of their
-** exported ones -- to merge a user's memory into a file whose ids have moved
-** on -- and fact sources are renumbered with their episodes (a source not in
-** the import is dropped). Still idempotent: an episode is present when the
-** user has one with the same session, role, text, times, metadata and vector;
-** a fact when the user has one equal to it but for the id. Other flags:
-** AGENTMEM_MISUSE. Codes otherwise as agentmem_import(). */
-int agentmem_import_v2(agentmem_db *db, const char *zJsonl, int flags, int64_t *pnAdded);
-
 #ifdef __cplusplus
 }
 #endif
