@@ -129,7 +129,7 @@ bench-callgrind: bench-build
 FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev
 FUZZ_TARGETS := decode open ops sql
 SAN_BUILD := build-fuzz
-SAN_TARGETS := tests/format_tests tests/index_tests tests/engine_tests tests/sql/sql_tests \
+SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \
                $(foreach t,$(FUZZ_TARGETS),tests/reliability/fuzz/fuzz_$(t))
 FUZZ_SECONDS ?= 60
 SOAK_KILLS ?= 10000
