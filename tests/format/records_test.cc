@@ -201,7 +201,7 @@ TEST_CASE("an episode keeps the extreme int64 times and the largest id") {
     EpisodeRecord r = SampleEpisode();
     r.id = std::numeric_limits<uint64_t>::max();
     r.ts = t;
-    r.created_at = -t - 1;  // covers the other extreme at the same time
+    r.created_at = ~t;  // -t - 1 without overflow: covers the other extreme at the same time
     EpisodeRecord out;
     REQUIRE(DecodeEpisode(Encode(r, EncodeEpisode), kPageNo, &out).ok());
     CHECK(out == r);
