@@ -433,6 +433,12 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
   o.k = k;
   o.ef = std::max<size_t>(kGraphEf, 2 * k);
   bool filtered = candidates != graph_->size();
+  // Nodes the filter rejects still take places in the beam: widen it by the
+  // share they are (up to 4x), so a filtered walk keeps the recall of an
+  // unfiltered one.
+  if (filtered && candidates > 0) {
+    o.ef = std::min(4 * o.ef, o.ef * graph_->size() / candidates);
+  }
   if (filtered) {
     uint32_t user = 0;
     auto it = users_.ids.find(q.user_id);
