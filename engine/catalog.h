@@ -69,9 +69,6 @@ class Catalog {
   void ForgetFact(uint64_t id);
   // Returns the versions forgotten (0: no such block).
   uint64_t ForgetBlock(const std::string& user_id, const std::string& name);
-  bool IsForgottenEpisode(uint64_t id) const {
-    return id > 0 && id <= episodes_.size() && episodes_[id - 1].forgotten;
-  }
   const std::vector<EpisodeEntry>& episodes() const { return episodes_; }
 
   const EpisodeEntry* FindEpisode(uint64_t id) const;

@@ -564,11 +564,7 @@ Status Database::AcquireWriteLock() {
       if (c.ok() && !replaced) break;
       file_->UnlockWrite().IgnoreError();
       AGENTMEM_RETURN_IF_ERROR(c);
-      if (explicit_txn_ && (!pending_episodes_.empty() || !pending_blocks_.empty() ||
-                            !pending_facts_.empty() || !pending_forgets_.empty())) {
-        return Status(kBusy, "the file was compacted (VACUUM) by another handle during "
-                                     "this transaction; roll back and retry");
-      }
+      // No pending write can be lost here: a handle with one holds the lock.
       AGENTMEM_RETURN_IF_ERROR(Reload());
       continue;
     }
@@ -852,6 +848,12 @@ Status CheckFact(const FactRecord& r) {
 }
 }  // namespace
 
+// valid_from 0 means now, valid_to 0 open-ended.
+static void DefaultValidTime(int64_t now, FactRecord* r) {
+  if (r->valid_from == 0) r->valid_from = now;
+  if (r->valid_to == 0) r->valid_to = format::kForever;
+}
+
 uint64_t Database::NextFactId() const {
   uint64_t next = next_fact_id_;
   for (const FactRecord& f : pending_facts_) next = std::max(next, f.id + 1);
@@ -874,8 +876,7 @@ Status Database::AssertFact(FactRecord r, uint64_t* id) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   AGENTMEM_RETURN_IF_ERROR(CheckFact(r));
   int64_t now = Now();
-  if (r.valid_from == 0) r.valid_from = now;
-  if (r.valid_to == 0) r.valid_to = format::kForever;
+  DefaultValidTime(now, &r);
   if (r.valid_to <= r.valid_from) return Status(kRange, "fact valid_to must be after valid_from");
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   std::vector<FactRecord> current;
@@ -926,8 +927,7 @@ Status Database::ImportFact(FactRecord r, uint64_t* id) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   AGENTMEM_RETURN_IF_ERROR(CheckFact(r));
   int64_t now = Now();
-  if (r.valid_from == 0) r.valid_from = now;
-  if (r.valid_to == 0) r.valid_to = format::kForever;
+  DefaultValidTime(now, &r);
   if (r.recorded_at == 0) r.recorded_at = now;
   if (r.expired_at == 0) r.expired_at = format::kForever;
   // A fact superseded in the transaction that asserted it was never known

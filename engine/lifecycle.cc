@@ -362,7 +362,6 @@ Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>*
     add(std::string(reinterpret_cast<const char*>(r.vector.data()), r.vector.size() * sizeof(float)));
   }
   for (const auto& [user, name] : sel.blocks) {
-    std::vector<format::BlockRecord> versions;
     const UserEntry* u = catalog_.FindUser(user);
     for (const BlockVersion& v : u->blocks.at(name)) {
       format::BlockRecord b;
