@@ -1,0 +1,493 @@
+// tests/engine/checkpoint_load_test.cc -- loading a checkpoint on open
+// (engine/checkpoint.cc, LoadCheckpoint and ImportCheckpointState) when its
+// pages are well formed -- every checksum valid -- but what they say does not
+// hold together: the checkpoint transaction is rebuilt from a real one with
+// one thing changed, and the open must fail with AGENTMEM_CORRUPT_* naming
+// the page at fault (docs/format.md §5.8).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/database.h"
+#include "engine/env/env.h"
+#include "format/checkpoint.h"
+#include "format/coding.h"
+#include "format/file_header.h"
+#include "format/page.h"
+#include "tests/util/open_helpers.h"
+
+namespace agentmem::test {
+namespace {
+
+using engine::Database;
+using format::CheckpointSection;
+using format::CommitRecord;
+using format::PageType;
+
+constexpr uint64_t kSalt = 0xc4ec6b0147ULL;
+constexpr const char* kPath = "/mem/checkpoint.agentmem";
+constexpr uint32_t kDim = 8;
+
+engine::Options CheckpointOptions(engine::Env* env, TestClock* clock, bool read_only) {
+  engine::Options o = TestOptionsFor(env, clock, engine::SyncMode::kFull, kSalt, kDim);
+  o.read_only = read_only;
+  o.checkpoint_bytes = 1;  // every writable close folds the log into a checkpoint
+  return o;
+}
+
+std::string ReadAll(engine::Env* env) {
+  std::unique_ptr<engine::File> f;
+  REQUIRE(env->Open(kPath, engine::OpenMode{true}, &f).ok());
+  uint64_t size = 0;
+  REQUIRE(f->Size(&size).ok());
+  std::string bytes;
+  REQUIRE(f->ReadAt(0, size, &bytes).ok());
+  return bytes;
+}
+
+// A real checkpoint, taken apart: the file up to it, its sections in order
+// and its commit, and the superblock that points at it.
+struct Checkpointed {
+  std::string bytes;
+  format::Superblock sb;
+  int slot = 0;
+  std::vector<std::string> sections;  // checkpoint page payloads: state, bm25, graph
+  CommitRecord commit;
+  format::CheckpointState state;
+
+  std::string Section(CheckpointSection kind) const {
+    for (const std::string& s : sections) {
+      if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(kind)) return s;
+    }
+    FAIL("no such section");
+    return {};
+  }
+};
+
+// Five episodes with vectors for two users (episode 4 then forgotten), two
+// block versions and a fact; a writable close writes the checkpoint.
+Checkpointed MakeCheckpointed() {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, CheckpointOptions(env.get(), &clock, false));
+    const char* texts[] = {"the cat sat on the mat", "rain in the mountains", "coffee and a book",
+                           "a long walk by the river", "the cat came back"};
+    for (int i = 0; i < 5; i++) {
+      format::EpisodeRecord e;
+      e.user_id = i % 2 ? "bob" : "ann";
+      e.session_id = "s1";
+      e.role = "user";
+      e.text = texts[i];
+      for (uint32_t d = 0; d < kDim; d++) e.vector.push_back(static_cast<float>((i + 1) * (d + 2) % 7) - 3);
+      uint64_t id = 0;
+      REQUIRE(db->Remember(e, &id).ok());
+      clock.Tick();
+    }
+    for (const char* v : {"first", "second"}) {
+      format::BlockRecord b;
+      b.user_id = "ann";
+      b.name = "notes";
+      b.value = v;
+      REQUIRE(db->SetBlock(b).ok());
+    }
+    format::FactRecord f;
+    f.user_id = "ann";
+    f.subject = "ann";
+    f.predicate = "likes";
+    f.object = "tea";
+    f.source_episode_ids = {1};
+    uint64_t fact = 0;
+    REQUIRE(db->AssertFact(f, &fact).ok());
+    format::ForgetRecord forget;
+    forget.kind = format::ForgetKind::kEpisode;
+    forget.id = 4;
+    engine::ForgetReceipt receipt;
+    REQUIRE(db->Forget(forget, &receipt).ok());
+    REQUIRE(db->Close().ok());
+  }
+  Checkpointed c;
+  c.bytes = ReadAll(env.get());
+  for (int slot = 0; slot < 2; slot++) {
+    format::Superblock sb;
+    if (format::DecodeSuperblock(std::string_view(c.bytes).substr(format::kSuperblockOffset[slot], 64),
+                                 kSalt, &sb)
+            .ok() &&
+        (slot == 0 || sb.generation > c.sb.generation)) {
+      c.sb = sb;
+      c.slot = slot;
+    }
+  }
+  REQUIRE(c.sb.checkpoint != 0);
+  REQUIRE(c.sb.scan_from == c.bytes.size());  // the checkpoint ends the file
+  for (uint64_t pos = c.sb.checkpoint; pos < c.sb.scan_from;) {
+    format::PageHeader h;
+    REQUIRE(format::PeekPageHeader(std::string_view(c.bytes).substr(pos), pos, kSalt, &h).ok());
+    std::string payload;
+    REQUIRE(format::DecodePage(std::string_view(c.bytes).substr(pos), pos, kSalt, &h, &payload).ok());
+    if (h.type == static_cast<uint8_t>(PageType::kCommit)) {
+      REQUIRE(format::DecodeCommit(payload, 0, &c.commit).ok());
+    } else {
+      c.sections.push_back(payload);
+    }
+    pos += format::PaddedPageSize(h.length);
+  }
+  REQUIRE(c.sections.size() == 3);
+  const std::string state = c.Section(CheckpointSection::kState);
+  REQUIRE(format::DecodeCheckpointState(std::string_view(state).substr(format::kSectionHeaderSize), 0,
+                                        &c.state)
+              .ok());
+  REQUIRE(c.state.episodes.size() == 5);
+  REQUIRE(c.state.episodes[3].forgotten);
+  return c;
+}
+
+const Checkpointed& Original() {
+  static const Checkpointed c = MakeCheckpointed();
+  return c;
+}
+
+struct Page {
+  PageType type;
+  std::string payload;
+  bool compress = false;
+};
+
+std::vector<Page> Sections(const Checkpointed& c) {
+  std::vector<Page> pages;
+  for (const std::string& s : c.sections) pages.push_back({PageType::kCheckpoint, s});
+  return pages;
+}
+
+std::string StatePayload(const format::CheckpointState& s) {
+  std::string p;
+  format::EncodeCheckpointState(s, &p);
+  return p;
+}
+
+// Rewrites the superblock of `c` so that the checkpoint it points at ends
+// where *bytes end (then applies `change`).
+void PointSuperblockAtEnd(const Checkpointed& c, std::string* bytes,
+                          const std::function<void(format::Superblock*)>& change = {}) {
+  format::Superblock sb = c.sb;
+  sb.scan_from = bytes->size();
+  sb.durable_through = bytes->size();
+  if (change) change(&sb);
+  bytes->replace(format::kSuperblockOffset[c.slot], format::kSuperblockSize,
+                 format::EncodeSuperblock(sb));
+}
+
+// The file with its checkpoint transaction replaced by `pages` and a commit
+// for them, and the superblock pointing at it. Returns the file; *commit_at
+// (when given) is where the commit page went.
+std::string Rebuild(const Checkpointed& c, const std::vector<Page>& pages,
+                    const std::function<void(CommitRecord*)>& change_commit = {},
+                    const std::function<void(format::Superblock*)>& change_sb = {},
+                    uint64_t* commit_at = nullptr) {
+  std::string b = c.bytes.substr(0, c.sb.checkpoint);
+  for (const Page& p : pages) {
+    b += format::EncodePage(p.type, b.size(), kSalt, 1, p.payload, p.compress);
+  }
+  CommitRecord cr = c.commit;
+  cr.page_count = static_cast<uint32_t>(pages.size());
+  if (change_commit) change_commit(&cr);
+  if (commit_at) *commit_at = b.size();
+  b += format::EncodePage(PageType::kCommit, b.size(), kSalt, 1, format::EncodeCommit(cr), false);
+  PointSuperblockAtEnd(c, &b, change_sb);
+  return b;
+}
+
+struct Opened {
+  Status status;
+  std::unique_ptr<engine::Env> env;
+  std::unique_ptr<Database> db;
+};
+
+Opened OpenBytes(const std::string& bytes) {
+  Opened o;
+  o.env = engine::NewMemEnv();
+  REQUIRE(o.env->CreateAtomic(kPath, bytes).ok());
+  TestClock clock;
+  o.status = Database::Open(kPath, CheckpointOptions(o.env.get(), &clock, true), &o.db);
+  return o;
+}
+
+int64_t PageNo(uint64_t offset) { return static_cast<int64_t>(offset / 16); }
+
+void CheckRefused(const std::string& bytes, int code, uint64_t page_offset, const char* why) {
+  Opened o = OpenBytes(bytes);
+  CAPTURE(o.status.ToString());
+  CHECK(o.status.code() == code);
+  CHECK(o.status.page_no() == PageNo(page_offset));
+  CHECK(o.status.message().find("page " + std::to_string(PageNo(page_offset))) != std::string::npos);
+  CHECK(o.status.message().find(why) != std::string::npos);
+  CHECK(o.db == nullptr);
+}
+
+// Offset of the i-th page of the rebuilt checkpoint.
+uint64_t PageAt(const std::string& bytes, uint64_t first, int i) {
+  uint64_t pos = first;
+  for (; i > 0; i--) pos += format::PaddedPageSize(format::DecodeFixed32(bytes.data() + pos + 12));
+  return pos;
+}
+
+std::vector<std::string> Recall(Database* db, const std::string& user, const std::string& text,
+                                engine::RecallMode mode) {
+  engine::RecallQuery q;
+  q.user_id = user;
+  q.text = text;
+  q.mode = mode;
+  q.k = 5;
+  if (mode == engine::RecallMode::kVector) {
+    for (uint32_t d = 0; d < kDim; d++) q.vector.push_back(static_cast<float>(1 * (d + 2) % 7) - 3);
+  }
+  std::vector<engine::RecallHit> hits;
+  engine::RecallPlan plan;
+  Status s = db->Recall(q, &hits, &plan);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  std::vector<std::string> out;
+  for (const auto& h : hits) out.push_back(std::to_string(h.id));
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE_BEGIN("checkpoint load");
+
+TEST_CASE("a checkpoint rebuilt from its own sections opens with the same contents") {
+  const Checkpointed& c = Original();
+  Opened a = OpenBytes(c.bytes);
+  REQUIRE_MESSAGE(a.status.ok(), a.status.ToString());
+  Opened b = OpenBytes(Rebuild(c, Sections(c)));
+  REQUIRE_MESSAGE(b.status.ok(), b.status.ToString());
+  engine::Stats sa, sb;
+  REQUIRE(a.db->GetStats(&sa).ok());
+  REQUIRE(b.db->GetStats(&sb).ok());
+  CHECK(sa.episodes == 4);
+  CHECK(sb.episodes == sa.episodes);
+  CHECK(sb.block_versions == sa.block_versions);
+  CHECK(sb.facts == sa.facts);
+  for (auto mode : {engine::RecallMode::kBm25, engine::RecallMode::kVector}) {
+    CHECK(Recall(b.db.get(), "ann", "cat", mode) == Recall(a.db.get(), "ann", "cat", mode));
+    CHECK(Recall(b.db.get(), "bob", "walk", mode) == Recall(a.db.get(), "bob", "walk", mode));
+  }
+  // The two episodes of ann's that say "cat" rank first.
+  std::vector<std::string> cat = Recall(b.db.get(), "ann", "cat", engine::RecallMode::kBm25);
+  REQUIRE(cat.size() >= 2);
+  cat.resize(2);
+  std::sort(cat.begin(), cat.end());
+  CHECK(cat == std::vector<std::string>{"1", "5"});
+  format::EpisodeRecord e;
+  CHECK(b.db->GetEpisode(4, &e).code() == kNotFound);
+}
+
+TEST_CASE("a file that ends inside its checkpoint fails the open naming the checkpoint") {
+  const Checkpointed& c = Original();
+  CheckRefused(c.bytes.substr(0, c.sb.scan_from - 16), kCorruptPage, c.sb.checkpoint,
+               "the file ends inside the checkpoint");
+}
+
+TEST_CASE("a checkpoint page with an invalid header fails the open naming it") {
+  const Checkpointed& c = Original();
+  std::string bytes = Rebuild(c, Sections(c));
+  const uint64_t second = PageAt(bytes, c.sb.checkpoint, 1);
+  bytes[second + 6] = 1;  // the reserved half-word
+  CheckRefused(bytes, kCorruptPage, second, "invalid header");
+}
+
+TEST_CASE("a checkpoint page that runs past the superblock's scan_from fails the open") {
+  const Checkpointed& c = Original();
+  uint64_t commit_at = 0;
+  const std::string bytes =
+      Rebuild(c, Sections(c), {}, [](format::Superblock* sb) { sb->scan_from -= 16; }, &commit_at);
+  CheckRefused(bytes, kCorruptPage, commit_at, "a page runs past the checkpoint's end");
+}
+
+TEST_CASE("a checkpoint commit that does not match the superblock or its sections fails the open") {
+  const Checkpointed& c = Original();
+  struct Case {
+    const char* name;
+    std::function<void(CommitRecord*)> change;
+  };
+  const Case cases[] = {
+      {"another sequence number", [](CommitRecord* r) { r->commit_seq++; }},
+      {"another transaction start", [](CommitRecord* r) { r->txn_start += 16; }},
+      {"another page count", [](CommitRecord* r) { r->page_count++; }},
+      {"another next episode id", [](CommitRecord* r) { r->next_episode_id++; }},
+      {"another next fact id", [](CommitRecord* r) { r->next_fact_id++; }},
+      {"another next block version", [](CommitRecord* r) { r->next_block_version++; }},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.name);
+    uint64_t commit_at = 0;
+    const std::string bytes = Rebuild(c, Sections(c), k.change, {}, &commit_at);
+    CheckRefused(bytes, kCorruptPage, commit_at, "its commit does not match");
+  }
+  SUBCASE("the superblock names another commit sequence number") {
+    uint64_t commit_at = 0;
+    const std::string bytes =
+        Rebuild(c, Sections(c), {}, [](format::Superblock* sb) { sb->commit_seq++; }, &commit_at);
+    CheckRefused(bytes, kCorruptPage, commit_at, "its commit does not match");
+  }
+  SUBCASE("no state section") {
+    std::vector<Page> pages = {{PageType::kCheckpoint, c.Section(CheckpointSection::kBm25)},
+                               {PageType::kCheckpoint, c.Section(CheckpointSection::kGraph)}};
+    uint64_t commit_at = 0;
+    const std::string bytes = Rebuild(c, pages, {}, {}, &commit_at);
+    CheckRefused(bytes, kCorruptPage, commit_at, "its commit does not match");
+  }
+  SUBCASE("a page after the commit, before scan_from") {
+    uint64_t commit_at = 0;
+    std::string bytes = Rebuild(c, Sections(c), {}, {}, &commit_at);
+    std::string graph;
+    format::EncodeGraphSectionHeader(&graph);
+    bytes += format::EncodePage(PageType::kCheckpoint, bytes.size(), kSalt, 1, graph, false);
+    PointSuperblockAtEnd(c, &bytes);
+    CheckRefused(bytes, kCorruptPage, commit_at, "its commit does not match");
+  }
+}
+
+TEST_CASE("a checkpoint commit page that fails its checksum or does not decode fails the open") {
+  const Checkpointed& c = Original();
+  uint64_t commit_at = 0;
+  std::string bytes = Rebuild(c, Sections(c), {}, {}, &commit_at);
+  std::string flipped = bytes;
+  flipped[commit_at + 40] ^= 0x08;
+  CheckRefused(flipped, kCorruptChecksum, commit_at, "checksum mismatch");
+  // A 65-byte commit record, checksummed.
+  std::string longer = bytes.substr(0, commit_at);
+  longer += format::EncodePage(PageType::kCommit, commit_at, kSalt, 1,
+                               format::EncodeCommit(c.commit) + "x", false);
+  PointSuperblockAtEnd(c, &longer);
+  CheckRefused(longer, kCorruptPage, commit_at, "malformed commit record");
+}
+
+TEST_CASE("a page inside a checkpoint that is not an uncompressed checkpoint page fails the open") {
+  const Checkpointed& c = Original();
+  SUBCASE("an episodes page") {
+    std::vector<Page> pages = Sections(c);
+    pages.insert(pages.begin() + 1, Page{PageType::kEpisodes, "\x01x"});
+    const std::string bytes = Rebuild(c, pages);
+    CheckRefused(bytes, kCorruptPage, PageAt(bytes, c.sb.checkpoint, 1), "not a checkpoint page");
+  }
+  SUBCASE("a checkpoint page stored compressed") {
+    std::vector<Page> pages = Sections(c);
+    std::string graph;
+    format::EncodeGraphSectionHeader(&graph);
+    graph.append(4000, '\0');
+    pages.push_back({PageType::kCheckpoint, graph, /*compress=*/true});
+    const std::string bytes = Rebuild(c, pages);
+    const uint64_t last = PageAt(bytes, c.sb.checkpoint, 3);
+    REQUIRE((static_cast<uint8_t>(bytes[last + 5]) & format::kPageFlagZstd) != 0);
+    CheckRefused(bytes, kCorruptPage, last, "not a checkpoint page");
+  }
+}
+
+TEST_CASE("a checkpoint page without a known section header fails the open naming it") {
+  const Checkpointed& c = Original();
+  std::vector<Page> pages = Sections(c);
+  SUBCASE("an unknown section kind") {
+    std::string p;
+    format::PutFixed32(&p, 9);
+    format::PutFixed32(&p, 0);
+    pages.insert(pages.begin(), Page{PageType::kCheckpoint, p});
+    CheckRefused(Rebuild(c, pages), kCorruptPage, c.sb.checkpoint, "unknown section");
+  }
+  SUBCASE("a payload shorter than a section header") {
+    pages.insert(pages.begin(), Page{PageType::kCheckpoint, "abc"});
+    CheckRefused(Rebuild(c, pages), kCorruptPage, c.sb.checkpoint, "no section header");
+  }
+}
+
+TEST_CASE("a checkpoint state section with an index out of range fails the open naming its page") {
+  const Checkpointed& c = Original();
+  format::CheckpointState st = c.state;
+  st.episodes[0].user = static_cast<uint32_t>(st.strings.size());
+  std::vector<Page> pages = Sections(c);
+  for (Page& p : pages) {
+    if (format::DecodeFixed32(p.payload.data()) == 1) p.payload = StatePayload(st);
+  }
+  const std::string bytes = Rebuild(c, pages);
+  uint64_t state_at = c.sb.checkpoint;
+  for (int i = 0; format::DecodeFixed32(c.sections[i].data()) != 1; i++) {
+    state_at = PageAt(bytes, c.sb.checkpoint, i + 1);
+  }
+  CheckRefused(bytes, kCorruptPage, state_at, "episode entry out of range");
+}
+
+TEST_CASE("a checkpoint section that appears twice fails the open naming the second") {
+  const Checkpointed& c = Original();
+  for (CheckpointSection kind : {CheckpointSection::kState, CheckpointSection::kBm25,
+                                 CheckpointSection::kGraph}) {
+    CAPTURE(static_cast<int>(kind));
+    std::vector<Page> pages = Sections(c);
+    pages.push_back({PageType::kCheckpoint, c.Section(kind)});
+    const std::string bytes = Rebuild(c, pages);
+    CheckRefused(bytes, kCorruptPage, PageAt(bytes, c.sb.checkpoint, 3), "a section repeats");
+  }
+}
+
+TEST_CASE("a checkpoint bm25 section that does not hold together fails the open naming its page") {
+  const Checkpointed& c = Original();
+  auto with_bm25 = [&](const std::string& body, uint64_t* at) {
+    std::vector<Page> pages;
+    std::string payload;
+    format::EncodeBm25SectionHeader(&payload);
+    payload += body;
+    for (const std::string& s : c.sections) {
+      const bool bm25 = format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kBm25);
+      pages.push_back({PageType::kCheckpoint, bm25 ? payload : s});
+    }
+    std::string bytes = Rebuild(c, pages);
+    for (int i = 0; i < 3; i++) {
+      if (format::DecodeFixed32(c.sections[i].data()) == static_cast<uint32_t>(CheckpointSection::kBm25)) {
+        *at = PageAt(bytes, c.sb.checkpoint, i);
+      }
+    }
+    return bytes;
+  };
+  uint64_t at = 0;
+  SUBCASE("its directory is cut short") {
+    const std::string bytes = with_bm25("abc", &at);
+    CheckRefused(bytes, kCorruptPage, at, "bm25 directory cut short");
+  }
+  SUBCASE("an image that is not a frozen BM25 index") {
+    std::string body;
+    format::PutFixed64(&body, 1);
+    format::PutFixed32(&body, 0);  // the first string: a user
+    format::PutFixed32(&body, 0);
+    format::PutFixed64(&body, 32);
+    format::PutFixed64(&body, 16);
+    body.append(16, '\x33');
+    const std::string bytes = with_bm25(body, &at);
+    CheckRefused(bytes, kCorruptIndex, at, "(checkpoint bm25)");
+  }
+}
+
+TEST_CASE("a checkpoint graph section that does not map fails the open as index corruption") {
+  const Checkpointed& c = Original();
+  std::vector<Page> pages;
+  uint64_t index = 0;
+  for (size_t i = 0; i < c.sections.size(); i++) {
+    std::string s = c.sections[i];
+    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
+      s.resize(format::kSectionHeaderSize);
+      s.append(200, '\x42');
+      index = i;
+    }
+    pages.push_back({PageType::kCheckpoint, s});
+  }
+  const std::string bytes = Rebuild(c, pages);
+  CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, static_cast<int>(index)),
+               "(checkpoint graph)");
+}
+
+TEST_SUITE_END();
+
+}  // namespace agentmem::test
