@@ -339,16 +339,20 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
     graph_ = std::move(g.value());
   }
   index::ChangeMark mark = graph_->Mark();
+  // One batch, linked on min(2, hardware threads) threads; nodes still follow
+  // episode ids (AddBatch numbers them in label order).
+  std::vector<index::HnswInsert> batch;
+  batch.reserve(episodes.size());
   for (const auto& e : episodes) {
-    if (e.vector.size() != dim_) continue;
-    Status s = graph_->Add(e.id, e.vector);
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
+    if (e.vector.size() == dim_) batch.push_back({e.id, e.vector});
+  }
+  Status s = graph_->AddBatch(batch);
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
   }
   SyncNodes();
-  Status s = graph_->EncodeDelta(mark, delta);
+  s = graph_->EncodeDelta(mark, delta);
   if (!s.ok()) broken_ = s;
   return s;
 }

@@ -21,12 +21,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <new>
 #include <numeric>
 #include <queue>
 #include <shared_mutex>
+#include <thread>
 
 #include "index/vector/distance.h"
 #include "index/vector/hnsw_format.h"
@@ -183,13 +185,26 @@ class VisitedSet {
   hnswlib::VisitedList* list_;
 };
 
-// Greedy descent through the upper layers to the node nearest the query.
-Candidate Descend(const Graph& g, const float* query) {
-  Candidate at{DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_};
-  for (int layer = g.maxlevel_; layer > 0; --layer) {
+// How the walks below read a node's list on a layer. A search reads the
+// graph in place: no insert runs while it holds the shared lock. The threads
+// of a batch insert change lists while others read them, so they copy each
+// list under its node's lock (LockedLists, with the batch code below).
+struct DirectLists {
+  const Graph& g;
+  std::span<const uint32_t> operator()(uint32_t node, int layer) const {
+    return Links(g, node, layer);
+  }
+};
+
+// Greedy descent from `at` through layers top..bottom+1 to the node nearest
+// the query on layer bottom + 1.
+template <class Lists>
+Candidate Descend(const Graph& g, const float* query, Candidate at, int top, int bottom,
+                  Lists& lists) {
+  for (int layer = top; layer > bottom; --layer) {
     for (bool moved = true; moved;) {
       moved = false;
-      for (uint32_t n : Links(g, at.node, layer)) {
+      for (uint32_t n : lists(at.node, layer)) {
         float d = DistanceTo(g, query, n);
         if (d < at.distance) {
           at = {d, n};
@@ -201,12 +216,12 @@ Candidate Descend(const Graph& g, const float* query) {
   return at;
 }
 
-// Best-first beam search on layer 0 (the algorithm of hnswlib's
+// Best-first beam search on one layer (the algorithm of hnswlib's
 // searchBaseLayerST, with ef per call and an acceptance test). Nodes that fail
 // `accept` are expanded but never returned. Returns up to ef accepted nodes.
-template <class Accept>
-std::vector<Candidate> SearchLayer0(const Graph& g, const float* query, Candidate entry, size_t ef,
-                                    const Accept& accept) {
+template <class Lists, class Accept>
+std::vector<Candidate> SearchLayer(const Graph& g, const float* query, Candidate entry, size_t ef,
+                                   int layer, Lists& lists, const Accept& accept) {
   VisitedSet visited(g.visited_list_pool_);
   std::priority_queue<Candidate, std::vector<Candidate>, FartherOnTop> best;
   std::priority_queue<Candidate, std::vector<Candidate>, NearerOnTop> frontier;
@@ -221,7 +236,7 @@ std::vector<Candidate> SearchLayer0(const Graph& g, const float* query, Candidat
     const Candidate current = frontier.top();
     if (current.distance > bound && best.size() >= ef) break;
     frontier.pop();
-    std::span<const uint32_t> links = Links(g, current.node, 0);
+    std::span<const uint32_t> links = lists(current.node, layer);
     for (size_t i = 0; i < links.size(); ++i) {
       if (i + 1 < links.size()) __builtin_prefetch(g.getDataByInternalId(links[i + 1]));
       const uint32_t n = links[i];
@@ -263,6 +278,13 @@ void SeedLevelGenerator(Graph* g, uint64_t label) {
     g->level_generator_.seed(seed);
     if (level >= 0 && level <= hnsw::kMaxLevel) return;
   }
+}
+
+// The level that Add (hnswlib's addPoint, after SeedLevelGenerator) gives
+// `label`; AddBatch gives the same.
+int LevelOf(Graph* g, uint64_t label) {
+  SeedLevelGenerator(g, label);
+  return g->getRandomLevel(g->mult_);
 }
 
 // ---- link-list slack ----
@@ -398,6 +420,161 @@ struct MallocBlocks {
   }
 };
 
+// ---- batch insert: linking nodes on several threads ----
+//
+// AddBatch first gives every new node, on one thread and in label order, its
+// id, level, vector, label and empty lists. Then it links them in rounds of
+// kBatchRound nodes, each round in three steps:
+//  1. plan, in parallel: for each node of the round, the HNSW insert's search
+//     (greedy descent, a beam search with ef_construction on each of its
+//     layers) in the graph as it was when the round began, which nobody
+//     changes meanwhile, plus the exact distances to the round's earlier
+//     nodes; then hnswlib's neighbour heuristic chooses up to m of these per
+//     layer;
+//  2. on one thread, in id order: write each node's lists and move the entry
+//     point up to a node above the top level;
+//  3. in parallel by target node: add each round node to the lists of the
+//     neighbours it chose, in id order (a full list is pruned by the
+//     heuristic). One thread owns all changes to one target's lists.
+// No step shares a list between threads, so no locks are taken, and the
+// graph depends only on the batches and their order: the same whatever the
+// number of threads or their timing (the file's bytes stay reproducible).
+// hnswlib's addPoint cannot be used: it numbers nodes in arrival order.
+// Step 3 notes every list it writes; those notes become the change marks, so
+// a delta holds exactly the changed lists.
+
+constexpr size_t kBatchRound = 128;
+
+void SortNearestFirst(std::vector<Candidate>* c) {
+  std::sort(c->begin(), c->end(), [](const Candidate& a, const Candidate& b) {
+    return a.distance < b.distance || (a.distance == b.distance && a.node < b.node);
+  });
+}
+
+// The HNSW neighbour heuristic (Malkov & Yashunin, algorithm 4, without
+// refilling): going through `c` (distances to the base, nearest first), keeps
+// a candidate when no kept one is nearer to it than the base is, up to m.
+void SelectNeighbors(const Graph& g, std::vector<Candidate>* c, size_t m) {
+  if (c->size() <= m) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < c->size() && kept < m; ++i) {
+    const Candidate x = (*c)[i];
+    const char* xv = g.getDataByInternalId(x.node);
+    bool good = true;
+    for (size_t j = 0; j < kept && good; ++j) {
+      good = g.fstdistfunc_(g.getDataByInternalId((*c)[j].node), xv, g.dist_func_param_) >=
+             x.distance;
+    }
+    if (good) (*c)[kept++] = x;
+  }
+  c->resize(kept);
+}
+
+const float* VectorOf(const Graph& g, uint32_t node) {
+  return reinterpret_cast<const float*>(g.getDataByInternalId(node));
+}
+
+// Step 1 for `node`: its chosen neighbours, per layer. The graph as the round
+// found it has entry point `entry` and top level `top` (-1: empty); the
+// round's earlier nodes are [round_first, node).
+void PlanLinks(const Graph& g, uint32_t node, uint32_t round_first, uint32_t entry, int top,
+               std::vector<std::vector<uint32_t>>* plan) {
+  const int level = g.element_levels_[node];
+  const float* q = VectorOf(g, node);
+  plan->assign(static_cast<size_t>(level) + 1, {});
+  DirectLists lists{g};
+  Candidate at{0, entry};
+  if (top >= 0) at = Descend(g, q, {DistanceTo(g, q, entry), entry}, top, level, lists);
+  auto live = [&](uint32_t n) { return !g.isMarkedDeleted(n); };
+  std::vector<Candidate> c;
+  for (int layer = level; layer >= 0; --layer) {
+    c.clear();
+    if (layer <= top) {
+      c = SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
+      // Every node met is deleted: link to the entry all the same, which
+      // keeps the node reachable (deleted nodes stay as waypoints).
+      if (c.empty()) c.push_back(at);
+      SortNearestFirst(&c);
+      at = c.front();  // where the next layer's search starts
+    }
+    for (uint32_t j = round_first; j < node; ++j) {
+      if (g.element_levels_[j] >= layer) c.push_back({DistanceTo(g, q, j), j});
+    }
+    SortNearestFirst(&c);
+    SelectNeighbors(g, &c, g.M_);
+    for (const Candidate& n : c) (*plan)[layer].push_back(n.node);
+  }
+}
+
+// REQUIRES: no other thread reads or writes the node's list on `layer`.
+void WriteList(Graph* g, uint32_t node, int layer, const std::vector<Candidate>& c) {
+  hnswlib::linklistsizeint* list = g->get_linklist_at_level(node, layer);
+  uint32_t* ids = reinterpret_cast<uint32_t*>(list + 1);
+  for (size_t i = 0; i < c.size(); ++i) ids[i] = c[i].node;
+  g->setListCount(list, static_cast<unsigned short>(c.size()));
+}
+
+// Step 3: adds `node` to the list of `to` on `layer`; a full list is pruned
+// by the heuristic among its nodes and the new one. Returns true when the
+// list changed.
+bool LinkBack(Graph* g, uint32_t to, uint32_t node, int layer, std::vector<Candidate>* scratch) {
+  std::span<const uint32_t> had = Links(*g, to, layer);
+  if (std::find(had.begin(), had.end(), node) != had.end()) return false;
+  const size_t capacity = layer == 0 ? g->maxM0_ : g->maxM_;
+  if (had.size() < capacity) {
+    hnswlib::linklistsizeint* list = g->get_linklist_at_level(to, layer);
+    reinterpret_cast<uint32_t*>(list + 1)[had.size()] = node;
+    g->setListCount(list, static_cast<unsigned short>(had.size() + 1));
+    return true;
+  }
+  const float* base = VectorOf(*g, to);
+  scratch->clear();
+  scratch->push_back({DistanceTo(*g, base, node), node});
+  for (uint32_t n : had) scratch->push_back({DistanceTo(*g, base, n), n});
+  SortNearestFirst(scratch);
+  SelectNeighbors(*g, scratch, capacity);
+  WriteList(g, to, layer, *scratch);
+  return true;
+}
+
+// Runs body(i, worker) for every i in [0, n) on up to `threads` threads, this
+// one included (worker 0). Stops early at an exception and returns the first.
+template <class Body>
+std::exception_ptr ParallelFor(size_t n, unsigned threads, const Body& body) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::exception_ptr> errors(threads);
+  auto work = [&](unsigned w) {
+    try {
+      for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
+        body(i, w);
+      }
+    } catch (...) {
+      errors[w] = std::current_exception();
+      stop.store(true);
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 1; t < threads && t < n; ++t) {
+    try {
+      pool.emplace_back(work, t);
+    } catch (...) {
+      break;  // no thread to be had: fewer threads do the work
+    }
+  }
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (std::exception_ptr& e : errors) {
+    if (e) return e;
+  }
+  return nullptr;
+}
+
+unsigned DefaultInsertThreads() {
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+}
+
 }  // namespace
 
 // ---- the index ----
@@ -407,6 +584,7 @@ struct HnswIndex::Impl {
       : options(o), shape(s), space(s.metric, s.dim), default_ef(o.default_ef) {}
 
   Status Add(uint64_t label, std::span<const float> vector);
+  Status AddBatch(std::span<const HnswInsert> items, unsigned threads);
   Status MarkDeleted(uint64_t label);
   Status Grow(size_t capacity);
   Result<std::vector<Neighbor>> Search(std::span<const float> query,
@@ -562,6 +740,157 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
   return Status::OK();
 }
 
+Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned threads) {
+  // Checks and copies, outside the lock: the vectors in label order.
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return items[a].label < items[b].label; });
+  const size_t count = items.size(), dim = shape.dim;
+  std::vector<float> data(count * dim);
+  for (size_t i = 0; i < count; ++i) {
+    const HnswInsert& item = items[order[i]];
+    AGENTMEM_RETURN_IF_ERROR(CheckVector(item.vector, "vector"));
+    if (i > 0 && item.label == items[order[i - 1]].label) {
+      return StatusF(kConstraint, "hnsw: label %llu appears twice in the batch",
+                     static_cast<unsigned long long>(item.label));
+    }
+    float* row = data.data() + i * dim;
+    std::copy(item.vector.begin(), item.vector.end(), row);
+    if (shape.metric == Metric::kCosine) NormalizeInPlace(row, dim);
+  }
+  std::unique_lock lock(mu);
+  if (!sticky.ok()) return sticky;
+  if (count == 0) return Status::OK();
+  Graph& g = *graph;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t existing;
+    const uint64_t label = items[order[i]].label;
+    if (FindNode(g, mapped, label, &existing)) {
+      return StatusF(kConstraint, "hnsw: label %llu is already in the index",
+                     static_cast<unsigned long long>(label));
+    }
+  }
+  // Everything that can fail for want of memory, before the graph changes.
+  const size_t first = g.cur_element_count;
+  if (count > hnsw::kMaxNodes - first) {
+    return StatusF(kTooBig, "hnsw: index is full (%zu nodes, %zu more)", first, count);
+  }
+  if (first + count > g.max_elements_) {
+    AGENTMEM_RETURN_IF_ERROR(Grow(std::max({2 * first, first + count, first + kMinCapacity})));
+  }
+  if (node_seq.size() < first + count) node_seq.resize(first + count);
+  std::vector<int> levels(count);
+  MallocBlocks upper;
+  upper.blocks.assign(count, nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    levels[i] = LevelOf(&g, items[order[i]].label);
+    if (levels[i] == 0) continue;
+    upper.blocks[i] = NewUpperBlock(g, levels[i]);
+    if (upper.blocks[i] == nullptr) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
+  }
+  if (threads == 0) threads = DefaultInsertThreads();
+  g.label_lookup_.reserve(g.label_lookup_.size() + count);
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      g.label_lookup_.emplace(items[order[i]].label, static_cast<uint32_t>(first + i));
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) g.label_lookup_.erase(items[order[j]].label);
+      throw;
+    }
+  }
+  // The records: nothing below allocates.
+  for (size_t i = 0; i < count; ++i) {
+    const size_t node = first + i;
+    std::memset(g.data_level0_memory_ + node * g.size_data_per_element_, 0,
+                g.size_data_per_element_);
+    std::memcpy(g.getDataByInternalId(static_cast<uint32_t>(node)), data.data() + i * dim,
+                g.data_size_);
+    g.setExternalLabel(static_cast<uint32_t>(node), items[order[i]].label);
+    g.element_levels_[node] = levels[i];
+    g.linkLists_[node] = upper.blocks[i];
+    upper.blocks[i] = nullptr;  // the graph's now
+  }
+  g.cur_element_count = first + count;
+  if (first == 0) g.maxlevel_ = -1;  // no entry point yet: the first node linked becomes it
+
+  // The linking, round by round (see "batch insert" above). From here on a
+  // failure leaves nodes without links: the index turns sticky-broken.
+  std::vector<std::vector<uint32_t>> changed;
+  std::exception_ptr error;
+  try {
+    changed.resize(threads);
+    std::vector<std::vector<Candidate>> scratch(threads);
+    std::vector<std::vector<std::vector<uint32_t>>> plans(std::min(count, kBatchRound));
+    struct BackLink {
+      uint32_t to, node;
+      int layer;
+    };
+    std::vector<BackLink> back;
+    std::vector<size_t> groups;  // where each target's run of `back` starts
+    for (size_t round = 0; round < count && !error; round += kBatchRound) {
+      const uint32_t round_first = static_cast<uint32_t>(first + round);
+      const size_t n = std::min(kBatchRound, count - round);
+      const uint32_t entry = g.enterpoint_node_;
+      const int top = g.maxlevel_;
+      error = ParallelFor(n, threads, [&](size_t i, unsigned) {
+        PlanLinks(g, round_first + static_cast<uint32_t>(i), round_first, entry, top, &plans[i]);
+      });
+      if (error) break;
+      back.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t node = round_first + static_cast<uint32_t>(i);
+        for (int layer = 0; layer < static_cast<int>(plans[i].size()); ++layer) {
+          std::vector<Candidate>& own = scratch[0];
+          own.clear();
+          for (uint32_t to : plans[i][layer]) {
+            own.push_back({0, to});
+            back.push_back({to, node, layer});
+          }
+          WriteList(&g, node, layer, own);
+        }
+        if (levels[round + i] > g.maxlevel_) {
+          g.enterpoint_node_ = node;
+          g.maxlevel_ = levels[round + i];
+        }
+      }
+      std::sort(back.begin(), back.end(), [](const BackLink& a, const BackLink& b) {
+        return a.to != b.to ? a.to < b.to : a.layer != b.layer ? a.layer < b.layer : a.node < b.node;
+      });
+      groups.clear();
+      for (size_t i = 0; i < back.size(); ++i) {
+        if (i == 0 || back[i].to != back[i - 1].to) groups.push_back(i);
+      }
+      groups.push_back(back.size());
+      error = ParallelFor(groups.size() - 1, threads, [&](size_t k, unsigned w) {
+        for (size_t i = groups[k]; i < groups[k + 1]; ++i) {
+          if (LinkBack(&g, back[i].to, back[i].node, back[i].layer, &scratch[w])) {
+            changed[w].push_back(back[i].to);
+          }
+        }
+      });
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      sticky = FromException("batch insert");
+    }
+    sticky = StatusF(sticky.code() == kNoMem ? kNoMem : kInternal,
+                     "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
+    return sticky;
+  }
+  ++seq;
+  for (size_t i = 0; i < count; ++i) NoteChange(static_cast<uint32_t>(first + i));
+  for (const std::vector<uint32_t>& nodes : changed) {
+    for (uint32_t n : nodes) NoteChange(n);
+  }
+  return Status::OK();
+}
+
 Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
@@ -581,11 +910,13 @@ Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
 std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* query, size_t ef,
                                                     const LabelFilter& filter) const {
   const Graph& g = *graph;
-  const Candidate entry = Descend(g, query);
+  DirectLists lists{g};
+  const Candidate entry = Descend(g, query, {DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_},
+                                  g.maxlevel_, 0, lists);
   if (!filter && g.num_deleted_ == 0) {
-    return SearchLayer0(g, query, entry, ef, [](uint32_t) { return true; });
+    return SearchLayer(g, query, entry, ef, 0, lists, [](uint32_t) { return true; });
   }
-  return SearchLayer0(g, query, entry, ef, [&](uint32_t n) {
+  return SearchLayer(g, query, entry, ef, 0, lists, [&](uint32_t n) {
     return !g.isMarkedDeleted(n) && (!filter || filter(g.getExternalLabel(n)));
   });
 }
@@ -961,6 +1292,10 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
 
 Status HnswIndex::Add(uint64_t label, std::span<const float> vector) {
   return Guarded("insert", [&] { return impl_->Add(label, vector); });
+}
+
+Status HnswIndex::AddBatch(std::span<const HnswInsert> items, unsigned threads) {
+  return Guarded("batch insert", [&] { return impl_->AddBatch(items, threads); });
 }
 
 Status HnswIndex::MarkDeleted(uint64_t label) {

@@ -45,13 +45,14 @@
 // ---------------------------------------------------------------------------
 //
 // Thread safety: Search(), Contains(), size(), Stats() and the encoders may run
-// concurrently with each other. Add(), MarkDeleted(), Reserve() and
+// concurrently with each other. Add(), AddBatch(), MarkDeleted(), Reserve() and
 // ApplyDelta() take the index exclusively: a search waits for at most one
-// in-flight insert (~1 ms at 384-d), never sees it half done.
+// in-flight insert (~1 ms at 384-d) or batch, never sees it half done.
+// AddBatch's own threads never share a list (hnsw.cc).
 //
 // Failure: an exception thrown inside hnswlib is caught and returned as a
 // Status. If it leaves the graph inconsistent (only an allocation failure in
-// the middle of an insert can), the index turns read-only-broken: every later
+// the middle of an insert or a batch's linking can), the index turns read-only-broken: every later
 // call returns that error (kInternal), like SQLite's sticky pager error.
 #pragma once
 
@@ -77,6 +78,13 @@ struct HnswOptions {
   uint32_t ef_construction = 200;  // insertion beam width, 1..65536
   size_t initial_capacity = 1024;  // nodes before the first growth
   size_t default_ef = 64;          // search beam width when a query gives none
+};
+
+// One vector of a batch insert (AddBatch). `vector` must stay valid during
+// the call.
+struct HnswInsert {
+  uint64_t label = 0;
+  std::span<const float> vector;
 };
 
 // Returns true for the labels a search may return.
@@ -130,6 +138,19 @@ class HnswIndex {
   // infinity; kConstraint when the label is already present (deleted or not:
   // labels are never reused); kNoMem.
   Status Add(uint64_t label, std::span<const float> vector);
+
+  // Inserts a batch: what Add() of each item does, with `threads` threads
+  // sharing the work (0: min(2, hardware threads)). The nodes are numbered in
+  // label order whatever the order of `items`, and a node gets the level
+  // Add() would give its label. The links differ from those of sequential
+  // Add() calls (a batch is linked in rounds of nodes that search the graph
+  // as the round found it; hnsw.cc), but they depend only on the batches and
+  // their order, never on the number of threads or their timing. Every item
+  // is checked before the index changes: errors as Add() (kConstraint also
+  // for a label repeated in the batch), the index unchanged. A failure while
+  // linking (kNoMem) leaves the index sticky-broken, as Add() does. Searches
+  // wait for the whole batch.
+  Status AddBatch(std::span<const HnswInsert> items, unsigned threads = 0);
 
   // Hides `label` from every later search. Its node stays in the graph as a
   // waypoint. Marking a deleted label again is OK. Errors: kNotFound.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -42,6 +43,33 @@ void AddRows(HnswIndex* index, const std::vector<float>& data, size_t dim, size_
              uint64_t first_label = 0) {
   for (size_t r = from; r < to; ++r) {
     REQUIRE(index->Add(first_label + r, std::span<const float>(data.data() + r * dim, dim)).ok());
+  }
+}
+
+// Adds rows [from, to) as AddRows does, in batches of `batch` rows linked on
+// `threads` threads (HnswIndex::AddBatch).
+void AddRowBatches(HnswIndex* index, const std::vector<float>& data, size_t dim, size_t from,
+                   size_t to, size_t batch, unsigned threads, uint64_t first_label = 0) {
+  for (size_t start = from; start < to; start += batch) {
+    std::vector<HnswInsert> items;
+    for (size_t r = start; r < std::min(to, start + batch); ++r) {
+      items.push_back({first_label + r, std::span<const float>(data.data() + r * dim, dim)});
+    }
+    REQUIRE(index->AddBatch(items, threads).ok());
+  }
+}
+
+// How a recall test builds its index: one insert at a time, or as the engine
+// commits, 1,000 per batch on two threads.
+enum class Build { kOneByOne, kBatchesOnTwoThreads };
+std::string BuildName(Build b) {
+  return b == Build::kOneByOne ? "one by one" : "batches of 1000 on 2 threads";
+}
+void BuildRows(Build b, HnswIndex* index, const std::vector<float>& data, size_t dim, size_t n) {
+  if (b == Build::kOneByOne) {
+    AddRows(index, data, dim, 0, n);
+  } else {
+    AddRowBatches(index, data, dim, 0, n, 1000, 2);
   }
 }
 
@@ -178,33 +206,38 @@ TEST_CASE("HNSW recall@10 on real SIFT data meets 0.98 at the default ef") {
     MESSAGE("skipped: " << dir << " is absent");
     return;
   }
-  auto index = NewIndex(Metric::kL2, static_cast<uint32_t>(base.dim), base.rows);
-  test::Stopwatch build;
-  AddRows(index.get(), base.values, base.dim, 0, base.rows);
-  const double build_s = build.Seconds();
-  MESSAGE("SIFT build: " << base.rows << " x " << base.dim << " in " << build_s << " s ("
-                         << base.rows / build_s << " inserts/s, m 16, ef_construction 200, "
-                         << std::string(SimdPathName(ActiveSimdPath())) << ")");
-  double recall_at_default = 0;
-  for (size_t ef : {10, 16, 32, 64, 128}) {
-    size_t hits = 0;
-    std::vector<double> micros;
-    for (size_t qi = 0; qi < queries.rows; ++qi) {
-      std::span<const float> q(queries.row(qi), queries.dim);
-      test::Stopwatch sw;
-      auto got = MustSearch(*index, q, Top(10, ef));
-      micros.push_back(sw.Seconds() * 1e6);
-      std::vector<uint64_t> want(truth.row(qi), truth.row(qi) + 10);
-      hits += Overlap(got, want, 10);
+  for (Build how : {Build::kOneByOne, Build::kBatchesOnTwoThreads}) {
+    const std::string build_name = BuildName(how);
+    CAPTURE(build_name);
+    auto index = NewIndex(Metric::kL2, static_cast<uint32_t>(base.dim), base.rows);
+    test::Stopwatch build;
+    BuildRows(how, index.get(), base.values, base.dim, base.rows);
+    const double build_s = build.Seconds();
+    MESSAGE("SIFT build " << build_name << ": " << base.rows << " x " << base.dim << " in "
+                          << build_s << " s (" << base.rows / build_s
+                          << " inserts/s, m 16, ef_construction 200, "
+                          << std::string(SimdPathName(ActiveSimdPath())) << ")");
+    double recall_at_default = 0;
+    for (size_t ef : {10, 16, 32, 64, 128}) {
+      size_t hits = 0;
+      std::vector<double> micros;
+      for (size_t qi = 0; qi < queries.rows; ++qi) {
+        std::span<const float> q(queries.row(qi), queries.dim);
+        test::Stopwatch sw;
+        auto got = MustSearch(*index, q, Top(10, ef));
+        micros.push_back(sw.Seconds() * 1e6);
+        std::vector<uint64_t> want(truth.row(qi), truth.row(qi) + 10);
+        hits += Overlap(got, want, 10);
+      }
+      const double recall = hits / (10.0 * queries.rows);
+      if (ef == index->options().default_ef) recall_at_default = recall;
+      MESSAGE("SIFT ef " << ef << ": recall@10 " << recall << ", latency p50 "
+                         << Percentile(micros, 0.5) << " us, p99 " << Percentile(micros, 0.99)
+                         << " us");
     }
-    const double recall = hits / (10.0 * queries.rows);
-    if (ef == index->options().default_ef) recall_at_default = recall;
-    MESSAGE("SIFT ef " << ef << ": recall@10 " << recall << ", latency p50 "
-                       << Percentile(micros, 0.5) << " us, p99 " << Percentile(micros, 0.99)
-                       << " us");
+    CHECK(index->options().default_ef == 64);
+    CHECK(recall_at_default >= 0.98);
   }
-  CHECK(index->options().default_ef == 64);
-  CHECK(recall_at_default >= 0.98);
 }
 
 // Points around `clusters` random unit centres, as embeddings of similar
@@ -225,30 +258,34 @@ TEST_CASE("HNSW recall@10 on clustered 384-d vectors (cosine) at default setting
   auto rng = SeededRng(23);
   const size_t n = 10000, dim = 384, nq = 100;
   std::vector<float> data = ClusteredVectors(rng, n + nq, dim, 50);
-  auto index = NewIndex(Metric::kCosine, dim, n);
-  test::Stopwatch build;
-  AddRows(index.get(), data, dim, 0, n);
-  const double build_s = build.Seconds();
-  size_t hits = 0;
-  std::vector<double> micros;
-  for (size_t qi = 0; qi < nq; ++qi) {
-    std::span<const float> q(data.data() + (n + qi) * dim, dim);
-    test::Stopwatch sw;
-    auto got = MustSearch(*index, q, Top(10));
-    micros.push_back(sw.Seconds() * 1e6);
-    auto want = ExactTopK(Metric::kCosine, q, VectorBlock{data.data(), n, dim}, 10);
-    REQUIRE(want.ok());
-    std::vector<uint64_t> ids;
-    for (const Neighbor& w : *want) ids.push_back(w.id);
-    hits += Overlap(got, ids, 10);
+  for (Build how : {Build::kOneByOne, Build::kBatchesOnTwoThreads}) {
+    const std::string build_name = BuildName(how);
+    CAPTURE(build_name);
+    auto index = NewIndex(Metric::kCosine, dim, n);
+    test::Stopwatch build;
+    BuildRows(how, index.get(), data, dim, n);
+    const double build_s = build.Seconds();
+    size_t hits = 0;
+    std::vector<double> micros;
+    for (size_t qi = 0; qi < nq; ++qi) {
+      std::span<const float> q(data.data() + (n + qi) * dim, dim);
+      test::Stopwatch sw;
+      auto got = MustSearch(*index, q, Top(10));
+      micros.push_back(sw.Seconds() * 1e6);
+      auto want = ExactTopK(Metric::kCosine, q, VectorBlock{data.data(), n, dim}, 10);
+      REQUIRE(want.ok());
+      std::vector<uint64_t> ids;
+      for (const Neighbor& w : *want) ids.push_back(w.id);
+      hits += Overlap(got, ids, 10);
+    }
+    const double recall = hits / (10.0 * nq);
+    MESSAGE("clustered 10k x 384 cosine, " << build_name << ": build "
+            << n / build_s << " inserts/s; default ef " << index->options().default_ef
+            << ": recall@10 " << recall << ", p50 " << Percentile(micros, 0.5) << " us, p99 "
+            << Percentile(micros, 0.99) << " us; memory " << index->Stats().memory_bytes / 1048576.0
+            << " MiB");
+    CHECK(recall >= 0.98);
   }
-  const double recall = hits / (10.0 * nq);
-  MESSAGE("clustered 10k x 384 cosine: build "
-          << n / build_s << " inserts/s; default ef " << index->options().default_ef
-          << ": recall@10 " << recall << ", p50 " << Percentile(micros, 0.5) << " us, p99 "
-          << Percentile(micros, 0.99) << " us; memory " << index->Stats().memory_bytes / 1048576.0
-          << " MiB");
-  CHECK(recall >= 0.98);
 }
 
 TEST_CASE("labels marked deleted never come back, and k live results still do") {
@@ -568,32 +605,169 @@ TEST_CASE("the nodes changed since a mark are the new nodes and the nodes they l
   CHECK(index->EncodeDelta(ChangeMark{0, 9999}, &out).code() == kMisuse);
 }
 
-TEST_CASE("searches running during inserts see a consistent graph") {
-  auto rng = SeededRng(33);
-  const size_t n = 3000, dim = 16;
-  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
-  auto index = NewIndex(Metric::kL2, dim, 16);
-  AddRows(index.get(), data, dim, 0, 100);
+// Runs `insert` on this thread while two threads search `index` (vectors of
+// `dim` in [-1, 1), labels below n); checks that every search returned 10
+// valid labels and returns how many ran.
+size_t SearchWhile(const HnswIndex& index, size_t n, size_t dim,
+                   const std::function<void()>& insert) {
   std::atomic<bool> done{false};
   std::atomic<size_t> searches{0}, bad{0};
   auto reader = [&](uint64_t salt) {
     std::mt19937_64 r(salt);
     while (!done.load()) {
       std::vector<float> q = RandomFloats(r, dim, -1.0f, 1.0f);
-      Result<std::vector<Neighbor>> hits = index->Search(q, Top(10));
+      Result<std::vector<Neighbor>> hits = index.Search(q, Top(10));
       if (!hits.ok() || hits->size() != 10) bad.fetch_add(1);
       for (const Neighbor& h : *hits) bad.fetch_add(h.id >= n ? 1 : 0);
       searches.fetch_add(1);
     }
   };
   std::thread t1(reader, 1), t2(reader, 2);
-  AddRows(index.get(), data, dim, 100, n);
+  insert();
   done.store(true);
   t1.join();
   t2.join();
   CHECK(bad.load() == 0);
+  return searches.load();
+}
+
+TEST_CASE("searches running during inserts see a consistent graph") {
+  auto rng = SeededRng(33);
+  const size_t n = 3000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, 16);
+  AddRows(index.get(), data, dim, 0, 100);
+  size_t searches = SearchWhile(*index, n, dim, [&] { AddRows(index.get(), data, dim, 100, n); });
   CHECK(index->size() == n);
-  MESSAGE(searches.load() << " searches ran during " << n - 100 << " inserts");
+  MESSAGE(searches << " searches ran during " << n - 100 << " inserts");
+}
+
+// ---- batch inserts (AddBatch)
+
+// The level of each node, from a mappable image (a byte per node after the
+// 64-byte header, docs/format.md section 5.8).
+std::string LevelsOf(const HnswIndex& index) {
+  std::string image;
+  REQUIRE(index.SerializeMappable(&image).ok());
+  return image.substr(64, index.size());
+}
+
+TEST_CASE("a batch numbers its nodes in label order and gives each label the level Add gives it") {
+  auto rng = SeededRng(35);
+  const size_t n = 3000, dim = 12;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto one_by_one = NewIndex(Metric::kCosine, dim);
+  AddRows(one_by_one.get(), data, dim, 0, n, 1);
+  auto batched = NewIndex(Metric::kCosine, dim, 16);
+  AddRowBatches(batched.get(), data, dim, 0, 1000, 1000, 2, 1);
+  // The next batches arrive shuffled.
+  for (size_t start = 1000; start < n; start += 1000) {
+    std::vector<HnswInsert> items;
+    for (size_t r = start; r < start + 1000; ++r) {
+      items.push_back({1 + r, std::span<const float>(data.data() + r * dim, dim)});
+    }
+    std::shuffle(items.begin(), items.end(), rng);
+    REQUIRE(batched->AddBatch(items, 3).ok());
+  }
+  REQUIRE(batched->size() == n);
+  for (uint32_t node = 0; node < n; ++node) CHECK(batched->NodeLabel(node) == node + 1);
+  CHECK(LevelsOf(*batched) == LevelsOf(*one_by_one));  // also: the image is mappable
+  CHECK(batched->Stats().max_level == one_by_one->Stats().max_level);
+  for (size_t r = 0; r < n; r += 11) {
+    auto hits = MustSearch(*batched, std::span<const float>(data.data() + r * dim, dim), Top(1));
+    REQUIRE(hits.size() == 1);
+    CHECK(hits[0].id == r + 1);
+  }
+}
+
+TEST_CASE("the same batches give byte-identical graphs whatever the number of threads") {
+  auto rng = SeededRng(36);
+  const size_t n = 1200, dim = 10;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto one = NewIndex(Metric::kL2, dim);
+  AddRowBatches(one.get(), data, dim, 0, n, 500, 1);
+  const std::string image = ImageOf(*one);
+  for (unsigned threads : {1u, 2u, 3u, 8u}) {
+    CAPTURE(threads);
+    auto other = NewIndex(Metric::kL2, dim, 16);
+    AddRowBatches(other.get(), data, dim, 0, n, 500, threads);
+    CHECK(ImageOf(*other) == image);
+  }
+}
+
+TEST_CASE("a bad vector or a repeated label refuses the whole batch and changes nothing") {
+  auto rng = SeededRng(37);
+  const size_t dim = 6;
+  std::vector<float> data = RandomFloats(rng, 300 * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRowBatches(index.get(), data, dim, 0, 200, 200, 2);
+  const std::string before = ImageOf(*index);
+  const ChangeMark mark = index->Mark();
+  std::vector<HnswInsert> items;
+  for (size_t r = 200; r < 300; ++r) {
+    items.push_back({r, std::span<const float>(data.data() + r * dim, dim)});
+  }
+  std::vector<float> nan_v(dim, 0.5f), short_v(dim - 1, 0.5f);
+  nan_v[3] = std::nanf("");
+  auto with = [&](HnswInsert extra) {
+    std::vector<HnswInsert> v = items;
+    v.insert(v.begin() + 50, extra);
+    return v;
+  };
+  CHECK(index->AddBatch(with({999, nan_v}), 2).code() == kMismatch);
+  CHECK(index->AddBatch(with({999, short_v}), 2).code() == kMismatchDimension);
+  CHECK(index->AddBatch(with({250, items[0].vector}), 2).code() == kConstraint);  // twice in it
+  CHECK(index->AddBatch(with({7, items[0].vector}), 2).code() == kConstraint);    // in the index
+  CHECK(index->AddBatch({}, 2).ok());
+  CHECK(ImageOf(*index) == before);
+  CHECK(index->NodesChangedSince(mark)->empty());
+  REQUIRE(index->AddBatch(items, 2).ok());
+  CHECK(index->size() == 300);
+}
+
+TEST_CASE("the delta of a batch linked on several threads rebuilds it on a copy at the mark") {
+  auto rng = SeededRng(38);
+  const size_t dim = 16, per_round = 1000;
+  std::vector<float> data = RandomFloats(rng, 6 * per_round * dim, -1.0f, 1.0f);
+  for (Metric metric : {Metric::kCosine, Metric::kL2}) {
+    CAPTURE(MetricName(metric));
+    auto live = NewIndex(metric, dim, 16);
+    AddRowBatches(live.get(), data, dim, 0, per_round, per_round, 2);
+    Result<std::unique_ptr<HnswIndex>> replica = HnswIndex::Deserialize(ImageOf(*live));
+    REQUIRE(replica.ok());
+    std::uniform_int_distribution<uint64_t> pick(0, per_round - 1);
+    const unsigned threads[] = {2, 4, 2, 8, 3};
+    for (size_t round = 1; round < 6; ++round) {
+      CAPTURE(round);
+      const ChangeMark mark = live->Mark();
+      // Deleted nodes, which the batch walks through but does not link to.
+      for (int d = 0; d < 20; ++d) {
+        REQUIRE(live->MarkDeleted(pick(rng) + (round - 1) * per_round).ok());
+      }
+      AddRowBatches(live.get(), data, dim, round * per_round, (round + 1) * per_round, per_round,
+                    threads[round - 1]);
+      Result<std::vector<uint32_t>> changed = live->NodesChangedSince(mark);
+      REQUIRE(changed.ok());
+      CHECK(changed->size() > per_round);
+      std::string delta;
+      REQUIRE(live->EncodeDelta(mark, &delta).ok());
+      REQUIRE((*replica)->ApplyDelta(delta).ok());
+      CHECK(ImageOf(**replica) == ImageOf(*live));
+    }
+  }
+}
+
+TEST_CASE("searches running during batch inserts see a consistent graph") {
+  auto rng = SeededRng(39);
+  const size_t n = 4000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, 16);
+  AddRows(index.get(), data, dim, 0, 100);
+  size_t searches = SearchWhile(*index, n, dim, [&] {
+    AddRowBatches(index.get(), data, dim, 100, n, 150, 2);
+  });
+  CHECK(index->size() == n);
+  MESSAGE(searches << " searches ran during " << (n - 100) / 150 + 1 << " batches");
 }
 
 TEST_CASE("persistence timings at 10k x 128 (printed, not asserted)") {
