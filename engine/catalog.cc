@@ -23,12 +23,29 @@ void Catalog::AddEpisode(const format::EpisodeRecord& r, RecordLoc loc) {
 
 void Catalog::AddEpisodeEntry(uint64_t id, const std::string& user_id,
                               const std::string& session_id, int64_t ts, RecordLoc loc) {
+  const uint32_t user = UserIndex(user_id);
+  AddEpisodeEntry(id, user, SessionIds(user, session_id), ts, loc);
+}
+
+uint32_t Catalog::UserIndex(const std::string& user_id) {
   uint32_t user = 0;
-  UserEntry* u = UserFor(user_id, &user);
+  UserFor(user_id, &user);
+  return user;
+}
+
+std::vector<uint64_t>* Catalog::SessionIds(uint32_t user, const std::string& session_id) {
+  auto& sessions = users_[user].sessions;
+  auto it = sessions.find(session_id);
+  if (it == sessions.end()) it = sessions.emplace(session_id, std::vector<uint64_t>{}).first;
+  return &it->second;
+}
+
+void Catalog::AddEpisodeEntry(uint64_t id, uint32_t user, std::vector<uint64_t>* session_ids,
+                              int64_t ts, RecordLoc loc) {
   if (episodes_.size() < id) episodes_.resize(id);
   episodes_[id - 1] = EpisodeEntry{loc, user, ts, true, false};
-  u->episode_ids.push_back(id);
-  u->sessions[session_id].push_back(id);
+  users_[user].episode_ids.push_back(id);
+  session_ids->push_back(id);
   episode_count_++;
 }
 
@@ -84,9 +101,7 @@ void Catalog::ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_byt
   text_bytes_ -= std::min(text_bytes_, text_bytes);
 }
 
-void Catalog::AddForgottenEntry(uint64_t id, const std::string& user_id, int64_t ts, RecordLoc loc) {
-  uint32_t user = 0;
-  UserFor(user_id, &user);
+void Catalog::AddForgottenEntry(uint64_t id, uint32_t user, int64_t ts, RecordLoc loc) {
   if (episodes_.size() < id) episodes_.resize(id);
   episodes_[id - 1] = EpisodeEntry{loc, user, ts, false, true};
 }

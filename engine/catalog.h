@@ -55,6 +55,14 @@ class Catalog {
   // The same from a checkpoint's entries, which carry no record bodies.
   void AddEpisodeEntry(uint64_t id, const std::string& user_id, const std::string& session_id,
                        int64_t ts, RecordLoc loc);
+  // A checkpoint's many entries, without a lookup per entry: the user's
+  // index (created if new) and the id list of one of its sessions, resolved
+  // once per name. The list stays valid until the next new user.
+  uint32_t UserIndex(const std::string& user_id);
+  std::vector<uint64_t>* SessionIds(uint32_t user, const std::string& session_id);
+  void AddEpisodeEntry(uint64_t id, uint32_t user, std::vector<uint64_t>* session_ids, int64_t ts,
+                       RecordLoc loc);
+  void ReserveEpisodes(uint64_t n) { episodes_.reserve(n); }
   void AddBlockEntry(const std::string& user_id, const std::string& name, uint64_t version,
                      RecordLoc loc);
   void AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc);
@@ -65,7 +73,7 @@ class Catalog {
   // `text_bytes` is the forgotten episode's text length.
   void ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_bytes);
   // A forgotten episode from a checkpoint (in no list).
-  void AddForgottenEntry(uint64_t id, const std::string& user_id, int64_t ts, RecordLoc loc);
+  void AddForgottenEntry(uint64_t id, uint32_t user, int64_t ts, RecordLoc loc);
   void ForgetFact(uint64_t id);
   // Returns the versions forgotten (0: no such block).
   uint64_t ForgetBlock(const std::string& user_id, const std::string& name);

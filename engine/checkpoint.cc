@@ -16,9 +16,9 @@
 //
 // Loading (open): the checkpoint's pages are checked -- checksums, the commit
 // that ends them -- the state section is decoded into the catalog and the
-// recall index, and the graph section is mapped from the file and used where
-// it lies (File::MapPrivate, HnswIndex::Map). Then the scan continues at
-// scan_from.
+// recall index, and the bm25 and graph sections are read once into memory
+// (File::ReadPrivate) and used there (Bm25Index::AttachFrozen,
+// HnswIndex::Map). Then the scan continues at scan_from.
 #include <algorithm>
 #include <future>
 #include <unordered_map>
@@ -26,6 +26,7 @@
 #include "engine/database.h"
 #include "format/crc32c.h"
 #include "format/page.h"
+#include "index/vector/hnsw_mapped.h"
 
 namespace agentmem::engine {
 
@@ -171,20 +172,44 @@ Status Database::MaybeCheckpoint(bool closing) {
 Status Database::ImportCheckpointState(const CheckpointState& st) {
   for (const auto& [k, v] : st.meta) catalog_.SetMeta(k, v);
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  // Each name is looked up once (per string of the state section), not once
+  // per episode: 100,000 entries share a few users, sessions and roles.
+  constexpr uint32_t kUnset = UINT32_MAX;
+  std::vector<uint32_t> catalog_user(st.strings.size(), kUnset), user(st.strings.size(), kUnset),
+      session(st.strings.size(), kUnset), role(st.strings.size(), kUnset);
+  auto name = [&](std::vector<uint32_t>* ids, uint32_t s, auto intern) {
+    uint32_t& id = (*ids)[s];
+    if (id == kUnset) id = intern(st.strings[s]);
+    return id;
+  };
+  catalog_.ReserveEpisodes(st.episodes.size());
+  recall_->ReserveEntries(st.episodes.size());
+  std::vector<uint64_t>* session_ids = nullptr;  // of (last_user, last_session)
+  uint32_t last_user = kUnset, last_session = kUnset;
   std::vector<uint64_t> forgotten;
   for (uint64_t id = 1; id <= st.episodes.size(); id++) {
     const format::CheckpointEpisode& e = st.episodes[id - 1];
     if (e.page_offset == 0) continue;
-    const std::string& user = st.strings[e.user];
+    const RecordLoc loc{e.page_offset, e.slot};
+    const size_t users_before = catalog_.users().size();
+    const uint32_t cu = name(&catalog_user, e.user, [&](const std::string& s) { return catalog_.UserIndex(s); });
     if (e.forgotten) {
       forgotten.push_back(id);
-      catalog_.AddForgottenEntry(id, user, e.ts, RecordLoc{e.page_offset, e.slot});
+      catalog_.AddForgottenEntry(id, cu, e.ts, loc);
     } else {
-      catalog_.AddEpisodeEntry(id, user, st.strings[e.session], e.ts, RecordLoc{e.page_offset, e.slot});
+      // A new user may move the others (and their session lists).
+      if (cu != last_user || e.session != last_session || catalog_.users().size() != users_before) {
+        session_ids = catalog_.SessionIds(cu, st.strings[e.session]);
+        last_user = cu;
+        last_session = e.session;
+      }
+      catalog_.AddEpisodeEntry(id, cu, session_ids, e.ts, loc);
     }
-    AGENTMEM_RETURN_IF_ERROR(
-        recall_->AddEntry(id, user, st.strings[e.session], st.strings[e.role], e.ts, e.has_vector,
-                          e.node));
+    AGENTMEM_RETURN_IF_ERROR(recall_->AddEntry(
+        id, name(&user, e.user, [&](const std::string& s) { return recall_->InternUser(s); }),
+        name(&session, e.session, [&](const std::string& s) { return recall_->InternSession(s); }),
+        name(&role, e.role, [&](const std::string& s) { return recall_->InternRole(s); }), e.ts,
+        e.has_vector, e.node));
   }
   for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
   AGENTMEM_RETURN_IF_ERROR(recall_->Forget(forgotten));
@@ -202,38 +227,47 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
   return Status::OK();
 }
 
+// The pages are read on this thread, in file order; the state section is
+// imported on another while the bm25 and graph pages are checked here (each
+// read once, in pieces: checksum, and for the graph its level-0 records), so
+// that an open costs about one pass over the checkpoint's bytes.
 Status Database::LoadCheckpoint(const format::Superblock& sb) {
   auto damaged = [](uint64_t offset, const char* what) {
     int64_t page_no = static_cast<int64_t>(format::PageNoOf(offset));
     return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): %s",
                                static_cast<long long>(page_no), what);
   };
+  auto bad_checksum = [](int64_t page_no) {
+    return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no, "page %lld (checkpoint): checksum mismatch",
+                               static_cast<long long>(page_no));
+  };
   uint64_t size = 0;
   AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
   if (sb.scan_from > size) return damaged(sb.checkpoint, "the file ends inside the checkpoint");
   CheckpointState state;
   bool have_state = false;
+  std::future<Status> imported;  // ImportCheckpointState(state), on another thread
+  // Whatever happens below, the import is waited for before `state` goes away.
+  struct Join {
+    std::future<Status>* f;
+    ~Join() {
+      if (f->valid()) f->wait();
+    }
+  } join{&imported};
   std::shared_ptr<MappedBytes> graph;  // the graph page, mapped whole
   size_t graph_at = 0, graph_size = 0;
+  int64_t graph_page = 0;
+  bool graph_checked = false;  // its level-0 records went through MappedRecordCheck
   std::shared_ptr<MappedBytes> bm25;  // the bm25 page, mapped whole
   std::string_view bm25_body;
   int64_t bm25_page = 0;
   uint32_t pages = 0;
   uint64_t pos = sb.checkpoint;
-  std::future<uint32_t> graph_crc;
-  uint32_t graph_crc_stored = 0;
-  int64_t graph_crc_page = 0;
-  // Whatever happens below, the checksum thread is waited for before the
-  // mapping it reads can go away.
-  struct Join {
-    std::future<uint32_t>* f;
-    ~Join() {
-      if (f->valid()) f->wait();
-    }
-  } join{&graph_crc};
+  const size_t head_size = format::kPageHeaderSize + format::kSectionHeaderSize;
   std::string head;
   while (pos < sb.scan_from) {
-    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, format::kPageHeaderSize, &head));
+    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, std::min<uint64_t>(head_size, sb.scan_from - pos), &head));
+    if (head.size() < format::kPageHeaderSize) return damaged(pos, "a page runs past the checkpoint's end");
     format::PageHeader h;
     AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, header_.salt, &h));
     const uint64_t padded = format::PaddedPageSize(h.length);
@@ -257,49 +291,110 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     if (h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (h.flags & format::kPageFlagZstd)) {
       return damaged(pos, "not a checkpoint page");
     }
-    // Mapped rather than read: the graph section is used where it lies.
-    // Spare room after the page lets the graph take new nodes in place for a while.
-    std::shared_ptr<MappedBytes> bytes;
-    AGENTMEM_RETURN_IF_ERROR(file_->MapPrivate(pos, padded, padded / 4 + (size_t{1} << 20), &bytes));
-    const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(bytes->data()));
-    std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
-    const bool is_graph = h.length >= format::kSectionHeaderSize &&
-                          format::DecodeFixed32(payload.data()) ==
-                              static_cast<uint32_t>(format::CheckpointSection::kGraph);
-    if (is_graph && !graph_crc.valid()) {
-      // The graph page is most of the checkpoint: its checksum is computed on
-      // another core while the rest loads, and checked before the open returns
-      // (the graph is only checked, not searched, before then).
-      const char* p = bytes->data() + 4;
-      graph_crc = std::async(std::launch::async, [p, padded] { return format::Crc32c(p, padded - 4); });
-      graph_crc_stored = stored;
-      graph_crc_page = page_no;
-    } else if (stored != format::Crc32c(bytes->data() + 4, padded - 4)) {
-      return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no, "page %lld (checkpoint): checksum mismatch",
-                                 static_cast<long long>(page_no));
-    }
-    format::CheckpointSection kind;
-    std::string_view body;
-    AGENTMEM_RETURN_IF_ERROR(format::SplitSection(payload, page_no, &kind, &body));
-    if (kind == format::CheckpointSection::kState && !have_state) {
+    const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(head.data()));
+    const uint32_t kind_word = head.size() >= head_size && h.length >= format::kSectionHeaderSize
+                                   ? format::DecodeFixed32(head.data() + format::kPageHeaderSize)
+                                   : 0;
+    if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kState)) {
+      // Read whole (it is decoded into memory anyway), then imported on another thread.
+      std::string bytes;
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
+      if (bytes.size() != padded) return damaged(pos, "a page runs past the checkpoint's end");
+      if (stored != format::Crc32c(bytes.data() + 4, padded - 4)) return bad_checksum(page_no);
+      format::CheckpointSection kind;
+      std::string_view body;
+      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
+          std::string_view(bytes).substr(format::kPageHeaderSize, h.length), page_no, &kind, &body));
+      if (have_state) return damaged(pos, "a section repeats");
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
       have_state = true;
-    } else if (kind == format::CheckpointSection::kBm25 && !bm25) {
-      bm25_body = body;
+      imported = std::async(std::launch::async, [this, &state] { return ImportCheckpointState(state); });
+    } else if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kBm25)) {
+      if (bm25) return damaged(pos, "a section repeats");
+      uint32_t crc = 0;
+      std::shared_ptr<MappedBytes> bytes;
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(
+          pos, padded, 0,
+          [&](uint64_t at, std::string_view piece) {
+            if (at == 0) piece.remove_prefix(4);  // the checksum itself
+            crc = format::Crc32cExtend(crc, piece.data(), piece.size());
+            return Status::OK();
+          },
+          &bytes));
+      if (crc != stored) return bad_checksum(page_no);
+      format::CheckpointSection kind;
+      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
+          std::string_view(bytes->data() + format::kPageHeaderSize, h.length), page_no, &kind, &bm25_body));
       bm25_page = page_no;
       bm25 = std::move(bytes);
-    } else if (kind == format::CheckpointSection::kGraph && !graph) {
-      graph_at = format::kPageHeaderSize + format::kSectionHeaderSize;
+    } else if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kGraph)) {
+      if (graph) return damaged(pos, "a section repeats");
+      // The graph's level-0 records are checked from the same pieces that
+      // are checksummed, and not read again when the image is mapped.
+      const uint64_t image_at = head_size;  // in the page
+      const uint64_t image_size = h.length - format::kSectionHeaderSize;
+      index::MappedRecordCheck check;
+      Status check_status;
+      bool checking = false;
+      auto feed = [&](uint64_t at, std::string_view piece) {
+        if (!check_status.ok() || at + piece.size() <= image_at) return;
+        if (!checking) {
+          if (at > image_at || at + piece.size() < image_at + std::min<uint64_t>(64, image_size)) {
+            return;  // no image head in the first piece: Map() checks it all
+          }
+          check_status = check.Start(piece.substr(image_at - at), image_size);
+          checking = check_status.ok();
+        }
+        if (checking) {
+          const uint64_t from = std::max(at, image_at);
+          const uint64_t to = std::min<uint64_t>(at + piece.size(), image_at + image_size);
+          if (from < to) check_status = check.Feed(from - image_at, piece.substr(from - at, to - from));
+        }
+      };
+      uint32_t crc = 0;
+      std::shared_ptr<MappedBytes> bytes;  // spare room lets the graph take new nodes in place
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(
+          pos, padded, padded / 4 + (size_t{1} << 20),
+          [&](uint64_t at, std::string_view piece) {
+            feed(at, piece);
+            if (at == 0) piece.remove_prefix(4);  // the checksum itself
+            crc = format::Crc32cExtend(crc, piece.data(), piece.size());
+            return Status::OK();
+          },
+          &bytes));
+      if (crc != stored) return bad_checksum(page_no);
+      if (checking && check_status.ok()) check_status = check.Finish();
+      if (!check_status.ok()) {
+        return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (checkpoint graph): %s",
+                                   static_cast<long long>(page_no), check_status.message().c_str());
+      }
+      std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
+      format::CheckpointSection kind;
+      std::string_view body;
+      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(payload, page_no, &kind, &body));
+      graph_at = head_size;
       graph_size = body.size();
+      graph_page = page_no;
+      graph_checked = checking;
       graph = std::move(bytes);
     } else {
-      return damaged(pos, "a section repeats");
+      // Checked as a whole page first: a damaged section kind is a bad checksum.
+      std::string bytes;
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
+      if (bytes.size() != padded) return damaged(pos, "a page runs past the checkpoint's end");
+      if (stored != format::Crc32c(bytes.data() + 4, padded - 4)) return bad_checksum(page_no);
+      format::CheckpointSection kind;
+      std::string_view body;
+      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
+          std::string_view(bytes).substr(format::kPageHeaderSize, h.length), page_no, &kind, &body));
+      return damaged(pos, "not a known section");
     }
     pages++;
     pos += padded;
   }
   if (pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
-  AGENTMEM_RETURN_IF_ERROR(ImportCheckpointState(state));
+  if (!imported.valid()) return damaged(sb.checkpoint, "no state section");
+  AGENTMEM_RETURN_IF_ERROR(imported.get());
   if (bm25) {
     std::vector<format::Bm25Partition> parts;
     AGENTMEM_RETURN_IF_ERROR(format::DecodeBm25Directory(bm25_body, bm25_page, state.strings.size(), &parts));
@@ -313,27 +408,14 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     recall_bm25_owner_ = std::move(bm25);
   }
   if (graph && graph_size > 0) {
-    // New nodes after the checkpoint go to the heap (the index grows there);
-    // the mapped records stay shared with the page cache until written.
-    const size_t spare = graph->size() - graph_at - graph_size;  // padding; the spare room follows
-    Status s = recall_->MapGraph(graph->data() + graph_at, graph_size,
-                                 spare + graph->size() / 4 + (size_t{1} << 20), graph);
+    // New nodes after the checkpoint go first to the room after the image
+    // (the page's padding and ReadPrivate's spare bytes), then to the heap.
+    const size_t spare = graph->size() - graph_at - graph_size;
+    Status s = recall_->MapGraph(graph->data() + graph_at, graph_size, spare, graph, graph_checked);
     if (!s.ok()) {
-      // A damaged byte fails the checksum too: that is the better report.
-      if (graph_crc.valid() && graph_crc.get() != graph_crc_stored) {
-        return AGENTMEM_CORRUPTION(kCorruptChecksum, graph_crc_page,
-                                   "page %lld (checkpoint): checksum mismatch",
-                                   static_cast<long long>(graph_crc_page));
-      }
-      return AGENTMEM_CORRUPTION(kCorruptIndex, graph_crc_page, "page %lld (checkpoint graph): %s",
-                                 static_cast<long long>(graph_crc_page), s.message().c_str());
+      return AGENTMEM_CORRUPTION(kCorruptIndex, graph_page, "page %lld (checkpoint graph): %s",
+                                 static_cast<long long>(graph_page), s.message().c_str());
     }
-  }
-  if (graph_crc.valid() && graph_crc.get() != graph_crc_stored) {
-    recall_.reset();  // it points into the page that failed
-    return AGENTMEM_CORRUPTION(kCorruptChecksum, graph_crc_page,
-                               "page %lld (checkpoint): checksum mismatch",
-                               static_cast<long long>(graph_crc_page));
   }
   checkpoint_end_ = sb.scan_from;
   checkpoint_size_ = sb.scan_from - sb.checkpoint;

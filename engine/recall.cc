@@ -98,6 +98,12 @@ Status RecallIndex::Add(const format::EpisodeRecord& r) {
 
 Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::string& session,
                              const std::string& role, int64_t ts, bool has_vector, uint32_t node) {
+  return AddEntry(id, InternUser(user), InternSession(session), InternRole(role), ts, has_vector,
+                  node);
+}
+
+Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role,
+                             int64_t ts, bool has_vector, uint32_t node) {
   if (id == 0) return Status(kInternal, "recall index: episode id 0");
   if (attrs_.size() < id) attrs_.resize(id);
   EpisodeAttrs& a = attrs_[id - 1];
@@ -212,8 +218,10 @@ Status RecallIndex::GraphImageWithout(std::string* out) const {
   return fresh->Serialize(out);
 }
 
-Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner) {
-  auto g = index::HnswIndex::Map(image, size, spare, std::move(owner));
+Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
+                             bool records_checked) {
+  auto g = index::HnswIndex::Map(image, size, spare, std::move(owner), index::HnswOptions{}.default_ef,
+                                 records_checked);
   AGENTMEM_RETURN_IF_ERROR(g.status());
   std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
   // Each node belongs to one episode with a vector, and each such episode has

@@ -101,6 +101,14 @@ class RecallIndex {
   Status AddEntry(uint64_t id, const std::string& user, const std::string& session,
                   const std::string& role, int64_t ts, bool has_vector,
                   uint32_t node = EpisodeAttrs::kNoNode);
+  // The same with the names already interned (a checkpoint's many entries
+  // share few names): Intern*() give their ids, once per name.
+  uint32_t InternUser(const std::string& s) { return Intern(&users_, s); }
+  uint32_t InternSession(const std::string& s) { return Intern(&sessions_, s); }
+  uint32_t InternRole(const std::string& s) { return Intern(&roles_, s); }
+  Status AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role, int64_t ts,
+                  bool has_vector, uint32_t node);
+  void ReserveEntries(uint64_t n) { attrs_.reserve(n); }
   // Hides episodes from every search (a forget record): they leave their
   // partition and its BM25 index; a graph node stays (skipped by the walk)
   // until VACUUM writes a graph without it. Unknown or forgotten ids are
@@ -126,7 +134,9 @@ class RecallIndex {
   Status AttachBm25(const std::string& user, const char* image, size_t size);
   // The episodes' nodes come from their entries (AddEntry's `node`): every
   // node must belong to exactly one episode.
-  Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner);
+  // `records_checked`: as HnswIndex::Map's.
+  Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
+                  bool records_checked = false);
   // Adds an indexed episode's BM25 terms, as committed in the file.
   Status AddText(const format::TextRecord& t);
   // The BM25 terms of an episode, by the file's tokenizer (the writer's side).

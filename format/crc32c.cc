@@ -39,10 +39,66 @@ uint32_t Software(uint32_t crc, const unsigned char* p, size_t n) {
   return crc;
 }
 
+// Skipping ahead: the CRC register is linear over GF(2), so the register after
+// a run of L bytes started from r is Shift_L(r) XOR (the register after the same
+// bytes started from 0). Shift_L is a 32x32 bit matrix, applied here through
+// four byte tables. It lets three runs be checksummed at once and joined.
+constexpr size_t kStripe = 4096;  // bytes per run; a power of two
+
+using Matrix = std::array<uint32_t, 32>;  // column i: the image of bit i
+
+uint32_t Apply(const Matrix& m, uint32_t v) {
+  uint32_t r = 0;
+  for (int i = 0; v != 0; i++, v >>= 1) {
+    if (v & 1) r ^= m[i];
+  }
+  return r;
+}
+
+struct ShiftTables {
+  std::array<std::array<uint32_t, 256>, 4> t{};
+  ShiftTables() {
+    Matrix m;  // one zero byte
+    for (int i = 0; i < 32; i++) {
+      uint32_t c = uint32_t{1} << i;
+      m[i] = (c >> 8) ^ kTables.t[0][c & 0xff];
+    }
+    for (size_t len = 1; len < kStripe; len *= 2) {  // square: twice as many bytes
+      Matrix sq;
+      for (int i = 0; i < 32; i++) sq[i] = Apply(m, m[i]);
+      m = sq;
+    }
+    for (int k = 0; k < 4; k++)
+      for (uint32_t b = 0; b < 256; b++) t[k][b] = Apply(m, b << (8 * k));
+  }
+  uint32_t Shift(uint32_t c) const {
+    return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24];
+  }
+};
+
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t Hardware(uint32_t crc, const unsigned char* p,
                                                     size_t n) {
+  static const ShiftTables kShift;
   uint64_t c = crc;
+  // Three independent runs keep the crc32 unit busy (its latency is three
+  // times its issue rate), then are joined.
+  while (n >= 3 * kStripe) {
+    uint64_t c1 = 0, c2 = 0;
+    for (size_t i = 0; i < kStripe; i += 8) {
+      uint64_t w0, w1, w2;
+      std::memcpy(&w0, p + i, 8);
+      std::memcpy(&w1, p + kStripe + i, 8);
+      std::memcpy(&w2, p + 2 * kStripe + i, 8);
+      c = __builtin_ia32_crc32di(c, w0);
+      c1 = __builtin_ia32_crc32di(c1, w1);
+      c2 = __builtin_ia32_crc32di(c2, w2);
+    }
+    c = kShift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1);
+    c = kShift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c2);
+    p += 3 * kStripe;
+    n -= 3 * kStripe;
+  }
   while (n >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);

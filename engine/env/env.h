@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,15 +40,27 @@ struct FileId {
   bool operator==(const FileId&) const = default;
 };
 
+// Memory for File::ReadPrivate: n writable bytes, aligned to 2 MiB and
+// offered huge pages. nullptr when there is no memory.
+std::shared_ptr<MappedBytes> NewPrivateBytes(size_t n);
+// The largest piece File::ReadPrivate reads at once.
+constexpr size_t kReadPiece = size_t{1} << 20;
+
 class File {
  public:
   virtual ~File() = default;
-  // A private, writable view of the n bytes at offset (which the file must
-  // hold), followed by `spare` more writable bytes. PosixEnv maps the file
-  // (no copy: pages already in the page cache are shared until written);
-  // the default reads a copy with ReadAt. Errors: kIoErrRead, kNoMem.
-  virtual Status MapPrivate(uint64_t offset, size_t n, size_t spare,
-                            std::shared_ptr<MappedBytes>* out);
+  // A private, writable copy of the n bytes at offset (which the file must
+  // hold), followed by `spare` more writable bytes, read in pieces of at
+  // most 1 MiB; `piece` (optional) sees each piece once it is in place (its
+  // offset from `offset`, its bytes), so that a caller can check the bytes
+  // while they are in the CPU's cache, and stop the read with an error. The
+  // memory asks the system for huge pages: a checkpoint's graph is searched
+  // where it lies, and with 4 KiB pages every first touch of a page (and
+  // every TLB miss) costs -- on some virtual machines 20x more than the
+  // read. Errors: kIoErrRead, kIoErrShortRead, kNoMem, or what `piece` returns.
+  using PieceFn = std::function<Status(uint64_t offset, std::string_view bytes)>;
+  virtual Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
+                             std::shared_ptr<MappedBytes>* out);
   // Reads up to n bytes at offset into *out; fewer only at end of file.
   // Errors: kIoErrRead.
   virtual Status ReadAt(uint64_t offset, size_t n, std::string* out) = 0;

@@ -59,43 +59,30 @@ Status WriteAll(int fd, uint64_t offset, std::string_view data, const std::strin
 }
 
 // A private mapping of part of a file, followed by anonymous spare bytes.
-class PosixMapping : public MappedBytes {
- public:
-  PosixMapping(void* base, size_t total, char* data, size_t size) : base_(base), total_(total) {
-    data_ = data;
-    size_ = size;
-  }
-  ~PosixMapping() override { ::munmap(base_, total_); }
-
- private:
-  void* base_;
-  size_t total_;
-};
-
 class PosixFile : public File {
  public:
-  // Reserves the whole range as anonymous memory, then maps the file's pages
-  // over its start: read-only with MAP_POPULATE first (so that pages in the
-  // page cache are mapped now, without copying), then made writable (a write
-  // copies just the page written).
-  Status MapPrivate(uint64_t offset, size_t n, size_t spare,
-                    std::shared_ptr<MappedBytes>* out) override {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t aligned = offset / page * page;
-    const size_t lead = static_cast<size_t>(offset - aligned);
-    const size_t file_part = (lead + n + page - 1) / page * page;
-    const size_t total = (lead + n + spare + page - 1) / page * page;
-    void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return Errno(kNoMem, "cannot reserve memory to map", path_, errno);
-    void* f = ::mmap(base, file_part, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd_,
-                     static_cast<off_t>(aligned));
-    if (f == MAP_FAILED || ::mprotect(base, file_part, PROT_READ | PROT_WRITE) != 0) {
-      int e = errno;
-      ::munmap(base, total);
-      return Errno(kIoErrRead, "cannot map", path_, e);
+  // Reads straight into the memory (no intermediate copy).
+  Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
+                     std::shared_ptr<MappedBytes>* out) override {
+    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(n + spare);
+    if (!bytes) return Errno(kNoMem, "cannot allocate memory to read", path_, ENOMEM);
+    for (size_t done = 0; done < n;) {
+      const size_t want = std::min(kReadPiece, n - done);
+      size_t got = 0;
+      while (got < want) {
+        ssize_t r = ::pread(fd_, bytes->data() + done + got, want - got,
+                            static_cast<off_t>(offset + done + got));
+        if (r < 0) {
+          if (errno == EINTR) continue;
+          return Errno(kIoErrRead, "read from", path_, errno);
+        }
+        if (r == 0) return Status(kIoErrShortRead, "read from " + path_ + ": the file ends early");
+        got += static_cast<size_t>(r);
+      }
+      if (piece) AGENTMEM_RETURN_IF_ERROR(piece(done, std::string_view(bytes->data() + done, want)));
+      done += want;
     }
-    *out = std::make_shared<PosixMapping>(base, total, static_cast<char*>(base) + lead, n);
+    *out = std::move(bytes);
     return Status::OK();
   }
 

@@ -1185,7 +1185,7 @@ Status HnswIndex::SerializeMappable(std::string* out) const {
 
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
-                                                  size_t default_ef) {
+                                                  size_t default_ef, bool records_checked) {
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
   }
@@ -1234,10 +1234,10 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     }
     return Status::OK();
   };
-  size_t deleted_seen = 0;
+  size_t deleted_seen = records_checked ? deleted : 0;
   uint64_t last_label = 0;
   const char* records = image + level0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < (records_checked ? 0 : n); ++i) {
     const char* r = records + i * record;
     AGENTMEM_RETURN_IF_ERROR(check_list(r, i, 0, size_t{2} * shape.m));
     deleted_seen += (static_cast<uint8_t>(r[2]) & 1);

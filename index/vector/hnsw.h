@@ -194,9 +194,12 @@ class HnswIndex {
   // alive as long as the index points into the memory. Every header field,
   // level and link is checked first; the vectors are taken as they are.
   // Errors: kCorruptIndex (message names the node and the check), kNoMem.
+  // `records_checked`: the caller has put the level-0 records through
+  // MappedRecordCheck (hnsw_mapped.h), so they are not read again here.
   static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
                                                 std::shared_ptr<void> owner,
-                                                size_t default_ef = 64);
+                                                size_t default_ef = 64,
+                                                bool records_checked = false);
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   Status Serialize(std::string* out) const;

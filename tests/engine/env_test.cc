@@ -59,7 +59,63 @@ void CheckContract(Env* env, const std::string& path) {
   CHECK_FALSE(env->Exists(path));
 }
 
+// ReadPrivate: the bytes, writable, with the spare room after them; every
+// piece shown once, in order, while in place; a piece's error stops the read.
+void CheckReadPrivate(Env* env, const std::string& path) {
+  std::string content(3 * agentmem::engine::kReadPiece + 12345, '\0');
+  for (size_t i = 0; i < content.size(); i++) content[i] = static_cast<char>(i * 7 + i / 4096);
+  REQUIRE(env->CreateAtomic(path, content).ok());
+  std::unique_ptr<File> f;
+  REQUIRE(env->Open(path, OpenMode{}, &f).ok());
+  const uint64_t offset = 100;
+  const size_t n = content.size() - offset - 5, spare = 3 << 20;
+  std::shared_ptr<agentmem::engine::MappedBytes> bytes;
+  size_t next = 0;
+  std::string seen;
+  REQUIRE(f->ReadPrivate(
+               offset, n, spare,
+               [&](uint64_t at, std::string_view piece) {
+                 CHECK(at == next);
+                 CHECK(piece.size() <= agentmem::engine::kReadPiece);
+                 next += piece.size();
+                 seen.append(piece);
+                 return Status::OK();
+               },
+               &bytes)
+              .ok());
+  REQUIRE(bytes != nullptr);
+  CHECK(next == n);
+  CHECK(seen == content.substr(offset, n));
+  CHECK(bytes->size() == n + spare);
+  CHECK(std::string_view(bytes->data(), n) == std::string_view(content).substr(offset, n));
+  CHECK(reinterpret_cast<uintptr_t>(bytes->data()) % 4096 == 0);
+  bytes->data()[n + spare - 1] = 'x';  // the spare room is writable
+  bytes->data()[0] = 'y';              // and so is the copy, privately
+  std::string again;
+  REQUIRE(f->ReadAt(offset, 1, &again).ok());
+  CHECK(again == content.substr(offset, 1));
+  // A piece's error is the read's error; a read past the end is a short read.
+  int calls = 0;
+  Status stop = f->ReadPrivate(
+      0, n, 0,
+      [&](uint64_t, std::string_view) {
+        calls++;
+        return Status(agentmem::kCorruptPage, "stop here");
+      },
+      &bytes);
+  CHECK(stop.code() == agentmem::kCorruptPage);
+  CHECK(calls == 1);
+  CHECK(f->ReadPrivate(content.size() - 10, 20, 0, nullptr, &bytes).code() == agentmem::kIoErrShortRead);
+}
+
 }  // namespace
+
+TEST_CASE("reading a private copy gives the bytes with room after them, piece by piece") {
+  TempDir dir;
+  CheckReadPrivate(Env::Posix(), dir.File("private.bin"));
+  auto env = agentmem::engine::NewMemEnv();
+  CheckReadPrivate(env.get(), "private.bin");
+}
 
 TEST_CASE("the posix env keeps the file contract and its write lock excludes other opens") {
   TempDir dir;
