@@ -107,9 +107,9 @@ Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint3
   if (id == 0) return Status(kInternal, "recall index: episode id 0");
   if (attrs_.size() < id) attrs_.resize(id);
   EpisodeAttrs& a = attrs_[id - 1];
-  a.user = Intern(&users_, user);
-  a.session = Intern(&sessions_, session);
-  a.role = Intern(&roles_, role);
+  a.user = user;
+  a.session = session;
+  a.role = role;
   a.ts = ts;
   a.present = true;
   a.has_vector = has_vector;
