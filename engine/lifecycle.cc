@@ -140,9 +140,11 @@ Status Database::ApplyForget(const ForgetRecord& f) {
 Status Database::Forget(const ForgetRecord& f, ForgetReceipt* receipt) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   AGENTMEM_RETURN_IF_ERROR(CheckUtf8(f.user_id, "user_id"));
-  if ((f.kind == ForgetKind::kEpisode || f.kind == ForgetKind::kFact) && f.id == 0) {
-    return Status(kMisuse, "forget by id needs an id");
-  }
+  const bool by_id = f.kind == ForgetKind::kEpisode || f.kind == ForgetKind::kFact;
+  if (by_id && f.id == 0) return Status(kMisuse, "forget by id needs an id");
+  // The decoder refuses such a record (format.md §5.9): committed, it would
+  // make the file unreadable.
+  if (!by_id && f.id != 0) return Status(kMisuse, "only a forget of an episode or a fact takes an id");
   if (f.kind == ForgetKind::kBlock && f.name.empty()) return Status(kMisuse, "forget block needs a name");
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   forget_counts_ = ForgetReceipt{};

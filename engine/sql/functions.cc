@@ -553,25 +553,32 @@ class ContextTable : public FunctionTable {
 // ====================================================================== profile, export_user
 
 // A scalar function of one user_id returning text made by `make`.
+// No exception may leave it (a sqlite3 callback): a failed allocation is
+// SQLITE_NOMEM, and poisons the handle as the C API's Guard does.
 template <Status (*make)(Database*, const std::string&, std::string*)>
-void UserTextFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
+void UserTextFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) noexcept {
   auto* session = static_cast<Session*>(sqlite3_user_data(ctx));
   const char* fn = make == &ProfileJson ? "profile" : "export_user";
-  Status s;
-  std::string out;
-  if (argc != 1 || IsNull(argv[0])) {
-    s = StatusF(kMisuse, "%s() needs a user_id: %s(user_id)", fn, fn);
-  } else {
-    s = make(session->db(), ValueText(argv[0]), &out);
+  try {
+    Status s;
+    std::string out;
+    if (argc != 1 || IsNull(argv[0])) {
+      s = StatusF(kMisuse, "%s() needs a user_id: %s(user_id)", fn, fn);
+    } else {
+      s = make(session->db(), ValueText(argv[0]), &out);
+    }
+    if (!s.ok()) {
+      int rc = session->Fail(nullptr, s);
+      sqlite3_result_error(ctx, s.message().c_str(), -1);
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    ResultText(ctx, out);
+    if (make == &ProfileJson) sqlite3_result_subtype(ctx, 'J');  // JSON, for the json functions
+  } catch (...) {
+    session->db()->Poison();
+    sqlite3_result_error_nomem(ctx);
   }
-  if (!s.ok()) {
-    int rc = session->Fail(nullptr, s);
-    sqlite3_result_error(ctx, s.message().c_str(), -1);
-    sqlite3_result_error_code(ctx, rc);
-    return;
-  }
-  ResultText(ctx, out);
-  if (make == &ProfileJson) sqlite3_result_subtype(ctx, 'J');  // JSON, for the json functions
 }
 
 template <typename T>

@@ -97,7 +97,13 @@ int agentmem_prepare(agentmem_db* db, const char* zSql, int nByte, agentmem_stmt
     }
     st->owner = db;
     st->stmt = stmt;
-    SetLive(st, true);
+    try {
+      SetLive(st, true);
+    } catch (...) {  // out of memory: the statement must not outlive the call
+      sqlite3_finalize(stmt);
+      delete st;
+      throw;
+    }
     db->open_stmts++;
     *ppStmt = st;
     return Status::OK();

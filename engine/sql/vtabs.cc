@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -23,18 +24,48 @@ struct ModuleAux {
 
 Session* SessionOf(sqlite3_vtab* v) { return static_cast<VTable*>(v)->session(); }
 
-// Runs f, turning exceptions into a Status like capi::Guard does.
-template <typename F>
-Status Protect(F&& f) {
+// Runs f (which returns a Status) for a sqlite3 callback and gives SQLite its
+// result code: SQLITE_OK, or for an error Status what `fail` makes of it
+// (Session::Fail keeps the Status for the C API). No exception leaves, and
+// none may: the callback returns through sqlite3's C frames.
+//
+// A failed allocation inside f left the operation half done, so the handle is
+// poisoned (Database::Poison), as the C API's Guard does. The answer is then
+// SQLITE_NOMEM and nothing is allocated for it: memory may still be short, and
+// a Status is a heap object. Session::Take reports SQLITE_NOMEM as
+// AGENTMEM_NOMEM. When keeping an error Status fails for want of memory, the
+// answer is SQLITE_NOMEM too.
+template <typename F, typename Fail>
+int Protect(Session* session, F&& f, Fail&& fail) noexcept {
+  bool half_done = true;
   try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return Status(kNoMem, "out of memory");
-  } catch (const std::exception& e) {
-    return Status(kInternal, std::string("internal error: ") + e.what());
+    Status s;
+    try {
+      s = f();
+      half_done = false;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      half_done = false;
+      session->db()->Poison();
+      s = Status(kInternal, std::string("internal error: ") + e.what());
+    } catch (...) {
+      half_done = false;
+      session->db()->Poison();
+      s = Status(kInternal, "internal error");
+    }
+    return s.ok() ? SQLITE_OK : fail(s);
   } catch (...) {
-    return Status(kInternal, "internal error");
+    if (half_done) session->db()->Poison();
+    return SQLITE_NOMEM;
   }
+}
+
+// The same, with Session::Fail for an error Status.
+template <typename F>
+int Protect(sqlite3_vtab* v, F&& f) noexcept {
+  Session* session = SessionOf(v);
+  return Protect(session, f, [&](const Status& s) { return session->Fail(v, s); });
 }
 
 int Connect(sqlite3* conn, void* aux, int, const char* const*, sqlite3_vtab** out, char** err) {
@@ -45,11 +76,14 @@ int Connect(sqlite3* conn, void* aux, int, const char* const*, sqlite3_vtab** ou
     return rc;
   }
   VTable* t = nullptr;
-  Status s = Protect([&] {
-    t = a->spec.make(a->session);
-    return Status::OK();
-  });
-  if (!s.ok()) return SQLITE_NOMEM;
+  rc = Protect(
+      a->session,
+      [&] {
+        t = a->spec.make(a->session);
+        return Status::OK();
+      },
+      [](const Status&) { return SQLITE_NOMEM; });
+  if (rc != SQLITE_OK) return rc;
   *out = t;
   return SQLITE_OK;
 }
@@ -61,19 +95,20 @@ int Disconnect(sqlite3_vtab* v) {
 
 int BestIndex(sqlite3_vtab* v, sqlite3_index_info* info) {
   auto* t = static_cast<VTable*>(v);
-  Status s = Protect([&] { return t->BestIndex(info); });
-  if (s.code() == kConstraint) return SQLITE_CONSTRAINT;  // this plan is not usable
-  return s.ok() ? SQLITE_OK : t->session()->Fail(v, s);
+  return Protect(t->session(), [&] { return t->BestIndex(info); }, [&](const Status& s) {
+    if (s.code() == kConstraint) return SQLITE_CONSTRAINT;  // this plan is not usable
+    return t->session()->Fail(v, s);
+  });
 }
 
 int OpenCursor(sqlite3_vtab* v, sqlite3_vtab_cursor** out) {
   auto* t = static_cast<VTable*>(v);
   std::unique_ptr<VCursor> c;
-  Status s = Protect([&] {
+  int rc = Protect(v, [&] {
     c = t->Open();
     return Status::OK();
   });
-  if (!s.ok()) return t->session()->Fail(v, s);
+  if (rc != SQLITE_OK) return rc;
   *out = c.release();
   return SQLITE_OK;
 }
@@ -86,24 +121,24 @@ int CloseCursor(sqlite3_vtab_cursor* c) {
 int Filter(sqlite3_vtab_cursor* c, int idx_num, const char* idx_str, int argc,
            sqlite3_value** argv) {
   auto* cur = static_cast<VCursor*>(c);
-  Status s = Protect([&] { return cur->Filter(idx_num, idx_str, argc, argv); });
-  return s.ok() ? SQLITE_OK : SessionOf(c->pVtab)->Fail(c->pVtab, s);
+  return Protect(c->pVtab, [&] { return cur->Filter(idx_num, idx_str, argc, argv); });
 }
 
 int Next(sqlite3_vtab_cursor* c) {
   auto* cur = static_cast<VCursor*>(c);
-  Status s = Protect([&] { return cur->Next(); });
-  return s.ok() ? SQLITE_OK : SessionOf(c->pVtab)->Fail(c->pVtab, s);
+  return Protect(c->pVtab, [&] { return cur->Next(); });
 }
 
 int Eof(sqlite3_vtab_cursor* c) { return static_cast<VCursor*>(c)->Eof() ? 1 : 0; }
 
 int Column(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int i) {
   auto* cur = static_cast<VCursor*>(c);
-  Status s = Protect([&] { return cur->Column(ctx, i); });
-  if (s.ok()) return SQLITE_OK;
-  int rc = SessionOf(c->pVtab)->Fail(c->pVtab, s);
-  sqlite3_result_error(ctx, s.message().c_str(), -1);
+  int rc = Protect(SessionOf(c->pVtab), [&] { return cur->Column(ctx, i); },
+                   [&](const Status& s) {
+                     int code = SessionOf(c->pVtab)->Fail(c->pVtab, s);
+                     sqlite3_result_error(ctx, s.message().c_str(), -1);
+                     return code;
+                   });
   if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
   return rc;
 }
@@ -115,32 +150,30 @@ int Rowid(sqlite3_vtab_cursor* c, sqlite3_int64* out) {
 
 int Update(sqlite3_vtab* v, int argc, sqlite3_value** argv, sqlite3_int64* rowid) {
   auto* t = static_cast<VTable*>(v);
-  Status s = Protect([&] { return t->Update(argc, argv, rowid); });
-  return s.ok() ? SQLITE_OK : t->session()->Fail(v, s);
+  return Protect(v, [&] { return t->Update(argc, argv, rowid); });
 }
 
-int TxnResult(sqlite3_vtab* v, const Status& s) {
-  return s.ok() ? SQLITE_OK : SessionOf(v)->Fail(v, s);
-}
 int Begin(sqlite3_vtab* v) {
-  return TxnResult(v, Protect([&] { return SessionOf(v)->TxnBegin(); }));
+  return Protect(v, [&] { return SessionOf(v)->TxnBegin(); });
 }
 int Sync(sqlite3_vtab* v) {
-  return TxnResult(v, Protect([&] { return SessionOf(v)->TxnSync(); }));
+  return Protect(v, [&] { return SessionOf(v)->TxnSync(); });
 }
 int Commit(sqlite3_vtab*) { return SQLITE_OK; }  // the commit happened in xSync
 int Rollback(sqlite3_vtab* v) {
-  SessionOf(v)->TxnRollback();
-  return SQLITE_OK;
+  return Protect(v, [&] {
+    SessionOf(v)->TxnRollback();
+    return Status::OK();
+  });
 }
 int Savepoint(sqlite3_vtab* v, int n) {
-  return TxnResult(v, Protect([&] { return SessionOf(v)->TxnSavepoint(n); }));
+  return Protect(v, [&] { return SessionOf(v)->TxnSavepoint(n); });
 }
 int Release(sqlite3_vtab* v, int n) {
-  return TxnResult(v, Protect([&] { return SessionOf(v)->TxnRelease(n); }));
+  return Protect(v, [&] { return SessionOf(v)->TxnRelease(n); });
 }
 int RollbackTo(sqlite3_vtab* v, int n) {
-  return TxnResult(v, Protect([&] { return SessionOf(v)->TxnRollbackTo(n); }));
+  return Protect(v, [&] { return SessionOf(v)->TxnRollbackTo(n); });
 }
 
 sqlite3_module MakeModule(const ModuleSpec& spec) {

@@ -1,10 +1,14 @@
 // tests/fuzz/fuzz_ops.cc -- structured operation sequences against the
 // in-memory model (tests/util/oracle.h), in the manner of SQLite's
-// fuzzinvariants: the input is a program of writes, transactions, reopens,
-// simulated power losses and injected I/O errors on a MemEnv behind a
-// FaultEnv. Invariants: every acknowledged write is there after any reopen or
-// crash, a failed transaction is wholly present or wholly absent, ids are what
-// the model predicts, and the integrity check finds nothing.
+// fuzzinvariants: the input is a program of writes, transactions, forgets
+// (every kind, in and out of transactions), PURGE, VACUUM, a retention policy,
+// closes (which apply retention and auto_vacuum), reopens, simulated power
+// losses and injected I/O errors on a MemEnv behind a FaultEnv. Invariants:
+// every acknowledged write and forget is there after any reopen or crash, a
+// failed transaction is wholly present or wholly absent, a forgotten episode
+// never reads back nor comes out of recall, ids are what the model predicts,
+// and the integrity check finds nothing.
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -82,15 +86,38 @@ AGENTMEM_FUZZ_TARGET(ops) {
   std::mt19937_64 rng(in.U32());
   uint64_t n = 0;
   int steps = 0;
+  // Episode event times 1,000 s apart, so that FORGET BEFORE and retention
+  // (whole seconds) cut inside the program's episodes.
+  constexpr int64_t kTs0 = 1'600'000'000'000'000, kTsStep = 1'000'000'000;
+  auto episode = [&] {
+    format::EpisodeRecord e = test::RandomEpisode(rng, kDim, n);
+    e.ts = kTs0 + static_cast<int64_t>(n++) * kTsStep;
+    return e;
+  };
+  auto forget = [&] {
+    format::ForgetRecord f;
+    f.kind = static_cast<format::ForgetKind>(1 + in.U8() % 6);
+    f.user_id = "u" + std::to_string(in.U8() % 3);
+    f.session_id = "s" + std::to_string(in.U8() % 4);
+    static const char* const kNames[] = {"persona", "goals", "scratch"};
+    f.name = kNames[in.U8() % 3];
+    f.before = kTs0 + static_cast<int64_t>(in.U8() % (n + 1)) * kTsStep;
+    // Only by-id kinds take an id; now and then another kind gets one too,
+    // which the engine must refuse (the decoder would reject the record).
+    const bool by_id = f.kind == format::ForgetKind::kEpisode || f.kind == format::ForgetKind::kFact;
+    const uint8_t id = in.U8();
+    if (by_id || id % 16 == 0) f.id = 1 + id % (n + 1);
+    return f;
+  };
   bool faulted = false;  // an injected fault may still be pending
   while (!in.empty() && steps++ < 200) {
     uint8_t op = in.U8();
     Driver& d = *w.driver;
-    switch (op % 13) {
+    switch (op % 18) {
       case 0:
       case 1:
       case 2:
-        d.Remember(test::RandomEpisode(rng, kDim, n++)).IgnoreError();
+        d.Remember(episode()).IgnoreError();
         break;
       case 3:
         d.SetBlock(test::RandomBlock(rng, n++)).IgnoreError();
@@ -110,11 +137,12 @@ AGENTMEM_FUZZ_TARGET(ops) {
       case 8: {
         // Clean close and reopen: under sync=full every acked write is there;
         // under sync=normal too (the close syncs).
+        // The close applies retention and auto_vacuum (the model follows).
         if (d.in_transaction()) d.Rollback().IgnoreError();
         w.fenv->ClearFaults();
+        d.Close().IgnoreError();
         w.model = d.acked();
         std::vector<test::Txn> doubt = d.in_doubt();
-        w.db->Close().IgnoreError();
         w.Reopen(doubt);
         faulted = false;
         break;
@@ -161,7 +189,32 @@ AGENTMEM_FUZZ_TARGET(ops) {
         if (s.ok()) {
           AGENTMEM_FUZZ_CHECK(hits.size() <= q.k, "recall returned %zu hits for k %zu",
                               hits.size(), q.k);
+          for (const engine::RecallHit& h : hits) {
+            AGENTMEM_FUZZ_CHECK(!d.acked().forgotten_episodes().count(h.id),
+                                "recall returned forgotten episode %llu",
+                                static_cast<unsigned long long>(h.id));
+          }
         }
+        break;
+      }
+      case 13:
+      case 14:
+        // Inside a transaction it applies at the commit.
+        d.Forget(forget()).IgnoreError();
+        break;
+      case 15:
+        if (!d.in_transaction()) d.Purge(forget()).IgnoreError();
+        break;
+      case 16:
+        if (!d.in_transaction()) d.Vacuum().IgnoreError();
+        break;
+      case 17: {
+        // Episodes older than a cut inside the program's range expire at a
+        // close or VACUUM (0: the policy is turned off).
+        uint8_t cut = in.U8();
+        int64_t max_age = cut == 0 ? 0
+            : (w.clock.now - (kTs0 + static_cast<int64_t>(cut % (n + 1)) * kTsStep)) / 1'000'000;
+        if (!d.in_transaction()) d.SetRetention(std::max<int64_t>(0, max_age), in.U8() % 2).IgnoreError();
         break;
       }
     }
@@ -172,9 +225,9 @@ AGENTMEM_FUZZ_TARGET(ops) {
   Driver& d = *w.driver;
   if (d.in_transaction()) d.Commit().IgnoreError();
   w.fenv->ClearFaults();
+  d.Close().IgnoreError();
   w.model = d.acked();
   std::vector<test::Txn> doubt = d.in_doubt();
-  w.db->Close().IgnoreError();
   w.Reopen(doubt);
   return 0;
 }

@@ -33,8 +33,9 @@ void Apply(std::string* bytes, const FaultEnv::Journal::Write& w) {
 
 class FaultFile : public engine::File {
  public:
-  FaultFile(FaultEnv* env, std::string path, std::unique_ptr<engine::File> base, uint64_t gen)
-      : env_(env), path_(std::move(path)), base_(std::move(base)), gen_(gen) {}
+  FaultFile(FaultEnv* env, std::shared_ptr<FaultEnv::Journal> journal,
+            std::unique_ptr<engine::File> base, uint64_t gen)
+      : env_(env), journal_(std::move(journal)), base_(std::move(base)), gen_(gen) {}
 
   Status ReadAt(uint64_t offset, size_t n, std::string* out) override {
     AGENTMEM_RETURN_IF_ERROR(Gate(kOpRead));
@@ -59,7 +60,7 @@ class FaultFile : public engine::File {
     AGENTMEM_RETURN_IF_ERROR(Gate(kOpSync));
     AGENTMEM_RETURN_IF_ERROR(base_->Sync());
     std::lock_guard<std::mutex> g(env_->mu_);
-    auto& j = env_->journals_[path_];
+    auto& j = *journal_;
     for (const auto& w : j.unsynced) Apply(&j.durable, w);
     j.unsynced.clear();
     env_->syncs_++;
@@ -69,7 +70,7 @@ class FaultFile : public engine::File {
     AGENTMEM_RETURN_IF_ERROR(Gate(kOpTruncate));
     {
       std::lock_guard<std::mutex> g(env_->mu_);
-      env_->journals_[path_].unsynced.push_back({size, "", true});
+      journal_->unsynced.push_back({size, "", true});
     }
     return base_->Truncate(size);
   }
@@ -85,6 +86,7 @@ class FaultFile : public engine::File {
     AGENTMEM_RETURN_IF_ERROR(Alive());
     return base_->UnlockWrite();
   }
+  engine::FileId Identity() const override { return base_->Identity(); }
 
  private:
   Status Alive() {
@@ -100,11 +102,11 @@ class FaultFile : public engine::File {
   }
   void Journal(uint64_t offset, std::string_view data) {
     std::lock_guard<std::mutex> g(env_->mu_);
-    env_->journals_[path_].unsynced.push_back({offset, std::string(data), false});
+    journal_->unsynced.push_back({offset, std::string(data), false});
   }
 
   FaultEnv* env_;
-  std::string path_;
+  std::shared_ptr<FaultEnv::Journal> journal_;
   std::unique_ptr<engine::File> base_;
   uint64_t gen_;
 };
@@ -164,15 +166,41 @@ Status FaultEnv::Open(const std::string& path, engine::OpenMode mode,
   std::unique_ptr<engine::File> base;
   AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &base));
   std::lock_guard<std::mutex> g(mu_);
-  if (!journals_.count(path)) {
+  std::shared_ptr<Journal>& j = journals_[path];
+  if (!j) {
     // A file that existed before this Env saw it: its bytes count as durable.
-    std::string bytes;
+    j = std::make_shared<Journal>();
     uint64_t size = 0;
     base->Size(&size).IgnoreError();
-    base->ReadAt(0, size, &bytes).IgnoreError();
-    journals_[path].durable = bytes;
+    base->ReadAt(0, size, &j->durable).IgnoreError();
   }
-  *out = std::make_unique<FaultFile>(this, path, std::move(base), generation_);
+  *out = std::make_unique<FaultFile>(this, j, std::move(base), generation_);
+  return Status::OK();
+}
+
+Status FaultEnv::Delete(const std::string& path) {
+  AGENTMEM_RETURN_IF_ERROR(base_->Delete(path));
+  std::lock_guard<std::mutex> g(mu_);
+  journals_.erase(path);
+  return Status::OK();
+}
+
+Status FaultEnv::Rename(const std::string& from, const std::string& to) {
+  // The rename itself, then the directory sync that makes it durable.
+  AGENTMEM_RETURN_IF_ERROR(base_->Rename(from, to));
+  Fault f;
+  bool fault = false;
+  Status synced = Check(kOpSync, &f, &fault);
+  std::lock_guard<std::mutex> g(mu_);
+  std::shared_ptr<Journal> moved = journals_[from];
+  std::shared_ptr<Journal> replaced = journals_[to];
+  journals_.erase(from);
+  journals_[to] = moved;
+  if (!synced.ok()) {
+    pending_renames_.push_back({from, to, moved, replaced});
+    return Status(kIoErrFsync, "injected EIO on the directory fsync after a rename");
+  }
+  syncs_++;
   return Status::OK();
 }
 
@@ -182,7 +210,7 @@ Status FaultEnv::CreateAtomic(const std::string& path, std::string_view initial)
   AGENTMEM_RETURN_IF_ERROR(Check(kOpCreate, &f, &fault));
   AGENTMEM_RETURN_IF_ERROR(base_->CreateAtomic(path, initial));
   std::lock_guard<std::mutex> g(mu_);
-  journals_[path] = Journal{std::string(initial), {}};
+  journals_[path] = std::make_shared<Journal>(Journal{std::string(initial), {}});
   return Status::OK();
 }
 
@@ -190,7 +218,22 @@ void FaultEnv::SimulateCrash(CrashPolicy policy, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::lock_guard<std::mutex> g(mu_);
   generation_++;
-  for (auto& [path, j] : journals_) {
+  // A rename whose directory sync failed reached the disk or not: never
+  // under drop-all, else by a coin. Undone, the names go back as they were.
+  for (auto it = pending_renames_.rbegin(); it != pending_renames_.rend(); ++it) {
+    if (policy != CrashPolicy::kDropAll && (rng() & 1)) continue;
+    base_->Rename(it->to, it->from).IgnoreError();
+    journals_[it->from] = it->moved;
+    journals_.erase(it->to);
+    if (it->replaced) {
+      std::unique_ptr<engine::File> f;
+      if (base_->CreateEmpty(it->to, &f).ok()) journals_[it->to] = it->replaced;
+    }
+  }
+  pending_renames_.clear();
+  for (auto& [path, jp] : journals_) {
+    if (!jp) continue;
+    Journal& j = *jp;
     std::string bytes = j.durable;
     const auto& w = j.unsynced;
     size_t n = w.size();

@@ -4,6 +4,12 @@
 // file and, on SimulateCrash(), rewrites the file to what a disk could hold
 // after losing power (SQLite test6.c semantics; RELIABILITY.md "FaultEnv").
 //
+// Files are tracked per inode, as on POSIX: Rename() moves a file to a new
+// name, and handles open on the file it replaced keep writing to that one,
+// which a crash then drops (an unlinked inode). Rename's directory sync counts
+// as a sync operation (kOpSync): when it is failed, the rename is in doubt and
+// SimulateCrash decides whether it reached the disk.
+//
 // Thread safety: all methods take one mutex.
 #pragma once
 
@@ -56,7 +62,9 @@ class FaultEnv : public engine::Env {
               std::unique_ptr<engine::File>* out) override;
   Status CreateAtomic(const std::string& path, std::string_view initial) override;
   bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status Delete(const std::string& path) override { return base_->Delete(path); }
+  Status Delete(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  engine::FileId Identify(const std::string& path) override { return base_->Identify(path); }
 
   // Used by FaultFile.
   struct Journal {
@@ -70,7 +78,13 @@ class FaultEnv : public engine::Env {
   };
   Status Check(uint32_t kind, Fault* fault_out, bool* fault);
   std::mutex mu_;
-  std::map<std::string, Journal> journals_;
+  std::map<std::string, std::shared_ptr<Journal>> journals_;  // by the name it has now
+  // Renames whose directory sync failed: `to` named `replaced` before.
+  struct PendingRename {
+    std::string from, to;
+    std::shared_ptr<Journal> moved, replaced;
+  };
+  std::vector<PendingRename> pending_renames_;
   uint64_t generation_ = 0;  // bumped by SimulateCrash; older files are dead
   uint64_t syncs_ = 0;
 

@@ -52,6 +52,84 @@ void Oracle::Apply(const Txn& t) {
     users_.insert(f.user_id);
     next_fact_id_ = std::max(next_fact_id_, f.id + 1);
   }
+  if (t.retention) retention_ = *t.retention;
+  for (const format::ForgetRecord& f : t.forgets) Forget(f);
+}
+
+void Oracle::Forget(const format::ForgetRecord& f) {
+  using format::ForgetKind;
+  std::set<uint64_t> episodes, facts;
+  std::vector<std::pair<std::string, std::string>> blocks;
+  std::set<uint64_t> cited;  // retention with keep_cited
+  if (f.kind == ForgetKind::kRetention && retention_.second) {
+    for (const auto& [id, fact] : facts_) cited.insert(fact.source_episode_ids.begin(), fact.source_episode_ids.end());
+  }
+  for (const auto& [id, e] : episodes_) {
+    bool mine = e.user_id == f.user_id;
+    switch (f.kind) {
+      case ForgetKind::kUser: if (mine) episodes.insert(id); break;
+      case ForgetKind::kSession: if (mine && e.session_id == f.session_id) episodes.insert(id); break;
+      case ForgetKind::kBefore: if (mine && e.ts < f.before) episodes.insert(id); break;
+      case ForgetKind::kEpisode: if (id == f.id) episodes.insert(id); break;
+      case ForgetKind::kRetention: if (e.ts < f.before && !cited.count(id)) episodes.insert(id); break;
+      default: break;
+    }
+  }
+  for (const auto& [id, fact] : facts_) {
+    if ((f.kind == ForgetKind::kUser && fact.user_id == f.user_id) ||
+        (f.kind == ForgetKind::kFact && id == f.id)) {
+      facts.insert(id);
+    }
+  }
+  for (const auto& [key, versions] : blocks_) {
+    if ((f.kind == ForgetKind::kUser && key.first == f.user_id) ||
+        (f.kind == ForgetKind::kBlock && key.first == f.user_id && key.second == f.name)) {
+      blocks.push_back(key);
+    }
+  }
+  std::set<std::string> users;  // whose facts may now cite only forgotten episodes
+  for (uint64_t id : episodes) {
+    users.insert(episodes_[id].user_id);
+    episodes_.erase(id);
+    forgotten_episodes_.insert(id);
+  }
+  // Facts go with their sources: every source gone (now or before, or never
+  // written), at least one now. Never by retention.
+  if (f.kind != ForgetKind::kRetention) {
+    for (const auto& [id, fact] : facts_) {
+      if (!users.count(fact.user_id) || fact.source_episode_ids.empty()) continue;
+      bool all_gone = true, one_now = false;
+      for (uint64_t e : fact.source_episode_ids) {
+        all_gone &= episodes_.count(e) == 0;
+        one_now |= episodes.count(e) > 0;
+      }
+      if (all_gone && one_now) facts.insert(id);
+    }
+  }
+  for (uint64_t id : facts) facts_.erase(id);
+  for (const auto& key : blocks) blocks_.erase(key);
+  // A user with nothing left is no longer listed.
+  users_.clear();
+  for (const auto& [id, e] : episodes_) users_.insert(e.user_id);
+  for (const auto& [key, v] : blocks_) users_.insert(key.first);
+  for (const auto& [id, fact] : facts_) users_.insert(fact.user_id);
+}
+
+std::optional<format::ForgetRecord> Oracle::RetentionDue(int64_t now) const {
+  if (retention_.first <= 0) return std::nullopt;
+  format::ForgetRecord f;
+  f.kind = format::ForgetKind::kRetention;
+  f.before = now - retention_.first * 1000000;
+  Oracle probe = *this;
+  probe.Forget(f);
+  if (probe.episodes_.size() == episodes_.size()) return std::nullopt;
+  return f;
+}
+
+std::vector<BlockRecord> Oracle::CurrentBlocks() const {
+  std::vector<BlockRecord> out;
+  for (const auto& [key, v] : blocks_) out.push_back(v.back());
+  return out;
 }
 
 const BlockRecord* Oracle::Block(const std::string& user, const std::string& name) const {
@@ -102,6 +180,13 @@ std::string Oracle::Diff(engine::Database* db) const {
   count("blocks", st.blocks, blocks_.size());
   count("block_versions", st.block_versions, versions);
   count("users", st.users, users_.size());
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  db->Retention(&max_age_s, &keep_cited);
+  if (std::make_pair(max_age_s, keep_cited) != retention_ && why.tellp() == 0) {
+    why << "the retention policy is (" << max_age_s << " s, keep_cited " << keep_cited
+        << "), the model has (" << retention_.first << " s, " << retention_.second << ")";
+  }
   // A commit that carries no records changes nothing a reader can see, and an
   // engine may write one (say, to mark bytes synced at close); every record is
   // checked above and below. So: at least the model's commits.
@@ -172,6 +257,12 @@ std::string Oracle::Diff(engine::Database* db) const {
              Describe(got) + ", want " + Describe(e);
     }
   }
+  for (uint64_t id : forgotten_episodes_) {
+    EpisodeRecord got;
+    s = db->GetEpisode(id, &got);
+    if (s.ok()) return "episode " + Num(id) + " was forgotten but reads back: " + Describe(got);
+    if (s.code() != kNotFound) return "GetEpisode(forgotten " + Num(id) + ") failed: " + s.ToString();
+  }
   EpisodeRecord extra;
   s = db->GetEpisode(next_episode_id_, &extra);
   if (s.ok())
@@ -209,6 +300,7 @@ void Driver::Acked(const Txn& t) {
 template <typename Rec, typename Call>
 Status Driver::Write(Rec expected, std::vector<Rec> Txn::*list, Call call) {
   Status s = call();
+  failed_ |= !s.ok();
   if (in_txn_) {
     if (s.ok()) (pending_.*list).push_back(std::move(expected));
     return s;
@@ -260,6 +352,7 @@ Status Driver::AssertFact(FactRecord r) {
 
 Status Driver::Begin() {
   Status s = db_->Begin();
+  failed_ |= !s.ok();
   if (s.ok()) {
     in_txn_ = true;
     pending_ = Txn{};
@@ -269,6 +362,7 @@ Status Driver::Begin() {
 
 Status Driver::Commit() {
   Status s = db_->Commit();
+  failed_ |= !s.ok();
   if (!in_txn_) return s;
   in_txn_ = false;
   Txn t = std::move(pending_);
@@ -283,8 +377,80 @@ Status Driver::Commit() {
 
 Status Driver::Rollback() {
   Status s = db_->Rollback();
+  failed_ |= !s.ok();
   in_txn_ = false;
   pending_ = Txn{};
+  return s;
+}
+
+Status Driver::Forget(const format::ForgetRecord& f) {
+  if (in_txn_) {
+    Status s = db_->Forget(f, nullptr);
+    failed_ |= !s.ok();
+    if (s.ok()) pending_.forgets.push_back(f);
+    return s;
+  }
+  Txn t;
+  t.forgets.push_back(f);
+  return Autocommitted(std::move(t), db_->Forget(f, nullptr));
+}
+
+Status Driver::Autocommitted(Txn t, Status s) {
+  failed_ |= !s.ok();
+  if (s.ok()) {
+    Acked(t);
+  } else {
+    in_doubt_.push_back(std::move(t));
+  }
+  return s;
+}
+
+Status Driver::Compacting(const std::vector<Txn>& outcomes, const std::function<Status()>& call) {
+  Status s = call();
+  failed_ |= !s.ok();
+  acked_.Compacted();
+  if (s.ok()) {
+    Acked(outcomes.back());
+  } else {
+    for (const Txn& t : outcomes)
+      if (!t.empty()) in_doubt_.push_back(t);
+  }
+  return s;
+}
+
+Status Driver::Purge(const format::ForgetRecord& f, engine::ForgetReceipt* receipt) {
+  // The forget commits first, then the VACUUM applies retention: a failed
+  // PURGE may leave neither, the forget, or both.
+  Txn forget;
+  forget.forgets.push_back(f);
+  Txn both = forget;
+  if (auto r = acked_.With(forget).RetentionDue(clock_->now)) both.forgets.push_back(*r);
+  return Compacting({forget, both}, [&] { return db_->Purge(f, receipt); });
+}
+
+Status Driver::Vacuum() {
+  Txn t;
+  if (auto r = acked_.RetentionDue(clock_->now)) t.forgets.push_back(*r);
+  return Compacting({t}, [&] { return db_->Vacuum({}, nullptr); });
+}
+
+Status Driver::SetRetention(int64_t max_age_s, bool keep_cited) {
+  Txn t;
+  t.retention = std::make_pair(max_age_s, keep_cited);
+  return Autocommitted(std::move(t), db_->SetRetention(max_age_s, keep_cited));
+}
+
+Status Driver::Close() {
+  in_txn_ = false;
+  pending_ = Txn{};
+  Txn t;
+  if (db_->options().sync != engine::SyncMode::kOff) {
+    if (auto r = acked_.RetentionDue(clock_->now)) t.forgets.push_back(*r);
+  }
+  if (!failed_) return Compacting({t}, [&] { return db_->Close(); });
+  Status s = db_->Close();
+  acked_.Compacted();
+  if (!t.empty()) in_doubt_.push_back(t);
   return s;
 }
 

@@ -39,11 +39,17 @@ struct TestClock {
 };
 
 // The records of one transaction, as the engine is expected to store them.
+// Forgets apply after the records, in order (docs/lifecycle.md); a retention
+// policy set in the transaction (SetRetention) is stored with it.
 struct Txn {
   std::vector<format::EpisodeRecord> episodes;
   std::vector<format::BlockRecord> blocks;
   std::vector<format::FactRecord> facts;
-  bool empty() const { return episodes.empty() && blocks.empty() && facts.empty(); }
+  std::vector<format::ForgetRecord> forgets;
+  std::optional<std::pair<int64_t, bool>> retention;  // (max_age_s, keep_cited)
+  bool empty() const {
+    return episodes.empty() && blocks.empty() && facts.empty() && forgets.empty() && !retention;
+  }
 };
 
 class Oracle {
@@ -57,6 +63,18 @@ class Oracle {
 
   // Applies an acknowledged transaction. An empty one writes nothing.
   void Apply(const Txn& t);
+  // What a forget does (docs/lifecycle.md "Forgetting"): the episodes, facts
+  // and block versions it names leave the model; after episodes, the facts of
+  // their users whose sources are all gone, one of them now (not for
+  // retention). Forgotten episode ids are remembered: Diff checks that each
+  // stays unreadable.
+  void Forget(const format::ForgetRecord& f);
+  // The retention forget a close or VACUUM at clock `now` commits, if the
+  // model's policy has one due (nullopt: nothing to forget).
+  std::optional<format::ForgetRecord> RetentionDue(int64_t now) const;
+  // A VACUUM writes a new file with its own commits: from then on stats.commits
+  // is only known to be at least 1.
+  void Compacted() { commits_ = 1; }
   Oracle With(const Txn& t) const {
     Oracle o = *this;
     o.Apply(t);
@@ -76,6 +94,10 @@ class Oracle {
   size_t episode_count() const { return episodes_.size(); }
   const std::map<uint64_t, format::EpisodeRecord>& episodes() const { return episodes_; }
   const std::map<uint64_t, format::FactRecord>& facts() const { return facts_; }
+  const std::set<uint64_t>& forgotten_episodes() const { return forgotten_episodes_; }
+  std::set<std::string> users() const { return users_; }
+  // Every current block, per (user, name).
+  std::vector<format::BlockRecord> CurrentBlocks() const;
   // The current version of a block, or null.
   const format::BlockRecord* Block(const std::string& user, const std::string& name) const;
 
@@ -84,6 +106,8 @@ class Oracle {
   std::map<std::pair<std::string, std::string>, std::vector<format::BlockRecord>> blocks_;
   std::map<uint64_t, format::FactRecord> facts_;
   std::set<std::string> users_;
+  std::set<uint64_t> forgotten_episodes_;
+  std::pair<int64_t, bool> retention_{0, false};  // (max_age_s, keep_cited)
   uint64_t commits_ = 1;
   uint64_t next_episode_id_ = 1;
   uint64_t next_fact_id_ = 1;
@@ -107,7 +131,10 @@ bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
 class Driver {
  public:
   Driver(engine::Database* db, TestClock* clock) : db_(db), clock_(clock) {}
-  void set_db(engine::Database* db) { db_ = db; }
+  void set_db(engine::Database* db) {
+    db_ = db;
+    failed_ = false;
+  }
 
   Status Remember(format::EpisodeRecord r);
   Status SetBlock(format::BlockRecord r);
@@ -115,6 +142,18 @@ class Driver {
   Status Begin();
   Status Commit();
   Status Rollback();
+  // Lifecycle (docs/lifecycle.md). Forget: inside Begin/Commit it applies at
+  // the commit. Purge = Forget then VACUUM: if it fails, its forget is in
+  // doubt. Vacuum and Close apply the model's retention policy first, as the
+  // engine does (a failed one leaves that forget in doubt); Close also runs
+  // auto_vacuum, so the model's commit count is reset as by Compacted(). After
+  // any failed call on the handle its close may skip that work (a sticky
+  // error): the retention is then in doubt even when Close returns OK.
+  Status Forget(const format::ForgetRecord& f);
+  Status Purge(const format::ForgetRecord& f, engine::ForgetReceipt* receipt = nullptr);
+  Status Vacuum();
+  Status SetRetention(int64_t max_age_s, bool keep_cited);
+  Status Close();
 
   const Oracle& acked() const { return acked_; }
   Oracle& mutable_acked() { return acked_; }
@@ -128,12 +167,18 @@ class Driver {
   template <typename Rec, typename Call>
   Status Write(Rec expected, std::vector<Rec> Txn::*list, Call call);
   void Acked(const Txn& t);
+  // The outcome of a call that commits `t` by itself: acked, or in doubt.
+  Status Autocommitted(Txn t, Status s);
+  // A call that may compact the file. When it returns OK, outcomes.back() was
+  // committed; when it fails, any one of `outcomes` (or none) may have been.
+  Status Compacting(const std::vector<Txn>& outcomes, const std::function<Status()>& call);
 
   engine::Database* db_;
   TestClock* clock_;
   Oracle acked_;
   std::vector<Txn> in_doubt_;
   bool in_txn_ = false;
+  bool failed_ = false;  // a call on this handle failed
   Txn pending_;
   std::vector<std::string> errors_;
 };
