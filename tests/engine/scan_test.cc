@@ -7,6 +7,7 @@
 // as AGENTMEM_CORRUPT_* naming the page.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -523,6 +524,11 @@ TEST_CASE("a scan checks a checkpoint page's checksum and skips its payload") {
     CheckTorn(Scan(log.bytes), start, log.size(), 1);
     CheckDamage(Scan(log.bytes, log.size() + 1), kCorruptPage, start, "cut short");
   }
+  SUBCASE("cut short exactly where a read window ends") {
+    log.bytes.resize(start + 4 + (1u << 20));
+    CheckTorn(Scan(log.bytes), start, log.size(), 1);
+    CheckDamage(Scan(log.bytes, log.size() + 1), kCorruptPage, start, "cut short");
+  }
 }
 
 TEST_CASE("a checkpoint page stored compressed is refused even with a valid checksum") {
@@ -889,6 +895,95 @@ TEST_CASE("check reports damage that a full scan finds as a problem, not as a fa
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].find("page " + std::to_string(PageNo(first))) != std::string::npos);
   CHECK(problems[0].find("AGENTMEM_CORRUPT_CHECKSUM") != std::string::npos);
+}
+
+// ------------------------------------------------------------------ superblocks
+
+// The highest valid superblock generation in the file at kPath (0: none).
+uint64_t NewestGeneration(engine::Env* env) {
+  std::unique_ptr<engine::File> f;
+  REQUIRE(env->Open(kPath, engine::OpenMode{true}, &f).ok());
+  std::string head;
+  REQUIRE(f->ReadAt(0, kFirst, &head).ok());
+  uint64_t newest = 0;
+  for (uint64_t off : format::kSuperblockOffset) {
+    format::Superblock sb;
+    if (format::DecodeSuperblock(std::string_view(head).substr(off, 64), kSalt, &sb).ok()) {
+      newest = std::max(newest, sb.generation);
+    }
+  }
+  return newest;
+}
+
+format::EpisodeRecord Note(const char* text) {
+  format::EpisodeRecord e;
+  e.user_id = "ann";
+  e.text = text;
+  return e;
+}
+
+TEST_CASE("a close whose superblock write or sync fails reports it and the file reopens whole") {
+  for (engine::SyncMode sync : {engine::SyncMode::kFull, engine::SyncMode::kNormal}) {
+    for (uint32_t op : {uint32_t{kOpWrite}, uint32_t{kOpSync}}) {
+      CAPTURE(static_cast<int>(sync));
+      CAPTURE(op);
+      std::unique_ptr<engine::Env> mem = engine::NewMemEnv();
+      FaultEnv env(mem.get());
+      TestClock clock;
+      engine::Options opts = OpenOptions(&env, &clock, false);
+      opts.sync = sync;
+      std::unique_ptr<Database> db = MustOpen(kPath, opts);
+      uint64_t id = 0;
+      REQUIRE(db->Remember(Note("kept through a failed close"), &id).ok());
+      const uint64_t generation = NewestGeneration(mem.get());
+      env.FailAt(1, Fault::kEio, false, op);
+      Status s = db->Close();
+      CHECK(s.code() == (op == kOpWrite ? kIoErrWrite : kIoErrFsync));
+      db.reset();
+      if (op == kOpWrite) CHECK(NewestGeneration(mem.get()) == generation);
+      std::unique_ptr<Database> again = MustOpen(kPath, OpenOptions(mem.get(), &clock, true));
+      format::EpisodeRecord e;
+      REQUIRE(again->GetEpisode(id, &e).ok());
+      CHECK(e.text == "kept through a failed close");
+    }
+  }
+}
+
+TEST_CASE("a close while another handle holds the write lock leaves the superblock to that handle") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  std::unique_ptr<Database> a = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  std::unique_ptr<Database> b = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  uint64_t id = 0;
+  REQUIRE(b->Remember(Note("from b"), &id).ok());
+  REQUIRE(a->Begin().ok());
+  REQUIRE(a->Remember(Note("from a, pending"), &id).ok());  // a holds the lock
+  const uint64_t generation = NewestGeneration(env.get());
+  REQUIRE(b->Close().ok());
+  CHECK(NewestGeneration(env.get()) == generation);
+  REQUIRE(a->Commit().ok());
+  REQUIRE(a->Close().ok());
+  CHECK(NewestGeneration(env.get()) == generation + 1);
+}
+
+TEST_CASE("a close writes a first superblock again when both were damaged while the file was open") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  uint64_t id = 0;
+  REQUIRE(db->Remember(Note("before the damage"), &id).ok());
+  {
+    std::unique_ptr<engine::File> f;
+    REQUIRE(env->Open(kPath, engine::OpenMode{false}, &f).ok());
+    for (uint64_t off : format::kSuperblockOffset) REQUIRE(f->WriteAt(off, std::string(64, 'x')).ok());
+  }
+  CHECK(NewestGeneration(env.get()) == 0);
+  REQUIRE(db->Close().ok());
+  CHECK(NewestGeneration(env.get()) == 1);
+  std::unique_ptr<Database> again = MustOpen(kPath, OpenOptions(env.get(), &clock, true));
+  format::EpisodeRecord e;
+  REQUIRE(again->GetEpisode(id, &e).ok());
+  CHECK(e.text == "before the damage");
 }
 
 TEST_SUITE_END();

@@ -320,6 +320,19 @@ TEST_CASE("a superblock checkpoint must lie before scan_from and be vouched for"
   CHECK(DecodeSuperblock(EncodeSuperblock(SampleSuperblock()), kSalt, &out).ok());
 }
 
+TEST_CASE("a superblock without a checkpoint must start at the first page with no commit before it") {
+  Superblock out;
+  Superblock s = SampleSuperblock();
+  s.checkpoint = 0;
+  s.scan_from = kFirstPageOffset;
+  s.commit_seq = 0;
+  REQUIRE(DecodeSuperblock(EncodeSuperblock(s), kSalt, &out).ok());
+  s.commit_seq = 3;  // commits before the first page cannot exist
+  Status st = DecodeSuperblock(EncodeSuperblock(s), kSalt, &out);
+  CHECK(st.code() == kCorruptSuperblock);
+  CHECK(st.message().find("out of range") != std::string::npos);
+}
+
 TEST_CASE("every single-bit flip in a superblock is detected") {
   const std::string good = EncodeSuperblock(SampleSuperblock());
   Superblock out;

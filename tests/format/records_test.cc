@@ -612,3 +612,43 @@ TEST_CASE("a forget record round-trips and refuses unknown kinds and missing ids
   EncodeForget(r, &bytes);
   CHECK(DecodeForget(bytes, 9, &back).code() == kCorruptPage);
 }
+
+TEST_CASE("a text record whose length or a term count does not fit 32 bits, or with an empty term, is refused") {
+  auto text = [](uint64_t doc_len, std::string_view term, uint64_t tf) {
+    std::string b;
+    PutFixed64(&b, 42);
+    PutVarint(&b, doc_len);
+    PutVarint(&b, 1);
+    PutString(&b, term);
+    PutVarint(&b, tf);
+    return b;
+  };
+  TextRecord out;
+  REQUIRE(DecodeText(text(3, "tea", 3), 9, &out).ok());
+  CHECK(out.terms[0].second == 3);
+  const uint64_t big = uint64_t{UINT32_MAX} + 1;
+  for (const std::string& bad : {text(big, "tea", big), text(3, "tea", big), text(1, "", 1)}) {
+    Status s = DecodeText(bad, 9, &out);
+    CHECK(s.code() == kCorruptPage);
+    CHECK(s.page_no() == 9);
+    CHECK(s.message().find("malformed text record") != std::string::npos);
+  }
+}
+
+TEST_CASE("a forget record by fact id round-trips and needs its id") {
+  ForgetRecord r;
+  r.kind = ForgetKind::kFact;
+  r.user_id = "bob";
+  r.id = 9;
+  std::string bytes;
+  EncodeForget(r, &bytes);
+  ForgetRecord back;
+  REQUIRE(DecodeForget(bytes, 9, &back).ok());
+  CHECK(back == r);
+  r.id = 0;
+  bytes.clear();
+  EncodeForget(r, &bytes);
+  Status s = DecodeForget(bytes, 9, &back);
+  CHECK(s.code() == kCorruptPage);
+  CHECK(s.message().find("malformed forget record") != std::string::npos);
+}
