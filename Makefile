@@ -115,7 +115,9 @@ bench-callgrind: bench-build
 #             SOAK_KILLS (10,000) kill -9 runs (R2); one writer + four reader
 #             processes for SOAK_SECONDS (60) each, plain and kill variant (R7,
 #             at least 100,000 reader snapshots); the thread variant with 5,000
-#             transactions
+#             transactions; the lifecycle power-loss sweep over
+#             SOAK_R1_WORKLOADS (20) workloads (R1); every allocation of the
+#             SQL workload failed (R4)
 # make fuzz   builds the libFuzzer targets with clang-14 (build-fuzz, ASan +
 #             UBSan) and runs each for FUZZ_SECONDS (60) on a copy of
 #             tests/fuzz/corpus/<target>; crashes are written to
@@ -134,6 +136,7 @@ SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \
 FUZZ_SECONDS ?= 60
 SOAK_KILLS ?= 10000
 SOAK_SECONDS ?= 60
+SOAK_R1_WORKLOADS ?= 20
 REL_TESTS = tests/reliability/reliability_tests
 
 .PHONY: soak fuzz fuzz-deps san-build tsan coverage
@@ -143,6 +146,8 @@ soak: build
 	AGENTMEM_R7_SECONDS=$(SOAK_SECONDS) AGENTMEM_R7_MIN_READS=100000 \
 	  $(BUILD)/$(REL_TESTS) -tc='*reader processes*,*writer process is killed*'
 	AGENTMEM_R7_TXNS=5000 $(BUILD)/$(REL_TESTS) -tc='*threads of one process*'
+	AGENTMEM_R1_WORKLOADS=$(SOAK_R1_WORKLOADS) $(BUILD)/$(REL_TESTS) -tc='*workload that forgets and compacts*'
+	AGENTMEM_NOMEM_ALL=1 $(BUILD)/$(REL_TESTS) -tc='*SQL workload*'
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))

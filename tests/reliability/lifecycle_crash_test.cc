@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <random>
@@ -453,9 +454,16 @@ TEST_SUITE_BEGIN("reliability");
 TEST_CASE(
     "a simulated power loss at every sync point of a workload that forgets and compacts loses "
     "no acknowledged write and brings back nothing forgotten") {
+  // AGENTMEM_R1_WORKLOADS=<n> sweeps n workloads (seeds seed, seed+1, ...);
+  // `make soak` runs 20.
   const uint64_t seed = Seed();
-  CAPTURE(seed);
-  Sweep(LifecycleWorkload(seed, 40), seed, 2, "lifecycle", 0);
+  const char* env = std::getenv("AGENTMEM_R1_WORKLOADS");
+  const uint64_t workloads = env ? std::max<uint64_t>(1, std::strtoull(env, nullptr, 10)) : 1;
+  for (uint64_t w = 0; w < workloads; w++) {
+    const uint64_t workload_seed = seed + w;
+    CAPTURE(workload_seed);
+    Sweep(LifecycleWorkload(workload_seed, 40), workload_seed, 2, "lifecycle", 0);
+  }
 }
 
 TEST_CASE("a simulated power loss at every sync point of a close that compacts the file") {
