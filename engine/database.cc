@@ -25,6 +25,7 @@
 //             any failed write/sync --> sticky (reads only) --reopen--> idle
 #include "engine/database.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -468,9 +469,18 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
     if (!s.ok() || with_text.count(r.id)) continue;
     s = recall_->AddText(recall_->TextFor(r));
   }
+  // A commit's graph delta leaves out the vectors of its new nodes: they are
+  // those of the transaction's episode records, in increasing id order
+  // (docs/format.md §5.6).
+  auto vectors = [&d](uint64_t id) -> const float* {
+    auto it = std::lower_bound(d.episodes.begin(), d.episodes.end(), id,
+                               [](const auto& e, uint64_t v) { return e.first.id < v; });
+    if (it == d.episodes.end() || it->first.id != id || it->first.vector.empty()) return nullptr;
+    return it->first.vector.data();
+  };
   for (const auto& [image, page_no] : d.graphs) {
     if (!s.ok()) break;
-    s = recall_->ApplyGraphImage(image, page_no);
+    s = recall_->ApplyGraphImage(image, page_no, vectors);
   }
   if (!s.ok()) recall_->Break(s);
   // Forgets apply last, to everything up to and including this transaction.

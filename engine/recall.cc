@@ -360,12 +360,15 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
     return s;
   }
   SyncNodes();
-  s = graph_->EncodeDelta(mark, delta);
+  // The vectors are in the episode records of the same transaction
+  // (docs/format.md §5.6): the delta holds only the graph's own bytes.
+  s = graph_->EncodeDelta(mark, delta, /*with_vectors=*/false);
   if (!s.ok()) broken_ = s;
   return s;
 }
 
-Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no) {
+Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
+                                    const index::HnswIndex::VectorLookup& vectors) {
   if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
   auto header = index::hnsw::ParseImageHeader(image);
   if (!header.ok()) {
@@ -376,12 +379,22 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no) {
   const auto& h = header.value();
   if (graph_ && h.node_count == have) return Status::OK();  // this handle's own commit
   Status s;
-  if (!graph_ && h.base_count == 0) {
+  if (!graph_ && h.base_count == 0 && h.vectors) {
     auto g = index::HnswIndex::Deserialize(image);
     s = g.status();
     if (s.ok()) graph_ = std::move(g.value());
+  } else if (!graph_ && h.base_count == 0) {  // the first delta, without vectors
+    index::HnswOptions o;
+    o.metric = h.shape.metric;
+    o.dim = h.shape.dim;
+    o.m = h.shape.m;
+    o.ef_construction = h.shape.ef_construction;
+    auto g = index::HnswIndex::Create(o);
+    s = g.status();
+    if (s.ok()) s = g.value()->ApplyDelta(image, vectors);
+    if (s.ok()) graph_ = std::move(g.value());
   } else if (graph_ && h.base_count == have) {
-    s = graph_->ApplyDelta(image);
+    s = graph_->ApplyDelta(image, vectors);
   } else {
     s = StatusF(kCorruptIndex, "graph image builds on %u nodes; the graph has %zu", h.base_count,
                 have);

@@ -156,7 +156,10 @@ class RecallIndex {
   Status InsertForCommit(const std::vector<format::EpisodeRecord>& episodes, std::string* delta);
   // The reader's side: applies a committed graph image (a delta, or a full
   // image on an empty graph). An image this handle made itself is skipped.
-  Status ApplyGraphImage(std::string_view image, int64_t page_no);
+  // An image without vectors (a commit's delta) takes them from `vectors`:
+  // the episode records of its transaction.
+  Status ApplyGraphImage(std::string_view image, int64_t page_no,
+                         const index::HnswIndex::VectorLookup& vectors);
   void Break(const Status& why) { broken_ = why; }
   const Status& broken() const { return broken_; }
   // Below this many candidate vectors the planner scans exactly.

@@ -1089,9 +1089,10 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Deserialize(std::string_view image
   Result<hnsw::ImageHeader> header = hnsw::ParseImageHeader(image);
   if (!header.ok()) return header.status();
   const hnsw::ImageHeader& h = *header;
-  if (h.base_count != 0) {
+  if (h.base_count != 0 || !h.vectors) {
     return AGENTMEM_CORRUPTION(kCorruptIndex, -1,
-                               "hnsw image: a delta (builds on %u nodes), not a full image",
+                               "hnsw image: a delta (builds on %u nodes, or without vectors), not a "
+                               "full image",
                                h.base_count);
   }
   HnswOptions o{h.shape.metric,          h.shape.dim,  h.shape.m,
@@ -1408,17 +1409,42 @@ Result<std::vector<uint32_t>> HnswIndex::NodesChangedSince(const ChangeMark& mar
   return nodes;
 }
 
-Status HnswIndex::EncodeDelta(const ChangeMark& mark, std::string* out) const {
+Status HnswIndex::EncodeDelta(const ChangeMark& mark, std::string* out, bool with_vectors) const {
   return Guarded("encoding a delta", [&] {
     std::shared_lock lock(impl_->mu);
     if (!impl_->sticky.ok()) return impl_->sticky;
     AGENTMEM_RETURN_IF_ERROR(impl_->CheckMark(mark));
-    hnsw::EncodeImage(impl_->View(), mark.node_count, impl_->ChangedSince(mark), out);
+    hnsw::EncodeImage(impl_->View(), mark.node_count, impl_->ChangedSince(mark), out, with_vectors);
     return Status::OK();
   });
 }
 
-Status HnswIndex::ApplyDelta(std::string_view image) {
+// The vectors an image without them leaves to its caller, as the graph
+// stores them (normalised for cosine), in `storage`; each record points at
+// its own. Errors: kCorruptIndex for a label with no vector or a vector that
+// is not finite.
+static Status SupplyVectors(const HnswIndex::VectorLookup& vectors, const GraphShape& shape,
+                            hnsw::ParsedImage* image, std::vector<float>* storage) {
+  if (image->header.vectors) return Status::OK();
+  const size_t dim = shape.dim;
+  storage->resize(size_t{image->header.node_count - image->header.base_count} * dim);
+  size_t row = 0;
+  for (hnsw::NodeRecordView& r : image->records) {
+    if (r.node < image->header.base_count) continue;
+    const float* v = vectors ? vectors(r.label) : nullptr;
+    if (v == nullptr || !AllFinite(v, dim)) {
+      return StatusF(kCorruptIndex, "hnsw image: node %u (label %llu): no usable vector for it",
+                     r.node, static_cast<unsigned long long>(r.label));
+    }
+    float* out = storage->data() + row++ * dim;
+    std::copy(v, v + dim, out);
+    if (shape.metric == Metric::kCosine) NormalizeInPlace(out, dim);
+    r.vector = reinterpret_cast<const char*>(out);
+  }
+  return Status::OK();
+}
+
+Status HnswIndex::ApplyDelta(std::string_view image, const VectorLookup& vectors) {
   return Guarded("applying a delta", [&] {
     Result<hnsw::ImageHeader> header = hnsw::ParseImageHeader(image);
     if (!header.ok()) return header.status();
@@ -1426,6 +1452,8 @@ Status HnswIndex::ApplyDelta(std::string_view image) {
     if (!impl_->sticky.ok()) return impl_->sticky;
     Result<hnsw::ParsedImage> parsed = hnsw::ParseImageBody(image, *header, impl_->View());
     if (!parsed.ok()) return parsed.status();
+    std::vector<float> supplied;
+    AGENTMEM_RETURN_IF_ERROR(SupplyVectors(vectors, header->shape, &*parsed, &supplied));
     return impl_->Apply(*parsed);
   });
 }

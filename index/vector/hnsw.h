@@ -212,12 +212,18 @@ class HnswIndex {
   // Appends to *out an image of the changes since `mark` (hnsw_format.h):
   // applied with ApplyDelta() to a copy of this index as it was at the mark, it
   // yields this index. kMisuse for a mark from the future or another index.
-  Status EncodeDelta(const ChangeMark& mark, std::string* out) const;
+  // `with_vectors` false leaves the new nodes' vectors out of the image
+  // (docs/format.md §5.6): ApplyDelta() then needs them from its caller.
+  Status EncodeDelta(const ChangeMark& mark, std::string* out, bool with_vectors = true) const;
   // Applies an image made by EncodeDelta() (or a full image, to an empty
   // index). Validated completely first; on error the index is unchanged.
   // Errors: kCorruptIndex (including an image that builds on a different node
   // count), kFormatVersion, kNoMem.
-  Status ApplyDelta(std::string_view image);
+  // An image without vectors takes each new node's vector from `vectors`:
+  // the vector given to Add() under that label (dim floats), or nullptr,
+  // which fails the image (kCorruptIndex).
+  using VectorLookup = std::function<const float*(uint64_t label)>;
+  Status ApplyDelta(std::string_view image, const VectorLookup& vectors = {});
 
  private:
   struct Impl;

@@ -44,12 +44,13 @@ class Reader {
   const char* end_;
 };
 
-void AppendHeader(const GraphSource& g, uint32_t base_count, size_t records, std::string* out) {
+void AppendHeader(const GraphSource& g, uint32_t base_count, size_t records, bool with_vectors,
+                  std::string* out) {
   GraphShape s = g.shape();
   out->append(kMagic, sizeof kMagic);
   format::PutFixed16(out, kImageVersion);
   out->push_back(static_cast<char>(s.metric));
-  out->push_back(0);
+  out->push_back(with_vectors ? 0 : static_cast<char>(kImageFlagNoVectors));
   format::PutFixed32(out, s.dim);
   format::PutFixed32(out, s.m);
   format::PutFixed32(out, s.ef_construction);
@@ -73,6 +74,7 @@ ImageHeader DecodeHeaderFields(const char* p) {
   h.max_level = static_cast<int32_t>(DecodeFixed32(p + 32));
   h.record_count = DecodeFixed32(p + 36);
   h.body_length = DecodeFixed64(p + 40);
+  h.vectors = (static_cast<uint8_t>(p[7]) & kImageFlagNoVectors) == 0;
   return h;
 }
 
@@ -95,7 +97,9 @@ Status CheckFraming(std::string_view image) {
   if (stored != computed) {
     return HNSW_CORRUPT("checksum mismatch (stored %08x, computed %08x)", stored, computed);
   }
-  if (image[7] != 0) return HNSW_CORRUPT("unknown flags 0x%02x", static_cast<uint8_t>(image[7]));
+  if ((static_cast<uint8_t>(image[7]) & ~kImageFlagNoVectors) != 0) {
+    return HNSW_CORRUPT("unknown flags 0x%02x", static_cast<uint8_t>(image[7]));
+  }
   return Status::OK();
 }
 
@@ -113,8 +117,8 @@ Status CheckCounts(const ImageHeader& h, size_t image_size) {
                         static_cast<unsigned long long>(new_nodes), h.node_count);
   }
   // Each record takes its fixed part and a layer-0 count; a new one its vector.
-  uint64_t min_body =
-      uint64_t{h.record_count} * (kRecordFixedSize + 2) + new_nodes * 4 * uint64_t{h.shape.dim};
+  uint64_t min_body = uint64_t{h.record_count} * (kRecordFixedSize + 2) +
+                      (h.vectors ? new_nodes * 4 * uint64_t{h.shape.dim} : 0);
   if (min_body > h.body_length) {
     return HNSW_CORRUPT("%u records need at least %llu bytes, body has %llu", h.record_count,
                         static_cast<unsigned long long>(min_body),
@@ -181,7 +185,7 @@ Status RecordChecker::ReadRecord(Reader* in, uint32_t index, NodeRecordView* r) 
     return HNSW_CORRUPT("record %u (node %u): unknown flags 0x%02x", index, r->node, flags);
   }
   r->deleted = (flags & 1u) != 0;
-  if (r->node >= h_.base_count && !in->Take(uint64_t{4} * h_.shape.dim, &r->vector)) {
+  if (r->node >= h_.base_count && h_.vectors && !in->Take(uint64_t{4} * h_.shape.dim, &r->vector)) {
     return HNSW_CORRUPT("record %u (node %u): vector is truncated", index, r->node);
   }
   return SkipLinks(in, index, r);
@@ -364,9 +368,9 @@ void EncodeNodeRecord(const GraphSource& g, uint32_t node, bool with_vector, std
 }
 
 size_t EncodedImageSize(const GraphSource& g, uint32_t base_count,
-                        std::span<const uint32_t> nodes) {
+                        std::span<const uint32_t> nodes, bool with_vectors) {
   size_t size = kImageHeaderSize + kImageTrailerSize;
-  const size_t vector_bytes = size_t{4} * g.shape().dim;
+  const size_t vector_bytes = with_vectors ? size_t{4} * g.shape().dim : 0;
   for (uint32_t node : nodes) {
     size += kRecordFixedSize + (node >= base_count ? vector_bytes : 0);
     for (int layer = 0; layer <= g.level(node); ++layer)
@@ -376,12 +380,12 @@ size_t EncodedImageSize(const GraphSource& g, uint32_t base_count,
 }
 
 void EncodeImage(const GraphSource& g, uint32_t base_count, std::span<const uint32_t> nodes,
-                 std::string* out) {
+                 std::string* out, bool with_vectors) {
   const size_t start = out->size();
-  out->reserve(start + EncodedImageSize(g, base_count, nodes));
-  AppendHeader(g, base_count, nodes.size(), out);
+  out->reserve(start + EncodedImageSize(g, base_count, nodes, with_vectors));
+  AppendHeader(g, base_count, nodes.size(), with_vectors, out);
   const size_t body_start = out->size();
-  for (uint32_t node : nodes) EncodeNodeRecord(g, node, node >= base_count, out);
+  for (uint32_t node : nodes) EncodeNodeRecord(g, node, with_vectors && node >= base_count, out);
   format::EncodeFixed64(out->data() + start + 40, out->size() - body_start);
   uint32_t crc = format::Crc32c(out->data() + start, out->size() - start);
   format::PutFixed32(out, format::MaskCrc(crc));

@@ -21,7 +21,8 @@
 //   0       4     magic            "AHNS"
 //   4       2     version          kImageVersion (1); a newer one is refused
 //   6       1     metric           Metric (1 cosine, 2 ip, 3 l2)
-//   7       1     flags            0 (reserved)
+//   7       1     flags            bit 0 (kImageFlagNoVectors): the new nodes' records hold
+//                                  no vector (the caller supplies them); other bits 0
 //   8       4     dim              vector dimension, 1..kMaxDim
 //   12      4     m                links per node and layer, kMinM..kMaxM (2m on layer 0)
 //   16      4     ef_construction  beam width used while inserting, 1..kMaxEfConstruction
@@ -40,7 +41,8 @@
 //   4       8        label       the caller's id (episode id); unique in the graph
 //   12      1        level       top layer of the node, 0..kMaxLevel
 //   13      1        flags       bit 0: marked deleted; other bits 0
-//   14      4*dim    vector      float32; present iff node >= base_count
+//   14      4*dim    vector      float32; present iff node >= base_count and the image's
+//                                flags do not have kImageFlagNoVectors
 //   ...              links       for layer 0..level: [2 count][4*count neighbour ids]
 //                                count <= 2m on layer 0, <= m above
 //
@@ -79,6 +81,7 @@ inline constexpr uint16_t kImageVersion = 1;
 inline constexpr size_t kImageHeaderSize = 48;
 inline constexpr size_t kImageTrailerSize = 4;
 inline constexpr size_t kRecordFixedSize = 14;
+inline constexpr uint8_t kImageFlagNoVectors = 1;
 
 // The parameters that make two graphs compatible.
 struct GraphShape {
@@ -121,14 +124,16 @@ struct ImageHeader {
   int32_t max_level = -1;
   uint32_t record_count = 0;
   uint64_t body_length = 0;
+  bool vectors = true;  // false: kImageFlagNoVectors
 };
 
 // Appends to *out an image of `graph` holding the records of `nodes`
 // (ascending, distinct, each < graph.node_count()) on top of base_count nodes.
 // REQUIRES: every node >= base_count is listed. A full image: base_count 0 and
-// every node.
+// every node. `with_vectors` false: the new nodes' vectors are left out
+// (kImageFlagNoVectors).
 void EncodeImage(const GraphSource& graph, uint32_t base_count, std::span<const uint32_t> nodes,
-                 std::string* out);
+                 std::string* out, bool with_vectors = true);
 
 // Appends one node record; the vector is written iff with_vector.
 void EncodeNodeRecord(const GraphSource& graph, uint32_t node, bool with_vector, std::string* out);
@@ -139,7 +144,8 @@ struct NodeRecordView {
   uint64_t label = 0;
   int level = 0;
   bool deleted = false;
-  const char* vector = nullptr;  // dim little-endian floats, any alignment; null for old nodes
+  const char* vector = nullptr;  // dim little-endian floats, any alignment; null for old
+                                 // nodes and in an image without vectors
   const char* links = nullptr;   // level+1 lists of [u16 count][count x u32]
 };
 
@@ -162,7 +168,7 @@ struct ParsedImage {
 
 // The exact size EncodeImage() will append (it reserves this much).
 size_t EncodedImageSize(const GraphSource& graph, uint32_t base_count,
-                        std::span<const uint32_t> nodes);
+                        std::span<const uint32_t> nodes, bool with_vectors = true);
 
 // Reads and checks the header and the checksum of the whole image. Errors:
 // kCorruptIndex for damage, kFormatVersion for an image of a newer version.

@@ -193,7 +193,7 @@ TEST_CASE("damaged header fields behind a valid checksum are refused by name") {
   ExpectEditRefused(im, "bad magic", [](std::string* s) { (*s)[0] = 'X'; });
   ExpectEditRefused(im, "version 0", [](std::string* s) { (*s)[4] = (*s)[5] = 0; });
   ExpectEditRefused(im, "unknown metric", [](std::string* s) { (*s)[6] = 9; });
-  ExpectEditRefused(im, "unknown flags", [](std::string* s) { (*s)[7] = 1; });
+  ExpectEditRefused(im, "unknown flags", [](std::string* s) { (*s)[7] = 2; });
   ExpectEditRefused(im, "dimension 0", [](std::string* s) { EncodeFixed32(s->data() + 8, 0); });
   ExpectEditRefused(im, "m 2 out of range",
                     [](std::string* s) { EncodeFixed32(s->data() + 12, 2); });
@@ -358,6 +358,57 @@ TEST_CASE("a damaged delta is refused and leaves the index as it was") {
   }
   REQUIRE((*replica)->ApplyDelta(delta).ok());
   CHECK((*replica)->size() == 250);
+}
+
+TEST_CASE("a delta without vectors applies with the vectors its caller gives, as the one with them") {
+  for (Metric metric : {Metric::kCosine, Metric::kInnerProduct, Metric::kL2}) {
+    CAPTURE(static_cast<int>(metric));
+    auto rng = SeededRng(45);
+    HnswOptions o;
+    o.metric = metric;
+    o.dim = kDim;
+    o.m = 4;
+    auto index = std::move(*HnswIndex::Create(o));
+    std::vector<float> data = RandomFloats(rng, 260 * kDim, -1.0f, 1.0f);
+    auto row = [&](size_t r) { return std::span<const float>(data.data() + r * kDim, kDim); };
+    for (size_t r = 0; r < 200; ++r) REQUIRE(index->Add(1 + r, row(r)).ok());
+    std::string base;
+    REQUIRE(index->Serialize(&base).ok());
+    ChangeMark mark = index->Mark();
+    for (size_t r = 200; r < 260; ++r) REQUIRE(index->Add(1 + r, row(r)).ok());
+    REQUIRE(index->MarkDeleted(7).ok());
+    std::string with, without;
+    REQUIRE(index->EncodeDelta(mark, &with).ok());
+    REQUIRE(index->EncodeDelta(mark, &without, /*with_vectors=*/false).ok());
+    CHECK(with.size() - without.size() == 60 * kDim * 4);
+    CHECK(static_cast<uint8_t>(without[7]) == hnsw::kImageFlagNoVectors);
+    // The caller's vectors are the ones given to Add(): raw, not normalised.
+    auto given = [&](uint64_t label) -> const float* {
+      return label >= 1 && label <= 260 ? data.data() + (label - 1) * kDim : nullptr;
+    };
+    std::string want;
+    REQUIRE(index->Serialize(&want).ok());
+    auto replica = std::move(*HnswIndex::Deserialize(base));
+    REQUIRE(replica->ApplyDelta(without, given).ok());
+    std::string got;
+    REQUIRE(replica->Serialize(&got).ok());
+    CHECK(got == want);
+    // A vector the caller does not have fails the image, which changes nothing.
+    auto fresh = std::move(*HnswIndex::Deserialize(base));
+    auto missing = [&](uint64_t label) { return label == 230 ? nullptr : given(label); };
+    Status s = fresh->ApplyDelta(without, missing);
+    CHECK(s.code() == kCorruptIndex);
+    CHECK(s.message().find("label 230") != std::string::npos);
+    CHECK(fresh->ApplyDelta(without).code() == kCorruptIndex);  // no vectors at all
+    std::string unchanged;
+    REQUIRE(fresh->Serialize(&unchanged).ok());
+    CHECK(unchanged == base);
+    // A full image must carry its vectors.
+    auto empty = std::move(*HnswIndex::Create(o));
+    std::string full_without;
+    REQUIRE(index->EncodeDelta(empty->Mark(), &full_without, false).ok());
+    CHECK(HnswIndex::Deserialize(full_without).status().code() == kCorruptIndex);
+  }
 }
 
 }  // namespace
