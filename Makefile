@@ -122,8 +122,10 @@ bench-callgrind: bench-build
 #             UBSan) and runs each for FUZZ_SECONDS (60) on a copy of
 #             tests/fuzz/corpus/<target>; crashes are written to
 #             build-fuzz/fuzz-artifacts/<target>/ and make fails
-# make tsan   the reliability suite's threaded test under ThreadSanitizer
-#             (clang-14, build-tsan)
+# make tsan   the threaded tests under ThreadSanitizer (clang-14, build-tsan):
+#             R7's thread variant, the graph's concurrent searches and inserts,
+#             every sql_tests case (one handle shared by threads) and two
+#             writer handles in one process
 # make coverage  line and branch coverage (gcc --coverage, build-coverage) of
 #             format_tests, engine_tests (less four long sweeps of data) and
 #             sql_tests, by gcovr:
@@ -175,13 +177,19 @@ fuzz: san-build
 tsan: fuzz-deps
 	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
 	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true
-	ninja -C build-tsan $(REL_TESTS) tests/reliability/reliability_worker
+	ninja -C build-tsan $(REL_TESTS) tests/reliability/reliability_worker \
+	  tests/reliability/hnsw_threads_tests tests/sql/sql_tests tests/engine_tests
 	# detect_deadlocks=0: hnswlib's addPoint takes its global lock and the
 	# per-node locks in both orders inside one thread (the engine runs graph
 	# inserts exclusively); TSan reports that as a potential lock-order
 	# inversion. Data races are still reported and fail the run.
 	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 AGENTMEM_R7_TXNS=200 \
 	  build-tsan/$(REL_TESTS) -tc='*threads of one process*'
+	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 \
+	  build-tsan/tests/reliability/hnsw_threads_tests -tc='*searches running during*,*several threads*'
+	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 build-tsan/tests/sql/sql_tests
+	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 build-tsan/tests/engine_tests \
+	  -tc='*take turns as writers*'
 
 COVERAGE_BUILD ?= build-coverage
 coverage: deps
