@@ -986,6 +986,75 @@ TEST_CASE("a close writes a first superblock again when both were damaged while 
   CHECK(e.text == "before the damage");
 }
 
+TEST_CASE("a malformed record in a checksummed page of any record type fails the open naming the page") {
+  // The page checksum holds; the record inside does not parse (one byte of
+  // what should be a whole record).
+  for (PageType type : {PageType::kEpisodes, PageType::kBlocks, PageType::kFacts, PageType::kMeta,
+                        PageType::kForget, PageType::kText}) {
+    CAPTURE(format::PageTypeName(static_cast<uint8_t>(type)));
+    Log log = SpaceLog();
+    const uint64_t start = log.Page(type, 1, Records({"\x01"}));
+    log.Commit(start);
+    Status s = OpenBytes(log.bytes);
+    CHECK(s.code() == kCorruptPage);
+    CHECK(s.page_no() == PageNo(start));
+    CHECK(s.message().find("malformed") != std::string::npos);
+  }
+}
+
+TEST_CASE("check inside a transaction reports how far the file has moved past the snapshot") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  std::unique_ptr<Database> a = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  std::unique_ptr<Database> b = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  REQUIRE(a->Begin().ok());  // a's snapshot stays where it is
+  uint64_t id = 0;
+  REQUIRE(b->Remember(Note("committed by b"), &id).ok());
+  std::vector<std::string> problems;
+  REQUIRE(a->Check(&problems).ok());
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0] == "last commit: the file has 2, the open snapshot 1");
+  CHECK(problems[1] == "episodes: the file has 1, the open snapshot 0");
+  CHECK(problems[2] == "next episode id: the file has 2, the open snapshot 1");
+  REQUIRE(a->Rollback().ok());
+  problems.clear();
+  REQUIRE(a->Check(&problems).ok());
+  CHECK(problems.empty());
+}
+
+TEST_CASE("check returns an I/O error of its scan rather than listing it as a problem") {
+  std::unique_ptr<engine::Env> mem = engine::NewMemEnv();
+  FaultEnv env(mem.get());
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(&env, &clock, false));
+  uint64_t id = 0;
+  REQUIRE(db->Remember(Note("one"), &id).ok());
+  env.FailAt(1, Fault::kEio, true, kOpRead);
+  std::vector<std::string> problems;
+  CHECK(db->Check(&problems).code() == kIoErrRead);
+  CHECK(problems.empty());
+}
+
+TEST_CASE("a graph page that does not apply breaks recall, not the open, and check lists both") {
+  Log log = SpaceLog();
+  const uint64_t start = log.Page(PageType::kEpisodes, 1, Records({Episode(1)}));
+  const uint64_t graph = log.Page(PageType::kGraph, 1, Records({""}));
+  CommitRecord c = log.NextCommit(start);
+  c.next_episode_id = 2;
+  log.Commit(c);
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock));
+  format::EpisodeRecord e;
+  REQUIRE(db->GetEpisode(1, &e).ok());  // the catalog took the transaction
+  std::vector<std::string> problems;
+  REQUIRE(db->Check(&problems).ok());
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0] == "page " + std::to_string(PageNo(graph)) + ": empty graph image");
+  CHECK(problems[1].find("recall index: ") == 0);
+}
+
 TEST_SUITE_END();
 
 }  // namespace agentmem::test
