@@ -1055,6 +1055,144 @@ TEST_CASE("a graph page that does not apply breaks recall, not the open, and che
   CHECK(problems[1].find("recall index: ") == 0);
 }
 
+// The superblock that an open of the file at kPath would use.
+format::Superblock NewestSuperblock(engine::Env* env) {
+  std::unique_ptr<engine::File> f;
+  REQUIRE(env->Open(kPath, engine::OpenMode{true}, &f).ok());
+  std::string head;
+  REQUIRE(f->ReadAt(0, kFirst, &head).ok());
+  format::Superblock best;
+  for (uint64_t off : format::kSuperblockOffset) {
+    format::Superblock sb;
+    if (format::DecodeSuperblock(std::string_view(head).substr(off, 64), kSalt, &sb).ok() &&
+        sb.generation >= best.generation) {
+      best = sb;
+    }
+  }
+  return best;
+}
+
+TEST_CASE("a read or a check on a closed handle is misuse") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  REQUIRE(db->Close().ok());
+  format::EpisodeRecord e;
+  CHECK(db->GetEpisode(1, &e).code() == kMisuse);
+  std::vector<std::string> problems;
+  CHECK(db->Check(&problems).code() == kMisuse);
+  CHECK(db->Close().ok());  // a second close does nothing
+}
+
+TEST_CASE("a close inside a transaction discards its pending writes") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  uint64_t kept = 0, dropped = 0;
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+    REQUIRE(db->Remember(Note("committed"), &kept).ok());
+    REQUIRE(db->Begin().ok());
+    REQUIRE(db->Remember(Note("pending at close"), &dropped).ok());
+    REQUIRE(db->Close().ok());
+  }
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock, true));
+  format::EpisodeRecord e;
+  CHECK(db->GetEpisode(kept, &e).ok());
+  CHECK(db->GetEpisode(dropped, &e).code() == kNotFound);
+}
+
+TEST_CASE("a reader whose file another handle's VACUUM replaced moves to the new file on its next read") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  std::unique_ptr<Database> writer = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  uint64_t kept = 0, forgotten = 0;
+  REQUIRE(writer->Remember(Note("kept"), &kept).ok());
+  REQUIRE(writer->Remember(Note("forgotten"), &forgotten).ok());
+  std::unique_ptr<Database> reader = MustOpen(kPath, OpenOptions(env.get(), &clock, true));
+  format::EpisodeRecord e;
+  REQUIRE(reader->GetEpisode(forgotten, &e).ok());
+  format::ForgetRecord f;
+  f.kind = format::ForgetKind::kEpisode;
+  f.id = forgotten;
+  engine::ForgetReceipt receipt;
+  REQUIRE(writer->Forget(f, &receipt).ok());
+  REQUIRE(writer->Vacuum({}, &receipt).ok());
+  CHECK(receipt.vacuumed);
+  CHECK(reader->GetEpisode(forgotten, &e).code() == kNotFound);
+  REQUIRE(reader->GetEpisode(kept, &e).ok());
+  CHECK(e.text == "kept");
+}
+
+TEST_CASE("a close keeps the log and writes no checkpoint while the recall index is broken") {
+  Log log = SpaceLog();
+  const uint64_t start = log.Page(PageType::kEpisodes, 1, Records({Episode(1)}));
+  log.Page(PageType::kGraph, 1, Records({""}));  // does not apply: recall breaks
+  CommitRecord c = log.NextCommit(start);
+  c.next_episode_id = 2;
+  log.Commit(c);
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
+  TestClock clock;
+  engine::Options opts = OpenOptions(env.get(), &clock, false);
+  opts.checkpoint_bytes = 1;
+  std::unique_ptr<Database> db = MustOpen(kPath, opts);
+  REQUIRE(db->Close().ok());
+  CHECK(NewestSuperblock(env.get()).checkpoint == 0);
+  db = MustOpen(kPath, OpenOptions(env.get(), &clock, true));
+  format::EpisodeRecord e;
+  CHECK(db->GetEpisode(1, &e).ok());
+  uint64_t id = 0;
+  // With a sound index the same close does write one.
+  std::unique_ptr<engine::Env> good = engine::NewMemEnv();
+  db = MustOpen(kPath, OpenOptions(good.get(), &clock, false));
+  db.reset();
+  opts.env = good.get();
+  db = MustOpen(kPath, opts);
+  REQUIRE(db->Remember(Note("sound"), &id).ok());
+  REQUIRE(db->Close().ok());
+  CHECK(NewestSuperblock(good.get()).checkpoint != 0);
+}
+
+TEST_CASE("a checkpoint whose write or sync fails at close leaves the log to the next open") {
+  for (uint32_t op : {uint32_t{kOpWrite}, uint32_t{kOpSync}}) {
+    CAPTURE(op);
+    std::unique_ptr<engine::Env> mem = engine::NewMemEnv();
+    FaultEnv env(mem.get());
+    TestClock clock;
+    engine::Options opts = OpenOptions(&env, &clock, false);
+    opts.checkpoint_bytes = 1;
+    std::unique_ptr<Database> db = MustOpen(kPath, opts);
+    uint64_t id = 0;
+    REQUIRE(db->Remember(Note("in the log"), &id).ok());
+    env.FailAt(1, Fault::kEio, false, op);
+    CHECK(db->Close().primary() == kIoErr);
+    db.reset();
+    CHECK(NewestSuperblock(mem.get()).checkpoint == 0);
+    std::unique_ptr<Database> again = MustOpen(kPath, OpenOptions(mem.get(), &clock, true));
+    format::EpisodeRecord e;
+    REQUIRE(again->GetEpisode(id, &e).ok());
+    CHECK(e.text == "in the log");
+  }
+}
+
+TEST_CASE("a close while another handle holds the write lock leaves the checkpoint to that handle") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  engine::Options opts = OpenOptions(env.get(), &clock, false);
+  opts.checkpoint_bytes = 1;
+  std::unique_ptr<Database> a = MustOpen(kPath, opts);
+  std::unique_ptr<Database> b = MustOpen(kPath, opts);
+  uint64_t id = 0;
+  REQUIRE(b->Remember(Note("from b"), &id).ok());
+  REQUIRE(a->Begin().ok());
+  REQUIRE(a->Remember(Note("from a, pending"), &id).ok());
+  REQUIRE(b->Close().ok());
+  CHECK(NewestSuperblock(env.get()).checkpoint == 0);
+  REQUIRE(a->Commit().ok());
+  REQUIRE(a->Close().ok());
+  CHECK(NewestSuperblock(env.get()).checkpoint != 0);
+}
+
 TEST_SUITE_END();
 
 }  // namespace agentmem::test
