@@ -1,13 +1,14 @@
 // tests/engine/scan_test.cc -- the recovery scan (engine/scan.cc) driven
-// directly over logs built page by page with the format encoders, and the
-// open of logs whose transactions are well formed but whose records or
-// counters disagree with their commit (engine/database.cc, DecodeScanned and
-// ApplyScanned). Each case states the rule of docs/format.md §6 it checks:
-// which bad page ends the log as a torn tail, and which is damage reported
-// as AGENTMEM_CORRUPT_* naming the page.
+// directly over logs built page by page with the format encoders; the open
+// of logs whose transactions are well formed but whose records or counters
+// disagree with their commit (engine/database.cc, DecodeScanned and
+// ApplyScanned); and the commit and recovery work of a handle around them:
+// the first writable open, the superblock and checkpoint a close writes,
+// Check(). Each case states the rule of docs/format.md §6 it checks: which
+// bad page ends the log as a torn tail, and which is damage reported as
+// AGENTMEM_CORRUPT_* naming the page.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -899,21 +900,25 @@ TEST_CASE("check reports damage that a full scan finds as a problem, not as a fa
 
 // ------------------------------------------------------------------ superblocks
 
-// The highest valid superblock generation in the file at kPath (0: none).
-uint64_t NewestGeneration(engine::Env* env) {
+// The superblock that an open of the file at kPath would use.
+format::Superblock NewestSuperblock(engine::Env* env) {
   std::unique_ptr<engine::File> f;
   REQUIRE(env->Open(kPath, engine::OpenMode{true}, &f).ok());
   std::string head;
   REQUIRE(f->ReadAt(0, kFirst, &head).ok());
-  uint64_t newest = 0;
+  format::Superblock best;
   for (uint64_t off : format::kSuperblockOffset) {
     format::Superblock sb;
-    if (format::DecodeSuperblock(std::string_view(head).substr(off, 64), kSalt, &sb).ok()) {
-      newest = std::max(newest, sb.generation);
+    if (format::DecodeSuperblock(std::string_view(head).substr(off, 64), kSalt, &sb).ok() &&
+        sb.generation >= best.generation) {
+      best = sb;
     }
   }
-  return newest;
+  return best;
 }
+
+// The highest valid superblock generation in the file at kPath (0: none).
+uint64_t NewestGeneration(engine::Env* env) { return NewestSuperblock(env).generation; }
 
 format::EpisodeRecord Note(const char* text) {
   format::EpisodeRecord e;
@@ -1053,23 +1058,6 @@ TEST_CASE("a graph page that does not apply breaks recall, not the open, and che
   REQUIRE(problems.size() == 2);
   CHECK(problems[0] == "page " + std::to_string(PageNo(graph)) + ": empty graph image");
   CHECK(problems[1].find("recall index: ") == 0);
-}
-
-// The superblock that an open of the file at kPath would use.
-format::Superblock NewestSuperblock(engine::Env* env) {
-  std::unique_ptr<engine::File> f;
-  REQUIRE(env->Open(kPath, engine::OpenMode{true}, &f).ok());
-  std::string head;
-  REQUIRE(f->ReadAt(0, kFirst, &head).ok());
-  format::Superblock best;
-  for (uint64_t off : format::kSuperblockOffset) {
-    format::Superblock sb;
-    if (format::DecodeSuperblock(std::string_view(head).substr(off, 64), kSalt, &sb).ok() &&
-        sb.generation >= best.generation) {
-      best = sb;
-    }
-  }
-  return best;
 }
 
 TEST_CASE("a read or a check on a closed handle is misuse") {
