@@ -20,6 +20,7 @@
 #include "format/coding.h"
 #include "format/file_header.h"
 #include "format/page.h"
+#include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
 
 namespace agentmem::test {
@@ -303,10 +304,33 @@ TEST_CASE("a checkpoint page with an invalid header fails the open naming it") {
 
 TEST_CASE("a checkpoint page that runs past the superblock's scan_from fails the open") {
   const Checkpointed& c = Original();
-  uint64_t commit_at = 0;
-  const std::string bytes =
-      Rebuild(c, Sections(c), {}, [](format::Superblock* sb) { sb->scan_from -= 16; }, &commit_at);
-  CheckRefused(bytes, kCorruptPage, commit_at, "a page runs past the checkpoint's end");
+  // scan_from inside the commit page's payload, then inside its header.
+  for (uint64_t short_by : {16, 80}) {
+    CAPTURE(short_by);
+    uint64_t commit_at = 0;
+    const std::string bytes = Rebuild(
+        c, Sections(c), {}, [&](format::Superblock* sb) { sb->scan_from -= short_by; }, &commit_at);
+    CheckRefused(bytes, kCorruptPage, commit_at, "a page runs past the checkpoint's end");
+  }
+}
+
+TEST_CASE("an I/O error while loading a checkpoint fails the open with that error, not as damage") {
+  const Checkpointed& c = Original();
+  int failed = 0;
+  for (uint64_t n = 2; n < 12; n++) {
+    CAPTURE(n);
+    std::unique_ptr<engine::Env> mem = engine::NewMemEnv();
+    REQUIRE(mem->CreateAtomic(kPath, c.bytes).ok());
+    FaultEnv env(mem.get());
+    env.FailAt(n, Fault::kEio, true, kOpRead);  // the first read is the header
+    TestClock clock;
+    std::unique_ptr<Database> db;
+    Status s = Database::Open(kPath, CheckpointOptions(&env, &clock, true), &db);
+    if (s.ok()) break;  // n is past the reads an open makes
+    CHECK(s.code() == kIoErrRead);
+    failed++;
+  }
+  CHECK(failed >= 3);  // the checkpoint's pages are read one by one
 }
 
 TEST_CASE("a checkpoint commit that does not match the superblock or its sections fails the open") {
