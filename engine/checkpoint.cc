@@ -262,6 +262,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   std::string_view bm25_body;
   int64_t bm25_page = 0;
   uint32_t pages = 0;
+  bool committed = false;
   uint64_t pos = sb.checkpoint;
   const size_t head_size = format::kPageHeaderSize + format::kSectionHeaderSize;
   std::string head;
@@ -286,6 +287,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
         return damaged(pos, "its commit does not match the superblock or its sections");
       }
       pos += padded;
+      committed = true;
       break;
     }
     if (h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (h.flags & format::kPageFlagZstd)) {
@@ -392,8 +394,13 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     pages++;
     pos += padded;
   }
-  if (pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
-  if (!imported.valid()) return damaged(sb.checkpoint, "no state section");
+  if (!committed || pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
+  // All three sections (§5.8): without the bm25 one the text index would be
+  // silently empty, without the graph the vectors of the state's episodes
+  // would have no nodes.
+  if (!imported.valid() || !bm25 || !graph) {
+    return damaged(sb.checkpoint, "a section is missing");
+  }
   AGENTMEM_RETURN_IF_ERROR(imported.get());
   if (bm25) {
     std::vector<format::Bm25Partition> parts;

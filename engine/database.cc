@@ -189,7 +189,7 @@ Status Database::OpenFile() {
 Status Database::WriteInitialMeta() {
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   if (seq_ == 0) pending_meta_ = SpaceMeta(opts_.space, opts_.tokenizer);
-  return FinishWrite(CommitPending());
+  return FinishWrite(Status::OK());  // which commits
 }
 
 // The vector space the file records (defaults for what it does not).

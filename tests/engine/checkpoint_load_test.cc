@@ -377,6 +377,27 @@ TEST_CASE("a checkpoint commit that does not match the superblock or its section
   }
 }
 
+TEST_CASE("a checkpoint without its bm25 or graph section, or without its commit, fails the open") {
+  const Checkpointed& c = Original();
+  const std::string state = c.Section(CheckpointSection::kState);
+  const std::string bm25 = c.Section(CheckpointSection::kBm25);
+  const std::string graph = c.Section(CheckpointSection::kGraph);
+  SUBCASE("no graph section (the state's episodes have vectors)") {
+    CheckRefused(Rebuild(c, {{PageType::kCheckpoint, state}, {PageType::kCheckpoint, bm25}}),
+                 kCorruptPage, c.sb.checkpoint, "a section is missing");
+  }
+  SUBCASE("no bm25 section (the state holds no texts)") {
+    CheckRefused(Rebuild(c, {{PageType::kCheckpoint, state}, {PageType::kCheckpoint, graph}}),
+                 kCorruptPage, c.sb.checkpoint, "a section is missing");
+  }
+  SUBCASE("scan_from stops before the checkpoint's commit") {
+    uint64_t commit_at = 0;
+    std::string bytes = Rebuild(c, Sections(c), {}, {}, &commit_at);
+    PointSuperblockAtEnd(c, &bytes, [&](format::Superblock* sb) { sb->scan_from = commit_at; });
+    CheckRefused(bytes, kCorruptPage, c.sb.checkpoint, "no commit ends the checkpoint");
+  }
+}
+
 TEST_CASE("a checkpoint commit page that fails its checksum or does not decode fails the open") {
   const Checkpointed& c = Original();
   uint64_t commit_at = 0;
