@@ -9,6 +9,8 @@
 // never reads back nor comes out of recall, ids are what the model predicts,
 // and the integrity check finds nothing.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,9 +112,11 @@ AGENTMEM_FUZZ_TARGET(ops) {
     return f;
   };
   bool faulted = false;  // an injected fault may still be pending
+  const bool trace = std::getenv("AGENTMEM_FUZZ_TRACE") != nullptr;  // each op on stderr
   while (!in.empty() && steps++ < 200) {
     uint8_t op = in.U8();
     Driver& d = *w.driver;
+    if (trace) std::fprintf(stderr, "op %d (%d)\n", op % 18, steps);
     switch (op % 18) {
       case 0:
       case 1:
@@ -203,7 +207,16 @@ AGENTMEM_FUZZ_TARGET(ops) {
         d.Forget(forget()).IgnoreError();
         break;
       case 15:
-        if (!d.in_transaction()) d.Purge(forget()).IgnoreError();
+        if (!d.in_transaction()) {
+          format::ForgetRecord f = forget();
+          Status s = d.Purge(f);
+          if (trace) {
+            std::fprintf(stderr, "  purge kind %d user %s session %s name %s before %lld id %llu: %s\n",
+                         static_cast<int>(f.kind), f.user_id.c_str(), f.session_id.c_str(),
+                         f.name.c_str(), static_cast<long long>(f.before),
+                         static_cast<unsigned long long>(f.id), s.ToString().c_str());
+          }
+        }
         break;
       case 16:
         if (!d.in_transaction()) d.Vacuum().IgnoreError();
@@ -217,6 +230,12 @@ AGENTMEM_FUZZ_TARGET(ops) {
         if (!d.in_transaction()) d.SetRetention(std::max<int64_t>(0, max_age), in.U8() % 2).IgnoreError();
         break;
       }
+    }
+    if (trace && !w.driver->in_transaction()) {
+      std::string diff = w.driver->acked().Diff(w.db.get());
+      std::fprintf(stderr, "  after: %zu in doubt, faulted %d, model %zu episodes; %s\n",
+                   w.driver->in_doubt().size(), faulted, w.driver->acked().episode_count(),
+                   diff.empty() ? "the handle equals the model" : diff.c_str());
     }
     for (const std::string& e : w.driver->errors()) {
       AGENTMEM_FUZZ_CHECK(false, "driver: %s", e.c_str());

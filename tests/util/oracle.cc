@@ -293,6 +293,17 @@ bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
 
 void Driver::Acked(const Txn& t) {
   if (t.empty()) return;
+  // An in-doubt write that took ids cannot have been written: the acked one
+  // would own its ids. An in-doubt forget or retention policy can have been
+  // (a PURGE whose forget committed before its VACUUM failed): it counts if
+  // the handle, which read the acked commit back, shows it.
+  for (const Txn& d : in_doubt_) {
+    if (!d.episodes.empty() || !d.blocks.empty() || !d.facts.empty()) continue;
+    if (acked_.With(d).With(t).Diff(db_).empty() && !acked_.With(t).Diff(db_).empty()) {
+      acked_.Apply(d);
+      break;
+    }
+  }
   acked_.Apply(t);
   in_doubt_.clear();
 }

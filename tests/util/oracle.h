@@ -125,7 +125,9 @@ bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
 // call it predicts the stored record; a call that returns OK outside a
 // transaction (or a Commit that returns OK) is applied to acked(); a failed one
 // is kept in in_doubt() until a later write is acknowledged (then it cannot
-// have been written: it would own the ids the later one was given).
+// have been written: it would own the ids the later one was given -- except a
+// forget or a retention policy, which takes no ids: that one is decided by
+// what the handle shows once the later write is read back).
 // Inside Begin/Commit a failed write is a failed statement: it is not part of
 // the transaction, as in SQLite.
 class Driver {
