@@ -204,8 +204,11 @@ std::string Rebuild(const Checkpointed& c, const std::vector<Page>& pages,
   return b;
 }
 
+// The clock and the Env outlive the handle that reads them (members are
+// destroyed in reverse order).
 struct Opened {
   Status status;
+  std::unique_ptr<TestClock> clock = std::make_unique<TestClock>();
   std::unique_ptr<engine::Env> env;
   std::unique_ptr<Database> db;
 };
@@ -214,8 +217,7 @@ Opened OpenBytes(const std::string& bytes) {
   Opened o;
   o.env = engine::NewMemEnv();
   REQUIRE(o.env->CreateAtomic(kPath, bytes).ok());
-  TestClock clock;
-  o.status = Database::Open(kPath, CheckpointOptions(o.env.get(), &clock, true), &o.db);
+  o.status = Database::Open(kPath, CheckpointOptions(o.env.get(), o.clock.get(), true), &o.db);
   return o;
 }
 
