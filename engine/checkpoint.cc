@@ -265,6 +265,19 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   bool committed = false;
   uint64_t pos = sb.checkpoint;
   const size_t head_size = format::kPageHeaderSize + format::kSectionHeaderSize;
+  // A checkpoint page read whole into `page`: its checksum, then its section
+  // (SplitSection's errors); *body points into `page`.
+  std::string page;
+  auto read_whole = [&](uint64_t at, uint64_t padded, const format::PageHeader& h, uint32_t stored,
+                        std::string_view* body) -> Status {
+    const int64_t page_no = static_cast<int64_t>(h.page_no);
+    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(at, padded, &page));
+    if (page.size() != padded) return damaged(at, "a page runs past the checkpoint's end");
+    if (stored != format::Crc32c(page.data() + 4, padded - 4)) return bad_checksum(page_no);
+    format::CheckpointSection kind;
+    return format::SplitSection(std::string_view(page).substr(format::kPageHeaderSize, h.length),
+                                page_no, &kind, body);
+  };
   std::string head;
   while (pos < sb.scan_from) {
     AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, std::min<uint64_t>(head_size, sb.scan_from - pos), &head));
@@ -299,14 +312,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
                                    : 0;
     if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kState)) {
       // Read whole (it is decoded into memory anyway), then imported on another thread.
-      std::string bytes;
-      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
-      if (bytes.size() != padded) return damaged(pos, "a page runs past the checkpoint's end");
-      if (stored != format::Crc32c(bytes.data() + 4, padded - 4)) return bad_checksum(page_no);
-      format::CheckpointSection kind;
       std::string_view body;
-      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
-          std::string_view(bytes).substr(format::kPageHeaderSize, h.length), page_no, &kind, &body));
+      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, stored, &body));
       if (have_state) return damaged(pos, "a section repeats");
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
       have_state = true;
@@ -381,14 +388,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       graph = std::move(bytes);
     } else {
       // Checked as a whole page first: a damaged section kind is a bad checksum.
-      std::string bytes;
-      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
-      if (bytes.size() != padded) return damaged(pos, "a page runs past the checkpoint's end");
-      if (stored != format::Crc32c(bytes.data() + 4, padded - 4)) return bad_checksum(page_no);
-      format::CheckpointSection kind;
       std::string_view body;
-      AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
-          std::string_view(bytes).substr(format::kPageHeaderSize, h.length), page_no, &kind, &body));
+      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, stored, &body));
       return damaged(pos, "not a known section");
     }
     pages++;

@@ -14,6 +14,7 @@
 //   * element_levels_, label_lookup_, cur_element_count, enterpoint_node_,
 //     maxlevel_, num_deleted_ describe the rest.
 #include "index/vector/hnsw.h"
+#include "index/vector/hnsw_mapped.h"
 
 #include <hnswlib/hnswlib.h>
 
@@ -1235,18 +1236,16 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     }
     return Status::OK();
   };
-  size_t deleted_seen = records_checked ? deleted : 0;
-  uint64_t last_label = 0;
-  const char* records = image + level0;
-  for (size_t i = 0; i < (records_checked ? 0 : n); ++i) {
-    const char* r = records + i * record;
-    AGENTMEM_RETURN_IF_ERROR(check_list(r, i, 0, size_t{2} * shape.m));
-    deleted_seen += (static_cast<uint8_t>(r[2]) & 1);
-    const uint64_t label = Get<uint64_t>(r, links0 + size_t{shape.dim} * 4);
-    if (i > 0 && label <= last_label) return MapCorrupt("node %llu: labels do not increase", i);
-    last_label = label;
+  // The level-0 records: the same check a caller that reads the image in
+  // pieces makes (hnsw_mapped.h), here over the image where it lies.
+  if (!records_checked) {
+    MappedRecordCheck check;
+    const std::string_view bytes(image, size);
+    Status s = check.Start(bytes, size);
+    if (s.ok()) s = check.Feed(0, bytes);
+    if (s.ok()) s = check.Finish();
+    if (!s.ok()) return s;
   }
-  if (deleted_seen != deleted) return MapCorrupt("%llu nodes marked deleted, header says %llu", deleted_seen, deleted);
   const char* up = image + kMapHeader + n;
   for (size_t i = 0; i < n; ++i) {
     for (int layer = 1; layer <= levels[i]; ++layer, up += links_upper) {
