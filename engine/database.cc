@@ -34,8 +34,8 @@
 #include <random>
 #include <thread>
 
+#include "engine/json_reader.h"
 #include "engine/validate.h"
-#include <nlohmann/json.hpp>
 #include "index/text/hash_embedder.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/metric.h"
@@ -1136,18 +1136,19 @@ Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
   RecallQuery query = q;
   if (query.now == 0) query.now = Now();
   if (metadata_key.empty()) return recall_->Recall(query, hits, plan);
-  nlohmann::json want = nlohmann::json::parse(metadata_value, nullptr, false);
-  if (want.is_discarded()) {
+  // Read as tokens, not nlohmann::json trees (engine/json_reader.h): the
+  // trees' destructor allocates, so running out of memory here would be
+  // std::terminate. The comparison is nlohmann's operator== all the same.
+  JsonTokens want;
+  if (!ParseJson(metadata_value, &want)) {
     return Status(kMismatchJson, "metadata_value is not valid JSON (a string needs quotes)");
   }
-  nlohmann::json::json_pointer ptr;
-  try {
-    ptr = nlohmann::json::json_pointer(metadata_key[0] == '/' ? metadata_key
-                                                              : "/" + metadata_key);
-  } catch (const nlohmann::json::exception&) {
+  std::vector<std::string> ptr;
+  if (!ParseJsonPointer(metadata_key[0] == '/' ? metadata_key : "/" + metadata_key, &ptr)) {
     return Status(kMisuse, "metadata_key is not a key or a JSON pointer");
   }
   Status read_error;
+  JsonTokens meta;  // each episode's metadata in turn
   query.extra_filter = [&](uint64_t id) {
     EpisodeRecord r;
     Status s = GetEpisodeNoRefresh(id, &r);
@@ -1155,8 +1156,9 @@ Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
       if (read_error.ok()) read_error = s;
       return false;
     }
-    nlohmann::json meta = nlohmann::json::parse(r.metadata, nullptr, false);
-    return !meta.is_discarded() && meta.contains(ptr) && meta.at(ptr) == want;
+    if (!ParseJson(r.metadata, &meta)) return false;
+    size_t at = JsonPointerFind(meta, ptr);
+    return at != kNoJsonValue && JsonEqual(meta, at, want, 0);
   };
   Status s = recall_->Recall(query, hits, plan);
   return s.ok() ? read_error : s;

@@ -1,11 +1,13 @@
 // engine/memory.cc -- context assembly, profile, export and import over the
 // public Database API (engine/memory.h; docs/memory.md states every rule).
 //
-// Nothing here may throw past its function: the C ABI's Guard treats an
-// escaping exception as a half-done operation and poisons the handle. JSON is
-// therefore parsed without exceptions where possible, and the import's
-// checking phase catches nlohmann's type errors and turns them into
-// kMismatchJson naming the line.
+// Nothing here may throw past its function but std::bad_alloc: the C ABI's
+// Guard treats an escaping exception as a half-done operation and poisons the
+// handle. The import's checking phase turns a field that is missing or of the
+// wrong type into kMismatchJson naming the line. JSON is written with
+// JsonWriter and read as tokens (engine/json_reader.h), never as an
+// nlohmann::json tree, whose destructor allocates: a failed allocation must
+// stay std::bad_alloc (AGENTMEM_NOMEM), not std::terminate.
 #include "engine/memory.h"
 
 #include <algorithm>
@@ -14,13 +16,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
+#include "engine/json_reader.h"
+#include "engine/json_writer.h"
 #include "index/text/bm25.h"
 #include "index/text/hash_embedder.h"
 #include "index/text/tokenizer.h"
@@ -33,7 +36,6 @@ using format::BlockRecord;
 using format::EpisodeRecord;
 using format::FactRecord;
 using format::kForever;
-using Json = nlohmann::ordered_json;
 
 constexpr int kExportVersion = 1;
 constexpr size_t kTopFacts = 10;  // facts listed in a profile
@@ -48,12 +50,6 @@ Status CurrentFacts(Database* db, const std::string& user, std::vector<FactRecor
 
 std::string FactText(const FactRecord& f) {
   return f.subject + " " + f.predicate + " " + f.object;
-}
-
-// Serialises without throwing: engine strings are valid UTF-8, and anything
-// else would be replaced rather than abort the export.
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // ---------------------------------------------------------------- base64 (RFC 4648, padded)
@@ -128,7 +124,14 @@ double ConfidenceNumber(float f) {
   return static_cast<double>(f);
 }
 
-Json TimeOrNull(int64_t t) { return t == kForever ? Json(nullptr) : Json(t); }
+void TimeOrNull(JsonWriter* w, const char* key, int64_t t) {
+  w->Key(key);
+  if (t == kForever) {
+    w->Null();
+  } else {
+    w->Int(t);
+  }
+}
 
 }  // namespace
 
@@ -307,31 +310,44 @@ Status ProfileJson(Database* db, const std::string& user_id, std::string* json) 
     return a.confidence > b.confidence;  // ties stay in id order
   });
 
-  Json j;
-  j["user_id"] = user_id;
-  j["episodes"] = ids.size();
-  j["sessions"] = sessions.size();
-  Json r = Json::object();
-  for (const auto& [role, n] : roles) r[role] = n;
-  j["roles"] = r;
-  j["first_ts"] = first ? Json(*first) : Json(nullptr);
-  j["last_ts"] = last ? Json(*last) : Json(nullptr);
-  j["blocks"] = blocks.size();
-  j["pinned_blocks"] = pinned;
-  j["block_versions"] = versions;
-  j["facts"] = all_facts;
-  j["current_facts"] = facts.size();
-  Json top = Json::array();
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Field("user_id", user_id);
+  w.Field("episodes", ids.size());
+  w.Field("sessions", sessions.size());
+  w.Key("roles");
+  w.BeginObject();
+  for (const auto& [role, n] : roles) w.Field(role, n);
+  w.EndObject();
+  for (auto [key, t] : {std::pair{"first_ts", first}, std::pair{"last_ts", last}}) {
+    w.Key(key);
+    if (t) {
+      w.Int(*t);
+    } else {
+      w.Null();
+    }
+  }
+  w.Field("blocks", blocks.size());
+  w.Field("pinned_blocks", pinned);
+  w.Field("block_versions", versions);
+  w.Field("facts", all_facts);
+  w.Field("current_facts", facts.size());
+  w.Key("top_facts");
+  w.BeginArray();
   for (size_t i = 0; i < facts.size() && i < kTopFacts; i++) {
     const FactRecord& f = facts[i];
-    top.push_back({{"id", f.id},
-                   {"subject", f.subject},
-                   {"predicate", f.predicate},
-                   {"object", f.object},
-                   {"confidence", ConfidenceNumber(f.confidence)}});
+    w.BeginObject();
+    w.Field("id", f.id);
+    w.Field("subject", f.subject);
+    w.Field("predicate", f.predicate);
+    w.Field("object", f.object);
+    w.Field("confidence", ConfidenceNumber(f.confidence));
+    w.EndObject();
   }
-  j["top_facts"] = top;
-  *json = Dump(j);
+  w.EndArray();
+  w.EndObject();
+  *json = std::move(out);
   return Status::OK();
 }
 
@@ -339,66 +355,74 @@ Status ProfileJson(Database* db, const std::string& user_id, std::string* json) 
 
 namespace {
 
-Json HeaderLine(const Database& db, const std::string& user_id) {
-  Json j;
-  j["type"] = "agentmem-export";
-  j["version"] = kExportVersion;
-  j["user_id"] = user_id;
-  j["embedder"] = db.space().embedder;
-  j["dim"] = db.space().dim;
-  j["metric"] = db.space().metric;
-  return j;
+// Each line is one JSON object and its '\n'.
+void HeaderLine(const Database& db, const std::string& user_id, std::string* out) {
+  JsonWriter w(out);
+  w.BeginObject();
+  w.Field("type", "agentmem-export");
+  w.Field("version", kExportVersion);
+  w.Field("user_id", user_id);
+  w.Field("embedder", db.space().embedder);
+  w.Field("dim", db.space().dim);
+  w.Field("metric", db.space().metric);
+  w.EndObject();
+  *out += '\n';
 }
 
-Json EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder>& builtin) {
-  Json j;
-  j["type"] = "episode";
-  j["user_id"] = e.user_id;
-  j["id"] = e.id;
-  j["session_id"] = e.session_id;
-  j["role"] = e.role;
-  j["ts"] = e.ts;
-  j["created_at"] = e.created_at;
-  j["text"] = e.text;
-  j["metadata"] = e.metadata;
+void EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder>& builtin,
+                 std::string* out) {
+  JsonWriter w(out);
+  w.BeginObject();
+  w.Field("type", "episode");
+  w.Field("user_id", e.user_id);
+  w.Field("id", e.id);
+  w.Field("session_id", e.session_id);
+  w.Field("role", e.role);
+  w.Field("ts", e.ts);
+  w.Field("created_at", e.created_at);
+  w.Field("text", e.text);
+  w.Field("metadata", e.metadata);
   // Omitted when it is what the file would compute again from the text.
   if (e.vector != DefaultVector(builtin, e.text)) {
-    j["embedding"] = Base64(e.vector.data(), e.vector.size() * sizeof(float));
+    w.Field("embedding", Base64(e.vector.data(), e.vector.size() * sizeof(float)));
   }
-  return j;
+  w.EndObject();
+  *out += '\n';
 }
 
-Json BlockLine(const BlockRecord& b) {
-  Json j;
-  j["type"] = "block";
-  j["user_id"] = b.user_id;
-  j["name"] = b.name;
-  j["value"] = b.value;
-  j["limit"] = b.limit;
-  j["pinned_order"] = b.pinned_order;
-  j["updated_at"] = b.updated_at;
-  return j;
+void BlockLine(const BlockRecord& b, std::string* out) {
+  JsonWriter w(out);
+  w.BeginObject();
+  w.Field("type", "block");
+  w.Field("user_id", b.user_id);
+  w.Field("name", b.name);
+  w.Field("value", b.value);
+  w.Field("limit", b.limit);
+  w.Field("pinned_order", b.pinned_order);
+  w.Field("updated_at", b.updated_at);
+  w.EndObject();
+  *out += '\n';
 }
 
-Json FactLine(const FactRecord& f) {
-  Json j;
-  j["type"] = "fact";
-  j["user_id"] = f.user_id;
-  j["id"] = f.id;
-  j["subject"] = f.subject;
-  j["predicate"] = f.predicate;
-  j["object"] = f.object;
-  j["confidence"] = ConfidenceNumber(f.confidence);
-  j["source_episode_ids"] = f.source_episode_ids;
-  j["valid_from"] = f.valid_from;
-  j["valid_to"] = TimeOrNull(f.valid_to);
-  j["recorded_at"] = f.recorded_at;
-  j["expired_at"] = TimeOrNull(f.expired_at);
-  return j;
-}
-
-void AppendLine(const Json& j, std::string* out) {
-  *out += Dump(j);
+void FactLine(const FactRecord& f, std::string* out) {
+  JsonWriter w(out);
+  w.BeginObject();
+  w.Field("type", "fact");
+  w.Field("user_id", f.user_id);
+  w.Field("id", f.id);
+  w.Field("subject", f.subject);
+  w.Field("predicate", f.predicate);
+  w.Field("object", f.object);
+  w.Field("confidence", ConfidenceNumber(f.confidence));
+  w.Key("source_episode_ids");
+  w.BeginArray();
+  for (uint64_t id : f.source_episode_ids) w.Uint(id);
+  w.EndArray();
+  w.Field("valid_from", f.valid_from);
+  TimeOrNull(&w, "valid_to", f.valid_to);
+  w.Field("recorded_at", f.recorded_at);
+  TimeOrNull(&w, "expired_at", f.expired_at);
+  w.EndObject();
   *out += '\n';
 }
 
@@ -407,7 +431,7 @@ void AppendLine(const Json& j, std::string* out) {
 Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) {
   jsonl->clear();
   std::string out;
-  AppendLine(HeaderLine(*db, user_id), &out);
+  HeaderLine(*db, user_id, &out);
   std::optional<index::HashEmbedder> builtin = BuiltinEmbedder(*db);
   std::vector<uint64_t> ids;
   AGENTMEM_RETURN_IF_ERROR(db->ListEpisodeIds(user_id, nullptr, &ids));
@@ -415,7 +439,7 @@ Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) 
   for (uint64_t id : ids) {
     EpisodeRecord e;
     AGENTMEM_RETURN_IF_ERROR(db->GetEpisode(id, &e));
-    AppendLine(EpisodeLine(e, builtin), &out);
+    EpisodeLine(e, builtin, &out);
   }
   std::vector<BlockRecord> blocks, versions;
   AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user_id, &blocks));
@@ -427,12 +451,12 @@ Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) 
   // Write order across every block; the numbers themselves are not exported.
   std::sort(versions.begin(), versions.end(),
             [](const BlockRecord& a, const BlockRecord& b) { return a.version < b.version; });
-  for (const BlockRecord& v : versions) AppendLine(BlockLine(v), &out);
+  for (const BlockRecord& v : versions) BlockLine(v, &out);
   std::vector<FactRecord> facts;
   AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user_id, nullptr, nullptr, &facts));
   std::sort(facts.begin(), facts.end(),
             [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
-  for (const FactRecord& f : facts) AppendLine(FactLine(f), &out);
+  for (const FactRecord& f : facts) FactLine(f, &out);
   *jsonl = std::move(out);
   return Status::OK();
 }
@@ -449,36 +473,55 @@ struct ImportPlan {
   uint64_t skipped = 0;
 };
 
-// A field that is missing or of the wrong type: nlohmann's own exceptions
-// (at(), get<std::string>()) or this one, for an integer out of range.
+// A field that is missing or of the wrong type, or an integer out of range;
+// CheckLine reports it as kMismatchJson naming the line. `j` below is a line
+// as read by ParseJson: an object, at index 0.
 struct FieldError {
   std::string what;
 };
 
-std::string Text(const Json& j, const char* key) { return j.at(key).get<std::string>(); }
+[[noreturn]] void Wrong(const char* key, const char* must) {
+  throw FieldError{std::string("\"") + key + "\" " + must};
+}
+
+const JsonToken& At(const JsonTokens& j, const char* key) {
+  size_t v = JsonMember(j, 0, key);
+  if (v == kNoJsonValue) Wrong(key, "is missing");
+  return j[v];
+}
+
+std::string Text(const JsonTokens& j, const char* key) {
+  const JsonToken& v = At(j, key);
+  if (v.kind != JsonToken::kString) Wrong(key, "must be a string");
+  return v.s;
+}
 
 // An integer field that must fit T exactly (no wrap-around of -1 into a uint).
 template <typename T>
-T IntValue(const Json& v, const char* key) {
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (std::in_range<T>(u)) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    int64_t i = v.get<int64_t>();
-    if (std::in_range<T>(i)) return static_cast<T>(i);
-  }
-  throw FieldError{std::string("\"") + key + "\" must be an integer in range"};
+T IntValue(const JsonToken& v, const char* key) {
+  if (v.kind == JsonToken::kUint && std::in_range<T>(v.u)) return static_cast<T>(v.u);
+  if (v.kind == JsonToken::kInt && std::in_range<T>(v.i)) return static_cast<T>(v.i);
+  Wrong(key, "must be an integer in range");
 }
 
 template <typename T>
-T Int(const Json& j, const char* key) {
-  return IntValue<T>(j.at(key), key);
+T Int(const JsonTokens& j, const char* key) {
+  return IntValue<T>(At(j, key), key);
+}
+
+// A number of any kind, converted as nlohmann's get<double>() converted it.
+double Number(const JsonTokens& j, const char* key) {
+  const JsonToken& v = At(j, key);
+  if (v.kind == JsonToken::kDouble) return v.d;
+  if (v.kind == JsonToken::kInt) return static_cast<double>(v.i);
+  if (v.kind == JsonToken::kUint) return static_cast<double>(v.u);
+  Wrong(key, "must be a number");
 }
 
 // A time that may be null: the open end of a range.
-int64_t TimeOrForever(const Json& j, const char* key) {
-  const Json& v = j.at(key);
-  return v.is_null() ? kForever : IntValue<int64_t>(v, key);
+int64_t TimeOrForever(const JsonTokens& j, const char* key) {
+  const JsonToken& v = At(j, key);
+  return v.kind == JsonToken::kNull ? kForever : IntValue<int64_t>(v, key);
 }
 
 class Importer {
@@ -487,14 +530,11 @@ class Importer {
       : db_(db), builtin_(BuiltinEmbedder(*db)), new_ids_(new_ids) {}
 
   Status CheckLine(size_t line_no, std::string_view line) {
-    Json j = Json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    if (!ParseJson(line, &line_) || line_[0].kind != JsonToken::kBeginObject) {
       return StatusF(kMismatchJson, "import line %zu: not a JSON object", line_no);
     }
     try {
-      return CheckRecord(line_no, j);
-    } catch (const nlohmann::json::exception& e) {
-      return StatusF(kMismatchJson, "import line %zu: %s", line_no, e.what());
+      return CheckRecord(line_no, line_);
     } catch (const FieldError& e) {
       return StatusF(kMismatchJson, "import line %zu: %s", line_no, e.what.c_str());
     }
@@ -503,7 +543,7 @@ class Importer {
   Status Write(ImportCounts* counts);
 
  private:
-  Status CheckRecord(size_t line_no, const Json& j) {
+  Status CheckRecord(size_t line_no, const JsonTokens& j) {
     std::string type = Text(j, "type");
     if (type == "agentmem-export") return CheckHeader(line_no, j);
     if (!header_seen_) {
@@ -517,7 +557,7 @@ class Importer {
                    type.c_str());
   }
 
-  Status CheckHeader(size_t line_no, const Json& j) {
+  Status CheckHeader(size_t line_no, const JsonTokens& j) {
     int version = Int<int>(j, "version");
     if (version != kExportVersion) {
       return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
@@ -537,7 +577,7 @@ class Importer {
     return Status::OK();
   }
 
-  Status CheckEpisode(size_t line_no, const Json& j) {
+  Status CheckEpisode(size_t line_no, const JsonTokens& j) {
     EpisodeRecord r;
     r.id = Int<uint64_t>(j, "id");
     r.user_id = Text(j, "user_id");
@@ -547,7 +587,7 @@ class Importer {
     r.created_at = Int<int64_t>(j, "created_at");
     r.text = Text(j, "text");
     r.metadata = Text(j, "metadata");
-    if (j.contains("embedding")) {
+    if (JsonMember(j, 0, "embedding") != kNoJsonValue) {
       std::string bytes;
       if (!Unbase64(Text(j, "embedding"), &bytes) || bytes.size() % 4) {
         return StatusF(kMismatchJson, "import line %zu: embedding is not base64 of float32s",
@@ -684,7 +724,7 @@ class Importer {
            a.updated_at == b.updated_at;
   }
 
-  Status CheckBlock(const Json& j) {
+  Status CheckBlock(const JsonTokens& j) {
     BlockRecord r;
     r.user_id = Text(j, "user_id");
     r.name = Text(j, "name");
@@ -727,20 +767,19 @@ class Importer {
     return Status::OK();
   }
 
-  Status CheckFact(size_t line_no, const Json& j) {
+  Status CheckFact(size_t line_no, const JsonTokens& j) {
     FactRecord r;
     r.id = Int<uint64_t>(j, "id");
     r.user_id = Text(j, "user_id");
     r.subject = Text(j, "subject");
     r.predicate = Text(j, "predicate");
     r.object = Text(j, "object");
-    const Json& confidence = j.at("confidence");
-    if (!confidence.is_number()) throw FieldError{"\"confidence\" must be a number"};
-    r.confidence = static_cast<float>(confidence.get<double>());
-    const Json& sources = j.at("source_episode_ids");
-    if (!sources.is_array()) throw FieldError{"\"source_episode_ids\" must be an array"};
-    for (const Json& v : sources) {
-      r.source_episode_ids.push_back(IntValue<uint64_t>(v, "source_episode_ids"));
+    r.confidence = static_cast<float>(Number(j, "confidence"));
+    const JsonToken& sources = At(j, "source_episode_ids");
+    if (sources.kind != JsonToken::kBeginArray) Wrong("source_episode_ids", "must be an array");
+    for (size_t p = &sources - j.data() + 1; j[p].kind != JsonToken::kEndArray;
+         p = JsonValueEnd(j, p)) {
+      r.source_episode_ids.push_back(IntValue<uint64_t>(j[p], "source_episode_ids"));
     }
     r.valid_from = Int<int64_t>(j, "valid_from");
     r.valid_to = TimeOrForever(j, "valid_to");
@@ -769,6 +808,7 @@ class Importer {
   std::optional<index::HashEmbedder> builtin_;
   bool new_ids_;
   bool header_seen_ = false;
+  JsonTokens line_;  // the line being checked
   ImportPlan plan_;
   std::map<uint64_t, EpisodeRecord> episodes_;  // seen in this import
   std::map<std::pair<std::string, std::string>, std::vector<BlockRecord>> blocks_;

@@ -19,11 +19,11 @@
 #include <limits>
 #include <map>
 #include <unordered_map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/json_reader.h"
 #include "engine/sql/vtab.h"
 
 namespace agentmem::engine::sql {
@@ -341,16 +341,19 @@ Status VectorArg(sqlite3_value* v, const char* what, std::vector<float>* out) {
   if (sqlite3_value_type(v) != SQLITE_TEXT) {
     return StatusF(kMismatch, "%s must be a float32 BLOB or a JSON array of numbers", what);
   }
-  nlohmann::json j = nlohmann::json::parse(ValueText(v), nullptr, false);
-  if (j.is_discarded() || !j.is_array() || j.empty()) {
+  JsonTokens j;  // not an nlohmann::json tree: its destructor allocates (json_reader.h)
+  if (!ParseJson(ValueText(v), &j) || j[0].kind != JsonToken::kBeginArray || j.size() == 2) {
     return StatusF(kMismatchJson, "%s text must be a non-empty JSON array of numbers", what);
   }
-  out->reserve(j.size());
-  for (const auto& x : j) {
-    if (!x.is_number()) {
-      return StatusF(kMismatchJson, "%s JSON array holds a value that is not a number", what);
+  out->reserve(j.size() - 2);
+  for (size_t p = 1; j[p].kind != JsonToken::kEndArray; p = JsonValueEnd(j, p)) {
+    switch (j[p].kind) {  // as nlohmann's get<float>() converts
+      case JsonToken::kDouble: out->push_back(static_cast<float>(j[p].d)); break;
+      case JsonToken::kInt: out->push_back(static_cast<float>(j[p].i)); break;
+      case JsonToken::kUint: out->push_back(static_cast<float>(j[p].u)); break;
+      default:
+        return StatusF(kMismatchJson, "%s JSON array holds a value that is not a number", what);
     }
-    out->push_back(x.get<float>());
   }
   return Status::OK();
 }
@@ -750,16 +753,18 @@ class FactsCursor : public VCursor {
 Status SourcesArg(sqlite3_value* v, std::vector<uint64_t>* out) {
   out->clear();
   if (IsNull(v)) return Status::OK();
-  nlohmann::json j = nlohmann::json::parse(ValueText(v), nullptr, false);
-  if (j.is_discarded() || !j.is_array()) {
+  JsonTokens j;  // not an nlohmann::json tree: its destructor allocates (json_reader.h)
+  if (!ParseJson(ValueText(v), &j) || j[0].kind != JsonToken::kBeginArray) {
     return Status(kMismatchJson, "facts.source_episode_ids must be a JSON array of episode ids");
   }
-  for (const auto& x : j) {
-    if (!x.is_number_integer() || x.get<int64_t>() <= 0) {
+  for (size_t p = 1; j[p].kind != JsonToken::kEndArray; p = JsonValueEnd(j, p)) {
+    // Negative integers are kInt; kUint above INT64_MAX is refused as before.
+    if (j[p].kind != JsonToken::kUint || j[p].u == 0 ||
+        j[p].u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Status(kMismatchJson,
                     "facts.source_episode_ids must hold positive integer episode ids");
     }
-    out->push_back(x.get<uint64_t>());
+    out->push_back(j[p].u);
   }
   return Status::OK();
 }

@@ -370,6 +370,82 @@ TEST_CASE("an import refuses integers out of range and fields of the wrong type,
   agentmem_close(db);
 }
 
+// What the export and the profile were written with before engine/json_writer.h:
+// nlohmann::ordered_json dumped compact. Parsing a line into an ordered_json
+// and dumping it gives those bytes for the same values, keys and number kinds.
+std::string NlohmannDump(const std::string& line) {
+  using Ordered = nlohmann::ordered_json;
+  return Ordered::parse(line).dump(-1, ' ', false, Ordered::error_handler_t::replace);
+}
+
+TEST_CASE("the export and the profile are byte for byte what nlohmann's ordered_json dump wrote") {
+  agentmem_db* db = Open(":memory:");
+  std::string tricky = std::string("quote \" backslash \\ tab\t nl\n cr\r bs\b ff\f ") +
+                       "ctl \x01\x1f del \x7f résumé 日本 \xF0\x9F\x98\x80 </script>";
+  std::vector<int64_t> ids;
+  ids.push_back(Remember(db, "u", "s\"1", "user", tricky, -5, "{\"k\":\"v\\n\",\"n\":[1,2.5]}"));
+  ids.push_back(Remember(db, "u", "s2", "assistant", "plain", INT64_MAX));
+  Block(db, "u", "persona", tricky, 0);
+  Block(db, "u", "notes", "unpinned", -1, 100);
+  // Confidences that are stored as floats and written through a double;
+  // 0.9682616 is one where Grisu2 (nlohmann) and the shortest form differ.
+  Fact(db, "u", "user", "likes", tricky.c_str(), 0.9682616, ids);
+  Fact(db, "u", "user", "lived_in", "Oslo", 1.0, {}, 1000, 2000);
+  std::mt19937_64 rng(agentmem::test::Seed());
+  for (int i = 0; i < 40; i++) {
+    Fact(db, "u", "user", ("p" + std::to_string(i)).c_str(), "o",
+         std::uniform_real_distribution<double>(0, 1)(rng));
+  }
+  std::string jsonl = Export(db, "u");
+  size_t lines = 0;
+  for (size_t at = 0; at < jsonl.size(); lines++) {
+    size_t nl = jsonl.find('\n', at);
+    REQUIRE(nl != std::string::npos);
+    std::string line = jsonl.substr(at, nl - at);
+    CHECK(line == NlohmannDump(line));
+    at = nl + 1;
+  }
+  CHECK(lines == 1 + 2 + 2 + 42);
+  char* profile = nullptr;
+  REQUIRE(agentmem_profile(db, "u", &profile) == AGENTMEM_OK);
+  CHECK(std::string(profile) == NlohmannDump(profile));
+  agentmem_free(profile);
+  agentmem_close(db);
+}
+
+TEST_CASE("an import names a missing field, takes the last of a repeated key, and refuses nested values where a scalar belongs") {
+  agentmem_db* db = Open(":memory:");
+  std::string header = Export(db, "u");
+  std::string episode =
+      "{\"type\":\"episode\",\"user_id\":\"u\",\"id\":3,\"session_id\":\"\",\"role\":\"\","
+      "\"ts\":1,\"created_at\":1,\"metadata\":\"\"";
+  std::string text = header + episode + "}\n";
+  CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  CHECK(std::string(agentmem_errmsg(db)) == "import line 2: \"text\" is missing");
+  text = header + episode + ",\"text\":[\"t\"]}\n";
+  CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  CHECK(std::string(agentmem_errmsg(db)) == "import line 2: \"text\" must be a string");
+  text = header + "[1]\n";
+  CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  CHECK(std::string(agentmem_errmsg(db)) == "import line 2: not a JSON object");
+  std::string fact =
+      "{\"type\":\"fact\",\"user_id\":\"u\",\"id\":1,\"subject\":\"s\",\"predicate\":\"p\","
+      "\"object\":\"o\",\"confidence\":1,\"source_episode_ids\":[[3]],\"valid_from\":1,"
+      "\"valid_to\":null,\"recorded_at\":1,\"expired_at\":null}";
+  text = header + fact + "\n";
+  CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  CHECK(std::string(agentmem_errmsg(db)) ==
+        "import line 2: \"source_episode_ids\" must be an integer in range");
+  // A key given twice counts with its last value, as nlohmann's trees kept it.
+  text = header + episode + ",\"text\":7,\"text\":\"the last\"}\n";
+  CHECK(Import(db, text) == 1);
+  agentmem_episode* ep = nullptr;
+  REQUIRE(agentmem_episode_get(db, 3, &ep) == AGENTMEM_OK);
+  CHECK(std::string(ep->text) == "the last");
+  agentmem_free(ep);
+  agentmem_close(db);
+}
+
 TEST_CASE("export then import into a new file then export gives byte-identical JSONL") {
   TempDir dir;
   agentmem_db* a = Open(dir.File("a.agentmem"));
