@@ -126,11 +126,14 @@ bench-callgrind: bench-build
 #             R7's thread variant, the graph's concurrent searches and inserts,
 #             every sql_tests case (one handle shared by threads) and two
 #             writer handles in one process
-# make coverage  line and branch coverage (gcc --coverage, build-coverage) of
-#             format_tests, engine_tests (less four long sweeps of data) and
-#             sql_tests, by gcovr:
-#             build-coverage/coverage/summary.txt (per file) and index.html
-FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev
+# make coverage  line and branch coverage of format/ and engine/ (clang-14
+#             source-based coverage, build-coverage, debug): format_tests,
+#             engine_tests (less three long sweeps over data), sql_tests and
+#             reliability_tests (less the long process runs), reported by
+#             tests/coverage_report.sh: build-coverage/coverage/summary.txt
+#             (per file) and html/; make test reports the same from its
+#             ASan + UBSan run
+FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev llvm-14
 FUZZ_TARGETS := decode open ops sql
 SAN_BUILD := build-fuzz
 SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \
@@ -192,20 +195,18 @@ tsan: fuzz-deps
 	  -tc='*take turns as writers*'
 
 COVERAGE_BUILD ?= build-coverage
-coverage: deps
-	$(call install_missing,gcovr)
-	[ -f $(COVERAGE_BUILD)/build.ninja ] || meson setup $(COVERAGE_BUILD) --buildtype=debug \
-	  -Db_coverage=true -Dtest_hooks=true
-	ninja -C $(COVERAGE_BUILD) tests/format_tests tests/engine_tests tests/sql/sql_tests
-	find $(COVERAGE_BUILD) -name '*.gcda' -delete
-	$(COVERAGE_BUILD)/tests/format_tests
-	$(COVERAGE_BUILD)/tests/engine_tests \
-	  -tce='*hundred thousand*,*reference baseline*,*among thousands*,*flipped bit in any page*'
-	$(COVERAGE_BUILD)/tests/sql/sql_tests
-	mkdir -p $(COVERAGE_BUILD)/coverage
-	gcovr --root . --object-directory $(COVERAGE_BUILD) --filter 'format/' --filter 'engine/' \
-	  --exclude 'layering/' \
-	  --exclude-unreachable-branches --exclude-throw-branches \
-	  --branches --txt $(COVERAGE_BUILD)/coverage/summary.txt \
-	  --html-details $(COVERAGE_BUILD)/coverage/index.html $(COVERAGE_BUILD)
-	cat $(COVERAGE_BUILD)/coverage/summary.txt
+COVERAGE_FLAGS := -fprofile-instr-generate -fcoverage-mapping
+COVERAGE_TESTS := tests/format_tests tests/engine_tests tests/sql/sql_tests $(REL_TESTS) \
+                  tests/reliability/reliability_worker
+coverage: fuzz-deps
+	[ -f $(COVERAGE_BUILD)/build.ninja ] || CC=clang-14 CXX=clang++-14 \
+	  CXXFLAGS='$(COVERAGE_FLAGS)' LDFLAGS=-fprofile-instr-generate \
+	  meson setup $(COVERAGE_BUILD) --buildtype=debug -Dtest_hooks=true
+	ninja -C $(COVERAGE_BUILD) $(COVERAGE_TESTS)
+	rm -rf $(COVERAGE_BUILD)/profiles
+	export LLVM_PROFILE_FILE=$(abspath $(COVERAGE_BUILD))/profiles/%p-%m.profraw; \
+	  $(COVERAGE_BUILD)/tests/format_tests && \
+	  $(COVERAGE_BUILD)/tests/engine_tests -tce='*hundred thousand*,*reference baseline*,*among thousands*' && \
+	  $(COVERAGE_BUILD)/tests/sql/sql_tests && \
+	  $(COVERAGE_BUILD)/$(REL_TESTS) -tce='*SIGKILL at random*,*reader processes*,*writer process is killed*'
+	tests/coverage_report.sh $(COVERAGE_BUILD)
