@@ -290,7 +290,9 @@ Status RegisterTables(Session* session) {
       char* err = nullptr;
       rc = sqlite3_exec(session->conn(), sql.c_str(), nullptr, nullptr, &err);
       if (rc != SQLITE_OK) {
-        Status s = StatusF(kError, "cannot create the SQL table %s: %s", spec.table,
+        // SQLITE_NOMEM: the table's constructor ran out of memory (R4).
+        Status s = StatusF((rc & 0xff) == SQLITE_NOMEM ? kNoMem : kError,
+                           "cannot create the SQL table %s: %s", spec.table,
                            err ? err : sqlite3_errstr(rc));
         sqlite3_free(err);
         return s;
