@@ -130,6 +130,10 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   return ~crc;
 }
 
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
+  return ~Software(~crc, static_cast<const unsigned char*>(data), n);
+}
+
 bool Crc32cHardware() { return kHardware; }
 
 }  // namespace agentmem::format

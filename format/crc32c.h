@@ -21,6 +21,10 @@ inline uint32_t UnmaskCrc(uint32_t masked) {
   return (rot >> 17) | (rot << 15);
 }
 
+// Crc32cExtend by table lookups, the path of CPUs without SSE4.2 (for tests
+// that check the two paths agree).
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n);
+
 // True when the hardware path is in use (for diagnostics).
 bool Crc32cHardware();
 
