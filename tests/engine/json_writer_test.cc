@@ -56,7 +56,9 @@ double ConfidenceNumber(float f) {
 
 TEST_CASE("every control character, quote and backslash is escaped as nlohmann escapes it") {
   for (int c = 0; c < 0x80; c++) {
-    std::string s = "a" + std::string(1, static_cast<char>(c)) + "b";
+    std::string s = "a";
+    s += static_cast<char>(c);
+    s += 'b';
     CHECK_MESSAGE(Written(s) == Dump(Ordered(s)), "byte 0x" << std::hex << c);
   }
   CHECK(Written("tab\there") == "\"tab\\there\"");
@@ -68,7 +70,10 @@ TEST_CASE("valid UTF-8 is written as it is, not escaped") {
   for (const char* s : {"résumé", "日本語", "emoji \xF0\x9F\x98\x80", "\xEF\xBF\xBF",
                         "\xF4\x8F\xBF\xBF", "\xED\x9F\xBF", "\xEE\x80\x80"}) {
     CHECK(Written(s) == Dump(Ordered(s)));
-    CHECK(Written(s) == "\"" + std::string(s) + "\"");
+    std::string quoted = "\"";
+    quoted += s;
+    quoted += '"';
+    CHECK(Written(s) == quoted);
   }
 }
 

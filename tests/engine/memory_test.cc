@@ -393,7 +393,8 @@ TEST_CASE("the export and the profile are byte for byte what nlohmann's ordered_
   Fact(db, "u", "user", "lived_in", "Oslo", 1.0, {}, 1000, 2000);
   std::mt19937_64 rng(agentmem::test::Seed());
   for (int i = 0; i < 40; i++) {
-    Fact(db, "u", "user", ("p" + std::to_string(i)).c_str(), "o",
+    std::string predicate = std::to_string(i);
+    Fact(db, "u", "user", predicate.c_str(), "o",
          std::uniform_real_distribution<double>(0, 1)(rng));
   }
   std::string jsonl = Export(db, "u");
