@@ -346,7 +346,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       Status check_status;
       bool checking = false;
       auto feed = [&](uint64_t at, std::string_view piece) {
-        if (!check_status.ok() || at + piece.size() <= image_at) return;
+        // An empty image: the file has no graph (checked below).
+        if (image_size == 0 || !check_status.ok() || at + piece.size() <= image_at) return;
         if (!checking) {
           if (at > image_at || at + piece.size() < image_at + std::min<uint64_t>(64, image_size)) {
             return;  // no image head in the first piece: Map() checks it all
@@ -403,27 +404,33 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     return damaged(sb.checkpoint, "a section is missing");
   }
   AGENTMEM_RETURN_IF_ERROR(imported.get());
-  if (bm25) {
-    std::vector<format::Bm25Partition> parts;
-    AGENTMEM_RETURN_IF_ERROR(format::DecodeBm25Directory(bm25_body, bm25_page, state.strings.size(), &parts));
-    for (const format::Bm25Partition& p : parts) {
-      Status s = recall_->AttachBm25(state.strings[p.user], bm25_body.data() + p.offset, p.size);
-      if (!s.ok()) {
-        return AGENTMEM_CORRUPTION(kCorruptIndex, bm25_page, "page %lld (checkpoint bm25): %s",
-                                   static_cast<long long>(bm25_page), s.message().c_str());
+  std::vector<format::Bm25Partition> parts;
+  AGENTMEM_RETURN_IF_ERROR(format::DecodeBm25Directory(bm25_body, bm25_page, state.strings.size(), &parts));
+  for (const format::Bm25Partition& p : parts) {
+    Status s = recall_->AttachBm25(state.strings[p.user], bm25_body.data() + p.offset, p.size);
+    if (!s.ok()) {
+      return AGENTMEM_CORRUPTION(kCorruptIndex, bm25_page, "page %lld (checkpoint bm25): %s",
+                                 static_cast<long long>(bm25_page), s.message().c_str());
+    }
+  }
+  recall_bm25_owner_ = std::move(bm25);
+  auto bad_graph = [&](const std::string& why) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, graph_page, "page %lld (checkpoint graph): %s",
+                               static_cast<long long>(graph_page), why.c_str());
+  };
+  if (graph_size == 0) {
+    // What a file that has never held a vector writes: then no episode has one.
+    for (size_t i = 0; i < state.episodes.size(); i++) {
+      if (state.episodes[i].page_offset != 0 && state.episodes[i].has_vector) {
+        return bad_graph("empty, but episode " + std::to_string(i + 1) + " has a vector");
       }
     }
-    recall_bm25_owner_ = std::move(bm25);
-  }
-  if (graph && graph_size > 0) {
+  } else {
     // New nodes after the checkpoint go first to the room after the image
     // (the page's padding and ReadPrivate's spare bytes), then to the heap.
     const size_t spare = graph->size() - graph_at - graph_size;
     Status s = recall_->MapGraph(graph->data() + graph_at, graph_size, spare, graph, graph_checked);
-    if (!s.ok()) {
-      return AGENTMEM_CORRUPTION(kCorruptIndex, graph_page, "page %lld (checkpoint graph): %s",
-                                 static_cast<long long>(graph_page), s.message().c_str());
-    }
+    if (!s.ok()) return bad_graph(s.message());
   }
   checkpoint_end_ = sb.scan_from;
   checkpoint_size_ = sb.scan_from - sb.checkpoint;

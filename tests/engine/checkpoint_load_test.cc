@@ -535,6 +535,24 @@ TEST_CASE("a checkpoint graph section that does not map fails the open as index 
                "(checkpoint graph)");
 }
 
+TEST_CASE("an empty checkpoint graph section while episodes have vectors fails the open naming it") {
+  // An empty image is what a file that has never held a vector writes.
+  const Checkpointed& c = Original();
+  std::vector<Page> pages;
+  uint64_t index = 0;
+  for (size_t i = 0; i < c.sections.size(); i++) {
+    std::string s = c.sections[i];
+    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
+      s.resize(format::kSectionHeaderSize);
+      index = i;
+    }
+    pages.push_back({PageType::kCheckpoint, s});
+  }
+  const std::string bytes = Rebuild(c, pages);
+  CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, static_cast<int>(index)),
+               "empty, but episode 1 has a vector");
+}
+
 TEST_SUITE_END();
 
 }  // namespace agentmem::test

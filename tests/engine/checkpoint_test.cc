@@ -36,7 +36,9 @@ struct View {
 const char* kQueries[] = {"the cat sat on the mat", "rain in the mountains", "coffee and a book",
                           "a long walk"};
 
-View Look(agentmem_db* db) {
+// `text_only`: recall by BM25 alone (a file with an external embedder and no
+// vectors cannot embed a query).
+View Look(agentmem_db* db, bool text_only = false) {
   View v;
   agentmem_stats st;
   REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
@@ -65,6 +67,7 @@ View Look(agentmem_db* db) {
     }
     agentmem_cursor_close(cur);
     for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
+      if (text_only && mode != AGENTMEM_RECALL_BM25) continue;
       for (const char* q : kQueries) {
         agentmem_recall_options o;
         agentmem_recall_options_init(&o);
@@ -114,7 +117,7 @@ void Write(agentmem_db* db, std::mt19937* rng, int episodes) {
 agentmem_db* Open(const std::string& path, const char* options) {
   agentmem_db* db = nullptr;
   int rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE, options);
-  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, std::string(agentmem_errmsg(db)));
   return db;
 }
 
@@ -322,5 +325,24 @@ TEST_CASE("a flipped byte in any checkpoint page fails the open naming the page"
             std::string::npos);
       agentmem_close(d);
     }
+  }
+}
+
+TEST_CASE("a checkpoint of a file that has never held a vector opens, and recall by text works") {
+  // An external embedder and no vectors given: the graph section is empty.
+  for (const char* options : {"checkpoint_bytes=1&vector_dim=16&embedder=my-model", "checkpoint_bytes=1"}) {
+    CAPTURE(options);
+    agentmem::test::TempDir dir;
+    const std::string path = dir.path() + "/t.agentmem";
+    std::mt19937 rng(7);
+    agentmem_db* db = Open(path, options);
+    Write(db, &rng, 60);
+    const View before = Look(db, true);
+    REQUIRE(before.rows.size() > 60);
+    REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+    REQUIRE(NewestSuperblock(path).checkpoint != 0);
+    db = Open(path, "checkpoint_bytes=0");
+    CHECK(Look(db, true) == before);
+    REQUIRE(agentmem_close(db) == AGENTMEM_OK);
   }
 }
