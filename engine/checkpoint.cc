@@ -21,6 +21,7 @@
 // HnswIndex::Map). Then the scan continues at scan_from.
 #include <algorithm>
 #include <future>
+#include <type_traits>
 #include <unordered_map>
 
 #include "engine/database.h"
@@ -33,6 +34,7 @@ namespace agentmem::engine {
 using format::CheckpointState;
 using format::PageType;
 
+// REQUIRES: recall_ (WriteCheckpoint makes it).
 Status Database::BuildCheckpointState(CheckpointState* out) const {
   CheckpointState st;
   st.next_episode_id = next_episode_id_;
@@ -60,12 +62,11 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
     const std::string *session = nullptr, *role = nullptr;
     if (e.forgotten) {
       // Kept only while the graph holds its node (until VACUUM).
-      if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role) ||
-          attrs->node == EpisodeAttrs::kNoNode) {
+      if (!recall_->ExportEntry(id, &attrs, &session, &role) || attrs->node == EpisodeAttrs::kNoNode) {
         continue;
       }
       c.forgotten = true;
-    } else if (!recall_ || !recall_->ExportEntry(id, &attrs, &session, &role)) {
+    } else if (!recall_->ExportEntry(id, &attrs, &session, &role)) {
       return StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
                      static_cast<unsigned long long>(id));
     }
@@ -116,8 +117,7 @@ Status Database::WriteCheckpoint() {
   graph += image;
   image.clear();
   image.shrink_to_fit();
-  if (state.size() > format::kMaxPagePayload || graph.size() > format::kMaxPagePayload ||
-      bm25.size() > format::kMaxPagePayload) {
+  if (std::max({state.size(), graph.size(), bm25.size()}) > format::kMaxPagePayload) {
     return Status::OK();  // too large for one page in format v1: keep scanning the log
   }
   const uint64_t start = end_;
@@ -191,14 +191,15 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
     const format::CheckpointEpisode& e = st.episodes[id - 1];
     if (e.page_offset == 0) continue;
     const RecordLoc loc{e.page_offset, e.slot};
-    const size_t users_before = catalog_.users().size();
     const uint32_t cu = name(&catalog_user, e.user, [&](const std::string& s) { return catalog_.UserIndex(s); });
     if (e.forgotten) {
       forgotten.push_back(id);
       catalog_.AddForgottenEntry(id, cu, e.ts, loc);
     } else {
-      // A new user may move the others (and their session lists).
-      if (cu != last_user || e.session != last_session || catalog_.users().size() != users_before) {
+      // A new user may move the others, but not their session lists (the
+      // nodes of a std::map stay put when it is moved).
+      static_assert(std::is_nothrow_move_constructible_v<UserEntry>);
+      if (cu != last_user || e.session != last_session) {
         session_ids = catalog_.SessionIds(cu, st.strings[e.session]);
         last_user = cu;
         last_session = e.session;
@@ -388,19 +389,21 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       graph_checked = checking;
       graph = std::move(bytes);
     } else {
-      // Checked as a whole page first: a damaged section kind is a bad checksum.
+      // No known section kind: checked as a whole page first (a damaged kind
+      // is a bad checksum), then SplitSection refuses it ("unknown section",
+      // "no section header"). read_whole cannot succeed here.
       std::string_view body;
-      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, stored, &body));
-      return damaged(pos, "not a known section");
+      return read_whole(pos, padded, h, stored, &body);
     }
     pages++;
     pos += padded;
   }
-  if (!committed || pos != sb.scan_from) return damaged(sb.checkpoint, "no commit ends the checkpoint");
+  // (A page never runs past scan_from, and a commit ends there.)
+  if (!committed) return damaged(sb.checkpoint, "no commit ends the checkpoint");
   // All three sections (§5.8): without the bm25 one the text index would be
   // silently empty, without the graph the vectors of the state's episodes
-  // would have no nodes.
-  if (!imported.valid() || !bm25 || !graph) {
+  // would have no nodes. (The commit checked that the state was there.)
+  if (!bm25 || !graph) {
     return damaged(sb.checkpoint, "a section is missing");
   }
   AGENTMEM_RETURN_IF_ERROR(imported.get());

@@ -221,6 +221,62 @@ Opened OpenBytes(const std::string& bytes) {
   return o;
 }
 
+// An Env whose files show ReadPrivate's bytes to the caller in pieces of
+// `piece` bytes (File::ReadPrivate promises at most 1 MiB, not exactly).
+class PieceFile : public engine::File {
+ public:
+  PieceFile(std::unique_ptr<engine::File> f, size_t piece) : f_(std::move(f)), piece_(piece) {}
+  Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
+                     std::shared_ptr<engine::MappedBytes>* out) override {
+    std::shared_ptr<engine::MappedBytes> bytes;
+    AGENTMEM_RETURN_IF_ERROR(f_->ReadPrivate(offset, n, spare, nullptr, &bytes));
+    for (size_t at = 0; piece && at < n; at += piece_) {
+      AGENTMEM_RETURN_IF_ERROR(piece(at, std::string_view(bytes->data() + at, std::min(piece_, n - at))));
+    }
+    *out = std::move(bytes);
+    return Status::OK();
+  }
+  Status ReadAt(uint64_t offset, size_t n, std::string* out) override { return f_->ReadAt(offset, n, out); }
+  Status WriteAt(uint64_t offset, std::string_view data) override { return f_->WriteAt(offset, data); }
+  Status Sync() override { return f_->Sync(); }
+  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+  Status Size(uint64_t* size) override { return f_->Size(size); }
+  Status TryLockWrite(bool* acquired) override { return f_->TryLockWrite(acquired); }
+  Status UnlockWrite() override { return f_->UnlockWrite(); }
+
+ private:
+  std::unique_ptr<engine::File> f_;
+  size_t piece_;
+};
+
+class PieceEnv : public engine::Env {
+ public:
+  explicit PieceEnv(size_t piece) : piece_(piece) {}
+  Status Open(const std::string& path, engine::OpenMode mode, std::unique_ptr<engine::File>* out) override {
+    std::unique_ptr<engine::File> f;
+    AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &f));
+    *out = std::make_unique<PieceFile>(std::move(f), piece_);
+    return Status::OK();
+  }
+  Status CreateAtomic(const std::string& path, std::string_view initial) override {
+    return base_->CreateAtomic(path, initial);
+  }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status Delete(const std::string& path) override { return base_->Delete(path); }
+
+ private:
+  std::unique_ptr<engine::Env> base_ = engine::NewMemEnv();
+  size_t piece_;
+};
+
+Opened OpenBytesInPieces(const std::string& bytes, size_t piece) {
+  Opened o;
+  o.env = std::make_unique<PieceEnv>(piece);
+  REQUIRE(o.env->CreateAtomic(kPath, bytes).ok());
+  o.status = Database::Open(kPath, CheckpointOptions(o.env.get(), o.clock.get(), true), &o.db);
+  return o;
+}
+
 int64_t PageNo(uint64_t offset) { return static_cast<int64_t>(offset / 16); }
 
 void CheckRefused(const std::string& bytes, int code, uint64_t page_offset, const char* why) {
@@ -333,6 +389,22 @@ TEST_CASE("an I/O error while loading a checkpoint fails the open with that erro
     failed++;
   }
   CHECK(failed >= 3);  // the checkpoint's pages are read one by one
+  // The file's size (checked against the superblock's scan_from) cannot be read.
+  std::unique_ptr<engine::Env> mem = engine::NewMemEnv();
+  REQUIRE(mem->CreateAtomic(kPath, c.bytes).ok());
+  int size_failed = 0;
+  for (uint64_t n = 1; n < 8; n++) {
+    CAPTURE(n);
+    FaultEnv env(mem.get());
+    env.FailAt(n, Fault::kEio, false, kOpSize);
+    TestClock clock;
+    std::unique_ptr<Database> db;
+    Status s = Database::Open(kPath, CheckpointOptions(&env, &clock, true), &db);
+    if (s.ok()) break;
+    CHECK(s.primary() == kIoErr);
+    size_failed++;
+  }
+  CHECK(size_failed >= 1);
 }
 
 TEST_CASE("a checkpoint commit that does not match the superblock or its sections fails the open") {
@@ -551,6 +623,97 @@ TEST_CASE("an empty checkpoint graph section while episodes have vectors fails t
   const std::string bytes = Rebuild(c, pages);
   CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, static_cast<int>(index)),
                "empty, but episode 1 has a vector");
+}
+
+TEST_CASE("a checkpoint read in pieces of any size opens the same, and a damaged graph record is refused") {
+  const Checkpointed& c = Original();
+  Opened whole = OpenBytes(c.bytes);
+  REQUIRE_MESSAGE(whole.status.ok(), whole.status.ToString());
+  // The graph's first level-0 record claims more links than a node may have.
+  std::vector<Page> pages;
+  uint64_t index = 0;
+  for (size_t i = 0; i < c.sections.size(); i++) {
+    std::string s = c.sections[i];
+    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
+      const uint64_t level0 = format::DecodeFixed64(s.data() + format::kSectionHeaderSize + 48);
+      REQUIRE(format::kSectionHeaderSize + level0 + 2 <= s.size());
+      s[format::kSectionHeaderSize + level0] = '\xff';
+      s[format::kSectionHeaderSize + level0 + 1] = '\xff';
+      index = i;
+    }
+    pages.push_back({PageType::kCheckpoint, s});
+  }
+  const std::string damaged = Rebuild(c, pages);
+  const uint64_t graph_at = PageAt(damaged, c.sb.checkpoint, static_cast<int>(index));
+  // Pieces smaller than the page, section and image headers (the graph is
+  // then checked whole when mapped), pieces that hold them, and 1 MiB.
+  for (size_t piece : {16, 48, 100, 128, 256, 1 << 20}) {
+    CAPTURE(piece);
+    Opened o = OpenBytesInPieces(c.bytes, piece);
+    REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+    for (auto mode : {engine::RecallMode::kBm25, engine::RecallMode::kVector}) {
+      CHECK(Recall(o.db.get(), "ann", "cat", mode) == Recall(whole.db.get(), "ann", "cat", mode));
+      CHECK(Recall(o.db.get(), "bob", "walk", mode) == Recall(whole.db.get(), "bob", "walk", mode));
+    }
+    Opened bad = OpenBytesInPieces(damaged, piece);
+    CAPTURE(bad.status.ToString());
+    CHECK(bad.status.code() == kCorruptIndex);
+    CHECK(bad.status.page_no() == PageNo(graph_at));
+    CHECK(bad.status.message().find("(checkpoint graph)") != std::string::npos);
+    CHECK(bad.status.message().find("too many links") != std::string::npos);
+  }
+}
+
+TEST_CASE("a checkpoint state section that names a tokenizer unknown to this version fails the open") {
+  const Checkpointed& c = Original();
+  format::CheckpointState st = c.state;
+  bool found = false;
+  for (auto& [k, v] : st.meta) {
+    if (k == "text.tokenizer") {
+      v = "klingon-3";
+      found = true;
+    }
+  }
+  REQUIRE(found);
+  std::vector<Page> pages = Sections(c);
+  for (Page& p : pages) {
+    if (format::DecodeFixed32(p.payload.data()) == static_cast<uint32_t>(CheckpointSection::kState)) {
+      p.payload = StatePayload(st);
+    }
+  }
+  Opened o = OpenBytes(Rebuild(c, pages));
+  CAPTURE(o.status.ToString());
+  CHECK(o.status.code() == kFormatVersion);
+  CHECK(o.status.message().find("klingon-3") != std::string::npos);
+  CHECK(o.db == nullptr);
+}
+
+TEST_CASE("a checkpoint section header whose reserved word is not zero fails the open naming its page") {
+  const Checkpointed& c = Original();
+  for (CheckpointSection kind : {CheckpointSection::kState, CheckpointSection::kBm25,
+                                 CheckpointSection::kGraph}) {
+    CAPTURE(static_cast<int>(kind));
+    std::vector<Page> pages = Sections(c);
+    int index = 0;
+    for (int i = 0; i < static_cast<int>(pages.size()); i++) {
+      if (format::DecodeFixed32(pages[i].payload.data()) == static_cast<uint32_t>(kind)) {
+        pages[i].payload[4] = 1;
+        index = i;
+      }
+    }
+    const std::string bytes = Rebuild(c, pages);
+    CheckRefused(bytes, kCorruptPage, PageAt(bytes, c.sb.checkpoint, index), "unknown section");
+  }
+}
+
+TEST_CASE("an empty checkpoint page just before scan_from fails the open naming it") {
+  // Its header is all there is: shorter than a page and section header.
+  const Checkpointed& c = Original();
+  std::string bytes = Rebuild(c, Sections(c));
+  const uint64_t at = bytes.size();
+  bytes += format::EncodePage(PageType::kCheckpoint, at, kSalt, 1, "", false);
+  PointSuperblockAtEnd(c, &bytes, [&](format::Superblock* sb) { sb->checkpoint = at; });
+  CheckRefused(bytes, kCorruptPage, at, "no section header");
 }
 
 TEST_SUITE_END();

@@ -296,6 +296,58 @@ TEST_CASE("a crash at any point of writing a checkpoint loses no commit") {
   }
 }
 
+TEST_CASE("a checkpoint after VACUUM dropped the last episodes keeps their ids used") {
+  agentmem::test::TempDir dir;
+  const std::string path = dir.path() + "/v.agentmem";
+  agentmem_db* db = Open(path, "checkpoint_bytes=1&vector_dim=16&embedder=my-model");
+  for (int i = 1; i <= 6; i++) {
+    int64_t id = 0;
+    REQUIRE(agentmem_remember(db, "ann", "s", "user", ("note " + std::to_string(i)).c_str(), i, nullptr,
+                              nullptr, 0, &id) == AGENTMEM_OK);
+    REQUIRE(id == i);
+  }
+  for (int64_t id : {2, 5, 6}) REQUIRE(agentmem_forget_episode(db, id, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_vacuum(db, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+  REQUIRE(NewestSuperblock(path).checkpoint != 0);
+  db = Open(path, "checkpoint_bytes=0");
+  const View after = Look(db, true);
+  for (int64_t id = 1; id <= 6; id++) {
+    CAPTURE(id);
+    agentmem_episode* e = nullptr;
+    const bool kept = id != 2 && id != 5 && id != 6;
+    CHECK((agentmem_episode_get(db, id, &e) == AGENTMEM_OK) == kept);
+    if (e) agentmem_free(e);
+  }
+  int64_t id = 0;
+  REQUIRE(agentmem_remember(db, "ann", "s", "user", "note 7", 7, nullptr, nullptr, 0, &id) == AGENTMEM_OK);
+  CHECK(id == 7);
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+  CHECK(after.rows.front().find("episodes=3 ") != std::string::npos);
+}
+
+TEST_CASE("a close leaves the checkpoint to the handle that holds the write lock") {
+  agentmem::test::TempDir dir;
+  const std::string path = dir.path() + "/l.agentmem";
+  std::mt19937 rng(11);
+  agentmem_db* a = Open(path, "checkpoint_bytes=1&vector_dim=64");
+  agentmem_db* b = Open(path, "checkpoint_bytes=1&vector_dim=64");
+  Write(a, &rng, 40);
+  REQUIRE(agentmem_begin(b) == AGENTMEM_OK);  // b writes: it holds the lock
+  int64_t id = 0;
+  REQUIRE(agentmem_remember(b, "cy", "s1", "user", "a walk by the river", 1, nullptr, nullptr, 0, &id) ==
+          AGENTMEM_OK);
+  REQUIRE(agentmem_close(a) == AGENTMEM_OK);
+  CHECK(NewestSuperblock(path).checkpoint == 0);  // a could not take the lock
+  REQUIRE(agentmem_commit(b) == AGENTMEM_OK);
+  const View before = Look(b);
+  REQUIRE(agentmem_close(b) == AGENTMEM_OK);
+  CHECK(NewestSuperblock(path).checkpoint != 0);
+  agentmem_db* c = Open(path, "checkpoint_bytes=0");
+  CHECK(Look(c) == before);
+  REQUIRE(agentmem_close(c) == AGENTMEM_OK);
+}
+
 TEST_CASE("an I/O error at any operation of a closing checkpoint fails the close and loses no commit") {
   // The close writes the checkpoint (pages, sync, read back, superblock,
   // sync); the nth of its operations fails, whatever it is. The checkpoint
@@ -405,8 +457,15 @@ TEST_CASE("a checkpoint of a file that has never held a vector opens, and recall
     std::mt19937 rng(7);
     agentmem_db* db = Open(path, options);
     Write(db, &rng, 60);
+    // Forgotten episodes without a node are left out of the checkpoint (a
+    // gap in its state section).
+    REQUIRE(agentmem_forget_episode(db, 3, 0, nullptr) == AGENTMEM_OK);
+    REQUIRE(agentmem_forget_episode(db, 4, 0, nullptr) == AGENTMEM_OK);
     const View before = Look(db, true);
     REQUIRE(before.rows.size() > 60);
+    agentmem_stats st;
+    REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
+    CHECK(st.episodes == 58);
     REQUIRE(agentmem_close(db) == AGENTMEM_OK);
     REQUIRE(NewestSuperblock(path).checkpoint != 0);
     db = Open(path, "checkpoint_bytes=0");
