@@ -155,3 +155,72 @@ TEST_CASE("a directory is not opened as a database file") {
   Status s = Env::Posix()->Open(dir.path(), OpenMode{}, &f);
   CHECK(s.primary() == agentmem::kCantOpen);
 }
+
+TEST_CASE("a directory opened read-only is refused as not a regular file") {
+  TempDir dir;
+  std::unique_ptr<File> f;
+  Status s = Env::Posix()->Open(dir.path(), OpenMode{true}, &f);
+  CHECK(s.code() == agentmem::kCantOpen);
+  CHECK(s.message().find("not a regular file") != std::string::npos);
+  CHECK(f == nullptr);
+}
+
+TEST_CASE("the posix env reports a missing directory or file with the path and the right code") {
+  TempDir dir;
+  const std::string missing = dir.File("no-such-dir/x.agentmem");
+  Status s = Env::Posix()->CreateAtomic(missing, "abc");
+  CHECK(s.code() == agentmem::kCantOpen);
+  CHECK(s.message().find(missing) != std::string::npos);
+  std::unique_ptr<File> f;
+  s = Env::Posix()->CreateEmpty(missing, &f);
+  CHECK(s.code() == agentmem::kCantOpen);
+  CHECK(f == nullptr);
+  s = Env::Posix()->Delete(dir.File("never.bin"));
+  CHECK(s.code() == agentmem::kIoErr);
+  CHECK(s.message().find("never.bin") != std::string::npos);
+  s = Env::Posix()->Rename(dir.File("never.bin"), dir.File("other.bin"));
+  CHECK(s.code() == agentmem::kIoErr);
+  CHECK_FALSE(Env::Posix()->Exists(dir.File("other.bin")));
+  CHECK_FALSE(Env::Posix()->Identify(dir.File("never.bin")).known());
+}
+
+TEST_CASE("a file created from scratch empties what was there, and a rename replaces the target") {
+  TempDir dir;
+  const std::string a = dir.File("a.bin"), b = dir.File("b.bin");
+  REQUIRE(Env::Posix()->CreateAtomic(a, "old contents").ok());
+  std::unique_ptr<File> f;
+  REQUIRE(Env::Posix()->CreateEmpty(a, &f).ok());
+  uint64_t size = 1;
+  REQUIRE(f->Size(&size).ok());
+  CHECK(size == 0);
+  REQUIRE(f->WriteAt(0, "new").ok());
+  REQUIRE(f->Sync().ok());
+  const agentmem::engine::FileId id = f->Identity();
+  CHECK(id.known());
+  f.reset();
+  REQUIRE(Env::Posix()->CreateAtomic(b, "replaced").ok());
+  REQUIRE(Env::Posix()->Rename(a, b).ok());
+  CHECK_FALSE(Env::Posix()->Exists(a));
+  CHECK(Env::Posix()->Identify(b) == id);
+  CHECK(agentmem::test::ReadFileBytes(b) == "new");
+}
+
+TEST_CASE("a device that is full reports AGENTMEM_FULL, and one that cannot sync or truncate says so") {
+  // /dev/full: every write fails with ENOSPC; it has no data to sync or cut.
+  if (!Env::Posix()->Exists("/dev/full")) {
+    MESSAGE("no /dev/full here: nothing checked");
+    return;
+  }
+  std::unique_ptr<File> f;
+  REQUIRE(Env::Posix()->CreateEmpty("/dev/full", &f).ok());
+  Status s = f->WriteAt(0, "x");
+  CHECK(s.code() == agentmem::kFull);
+  CHECK(s.message().find("/dev/full") != std::string::npos);
+  s = f->Sync();
+  CHECK(s.code() == agentmem::kIoErrFsync);
+  s = f->Truncate(0);
+  CHECK(s.code() == agentmem::kIoErrTruncate);
+  std::string got;
+  REQUIRE(f->ReadAt(0, 4, &got).ok());
+  CHECK(got == std::string(4, '\0'));
+}
