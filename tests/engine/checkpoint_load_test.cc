@@ -296,6 +296,24 @@ uint64_t PageAt(const std::string& bytes, uint64_t first, int i) {
   return pos;
 }
 
+// The file with the payload of the checkpoint's `kind` section changed by
+// `change`; *at: where that section's page went.
+std::string WithSection(const Checkpointed& c, CheckpointSection kind,
+                        const std::function<void(std::string*)>& change, uint64_t* at) {
+  std::vector<Page> pages = Sections(c);
+  int index = -1;
+  for (int i = 0; i < static_cast<int>(pages.size()); i++) {
+    if (format::DecodeFixed32(pages[i].payload.data()) == static_cast<uint32_t>(kind)) {
+      change(&pages[i].payload);
+      index = i;
+    }
+  }
+  REQUIRE(index >= 0);
+  std::string bytes = Rebuild(c, pages);
+  *at = PageAt(bytes, c.sb.checkpoint, index);
+  return bytes;
+}
+
 std::vector<std::string> Recall(Database* db, const std::string& user, const std::string& text,
                                 engine::RecallMode mode) {
   engine::RecallQuery q;
@@ -590,39 +608,20 @@ TEST_CASE("a checkpoint bm25 section that does not hold together fails the open 
 }
 
 TEST_CASE("a checkpoint graph section that does not map fails the open as index corruption") {
-  const Checkpointed& c = Original();
-  std::vector<Page> pages;
-  uint64_t index = 0;
-  for (size_t i = 0; i < c.sections.size(); i++) {
-    std::string s = c.sections[i];
-    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
-      s.resize(format::kSectionHeaderSize);
-      s.append(200, '\x42');
-      index = i;
-    }
-    pages.push_back({PageType::kCheckpoint, s});
-  }
-  const std::string bytes = Rebuild(c, pages);
-  CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, static_cast<int>(index)),
-               "(checkpoint graph)");
+  uint64_t at = 0;
+  const std::string bytes = WithSection(Original(), CheckpointSection::kGraph, [](std::string* s) {
+    s->resize(format::kSectionHeaderSize);
+    s->append(200, '\x42');
+  }, &at);
+  CheckRefused(bytes, kCorruptIndex, at, "(checkpoint graph)");
 }
 
 TEST_CASE("an empty checkpoint graph section while episodes have vectors fails the open naming it") {
   // An empty image is what a file that has never held a vector writes.
-  const Checkpointed& c = Original();
-  std::vector<Page> pages;
-  uint64_t index = 0;
-  for (size_t i = 0; i < c.sections.size(); i++) {
-    std::string s = c.sections[i];
-    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
-      s.resize(format::kSectionHeaderSize);
-      index = i;
-    }
-    pages.push_back({PageType::kCheckpoint, s});
-  }
-  const std::string bytes = Rebuild(c, pages);
-  CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, static_cast<int>(index)),
-               "empty, but episode 1 has a vector");
+  uint64_t at = 0;
+  const std::string bytes = WithSection(Original(), CheckpointSection::kGraph,
+                                        [](std::string* s) { s->resize(format::kSectionHeaderSize); }, &at);
+  CheckRefused(bytes, kCorruptIndex, at, "empty, but episode 1 has a vector");
 }
 
 TEST_CASE("a checkpoint read in pieces of any size opens the same, and a damaged graph record is refused") {
@@ -630,21 +629,13 @@ TEST_CASE("a checkpoint read in pieces of any size opens the same, and a damaged
   Opened whole = OpenBytes(c.bytes);
   REQUIRE_MESSAGE(whole.status.ok(), whole.status.ToString());
   // The graph's first level-0 record claims more links than a node may have.
-  std::vector<Page> pages;
-  uint64_t index = 0;
-  for (size_t i = 0; i < c.sections.size(); i++) {
-    std::string s = c.sections[i];
-    if (format::DecodeFixed32(s.data()) == static_cast<uint32_t>(CheckpointSection::kGraph)) {
-      const uint64_t level0 = format::DecodeFixed64(s.data() + format::kSectionHeaderSize + 48);
-      REQUIRE(format::kSectionHeaderSize + level0 + 2 <= s.size());
-      s[format::kSectionHeaderSize + level0] = '\xff';
-      s[format::kSectionHeaderSize + level0 + 1] = '\xff';
-      index = i;
-    }
-    pages.push_back({PageType::kCheckpoint, s});
-  }
-  const std::string damaged = Rebuild(c, pages);
-  const uint64_t graph_at = PageAt(damaged, c.sb.checkpoint, static_cast<int>(index));
+  uint64_t graph_at = 0;
+  const std::string damaged = WithSection(c, CheckpointSection::kGraph, [](std::string* s) {
+    const uint64_t level0 = format::DecodeFixed64(s->data() + format::kSectionHeaderSize + 48);
+    REQUIRE(format::kSectionHeaderSize + level0 + 2 <= s->size());
+    (*s)[format::kSectionHeaderSize + level0] = '\xff';
+    (*s)[format::kSectionHeaderSize + level0 + 1] = '\xff';
+  }, &graph_at);
   // Pieces smaller than the page, section and image headers (the graph is
   // then checked whole when mapped), pieces that hold them, and 1 MiB.
   for (size_t piece : {16, 48, 100, 128, 256, 1 << 20}) {
@@ -675,13 +666,8 @@ TEST_CASE("a checkpoint state section that names a tokenizer unknown to this ver
     }
   }
   REQUIRE(found);
-  std::vector<Page> pages = Sections(c);
-  for (Page& p : pages) {
-    if (format::DecodeFixed32(p.payload.data()) == static_cast<uint32_t>(CheckpointSection::kState)) {
-      p.payload = StatePayload(st);
-    }
-  }
-  Opened o = OpenBytes(Rebuild(c, pages));
+  uint64_t at = 0;
+  Opened o = OpenBytes(WithSection(c, CheckpointSection::kState, [&](std::string* s) { *s = StatePayload(st); }, &at));
   CAPTURE(o.status.ToString());
   CHECK(o.status.code() == kFormatVersion);
   CHECK(o.status.message().find("klingon-3") != std::string::npos);
@@ -693,16 +679,9 @@ TEST_CASE("a checkpoint section header whose reserved word is not zero fails the
   for (CheckpointSection kind : {CheckpointSection::kState, CheckpointSection::kBm25,
                                  CheckpointSection::kGraph}) {
     CAPTURE(static_cast<int>(kind));
-    std::vector<Page> pages = Sections(c);
-    int index = 0;
-    for (int i = 0; i < static_cast<int>(pages.size()); i++) {
-      if (format::DecodeFixed32(pages[i].payload.data()) == static_cast<uint32_t>(kind)) {
-        pages[i].payload[4] = 1;
-        index = i;
-      }
-    }
-    const std::string bytes = Rebuild(c, pages);
-    CheckRefused(bytes, kCorruptPage, PageAt(bytes, c.sb.checkpoint, index), "unknown section");
+    uint64_t at = 0;
+    const std::string bytes = WithSection(c, kind, [](std::string* s) { (*s)[4] = 1; }, &at);
+    CheckRefused(bytes, kCorruptPage, at, "unknown section");
   }
 }
 
