@@ -1,6 +1,8 @@
 // tests/engine/env_test.cc -- the Env contract, checked on PosixEnv and MemEnv.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -223,4 +225,35 @@ TEST_CASE("a device that is full reports AGENTMEM_FULL, and one that cannot sync
   std::string got;
   REQUIRE(f->ReadAt(0, 4, &got).ok());
   CHECK(got == std::string(4, '\0'));
+}
+
+TEST_CASE("a file that cannot be read at an offset (a FIFO) fails reads and writes with their codes") {
+  // CreateEmpty opens what is there; a FIFO takes no pread or pwrite (ESPIPE).
+  TempDir dir;
+  const std::string path = dir.File("fifo");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  std::unique_ptr<File> f;
+  REQUIRE(Env::Posix()->CreateEmpty(path, &f).ok());
+  std::string got;
+  Status s = f->ReadAt(0, 4, &got);
+  CHECK(s.code() == agentmem::kIoErrRead);
+  CHECK(s.message().find("fifo") != std::string::npos);
+  std::shared_ptr<agentmem::engine::MappedBytes> bytes;
+  CHECK(f->ReadPrivate(0, 4, 0, nullptr, &bytes).code() == agentmem::kIoErrRead);
+  CHECK(f->WriteAt(0, "x").code() == agentmem::kIoErrWrite);
+}
+
+TEST_CASE("a private copy too large for the address space is refused as out of memory") {
+  TempDir dir;
+  const std::string path = dir.File("small.bin");
+  REQUIRE(Env::Posix()->CreateAtomic(path, "0123456789").ok());
+  std::unique_ptr<File> f;
+  REQUIRE(Env::Posix()->Open(path, OpenMode{true}, &f).ok());
+  std::shared_ptr<agentmem::engine::MappedBytes> bytes;
+  Status s = f->ReadPrivate(0, 10, size_t{1} << 62, nullptr, &bytes);
+  CHECK(s.code() == agentmem::kNoMem);
+  CHECK(bytes == nullptr);
+  // Without a piece function the bytes are read all the same.
+  REQUIRE(f->ReadPrivate(2, 8, 0, nullptr, &bytes).ok());
+  CHECK(std::string_view(bytes->data(), 8) == "23456789");
 }
