@@ -257,3 +257,17 @@ TEST_CASE("a private copy too large for the address space is refused as out of m
   REQUIRE(f->ReadPrivate(2, 8, 0, nullptr, &bytes).ok());
   CHECK(std::string_view(bytes->data(), 8) == "23456789");
 }
+
+TEST_CASE("a file named relative to the working directory is created there, durably") {
+  TempDir dir;
+  const std::filesystem::path before = std::filesystem::current_path();
+  struct Back {
+    std::filesystem::path to;
+    ~Back() { std::filesystem::current_path(to); }
+  } back{before};
+  std::filesystem::current_path(dir.path());
+  REQUIRE(Env::Posix()->CreateAtomic("rel.agentmem", "abc").ok());  // its directory is "."
+  CHECK(agentmem::test::ReadFileBytes(dir.File("rel.agentmem")) == "abc");
+  REQUIRE(Env::Posix()->Rename("rel.agentmem", "moved.agentmem").ok());
+  CHECK(Env::Posix()->Exists(dir.File("moved.agentmem")));
+}
