@@ -40,11 +40,15 @@ build: deps $(BUILD)/build.ninja
 
 # make test also builds the quick suites and the fuzz targets with clang-14
 # ASan + UBSan ($(SAN_BUILD), shared with make fuzz), runs those suites there
-# and each fuzz target for TEST_FUZZ_SECONDS; tests/run_all.sh counts it all
-# into its last line (docs/testing.md).
+# (with the branch coverage report of R12) and each fuzz target for
+# TEST_FUZZ_SECONDS; runs the threaded tests under ThreadSanitizer (build-tsan)
+# and format_tests and sql_tests under valgrind memcheck; tests/run_all.sh
+# counts it all into its last line (docs/testing.md).
 TEST_FUZZ_SECONDS ?= 10
-test: build san-build
-	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS)
+test: build san-build tsan-build
+	$(call install_missing,valgrind)
+	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS) \
+	  --tsan build-tsan --valgrind
 
 demo: build
 	$(BUILD)/cli/agentmem-demo demo/sample_conversation.tsv demo.agentmem
@@ -123,9 +127,13 @@ bench-callgrind: bench-build
 #             tests/fuzz/corpus/<target>; crashes are written to
 #             build-fuzz/fuzz-artifacts/<target>/ and make fails
 # make tsan   the threaded tests under ThreadSanitizer (clang-14, build-tsan):
-#             R7's thread variant, the graph's concurrent searches and inserts,
-#             every sql_tests case (one handle shared by threads) and two
-#             writer handles in one process
+#             R7's thread variant (1,000 transactions), the graph's concurrent
+#             searches and inserts, every sql_tests case (one handle shared by
+#             threads) and two writer handles in one process; make test runs
+#             the same with 200 transactions
+# make valgrind  format_tests, sql_tests and engine_tests (less the sweeps and
+#             the process cases, which take hours there) under valgrind
+#             memcheck; make test runs the first two
 # make coverage  line and branch coverage of format/ and engine/ (clang-14
 #             source-based coverage, build-coverage, debug): format_tests,
 #             engine_tests (less three long sweeps over data), sql_tests and
@@ -136,15 +144,16 @@ bench-callgrind: bench-build
 FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev llvm-14
 FUZZ_TARGETS := decode open ops sql
 SAN_BUILD := build-fuzz
+REL_TESTS = tests/reliability/reliability_tests
 SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \
+               $(REL_TESTS) tests/reliability/reliability_worker tests/reliability/fuzz/fuzz_replay \
                $(foreach t,$(FUZZ_TARGETS),tests/reliability/fuzz/fuzz_$(t))
 FUZZ_SECONDS ?= 60
 SOAK_KILLS ?= 10000
 SOAK_SECONDS ?= 60
 SOAK_R1_WORKLOADS ?= 20
-REL_TESTS = tests/reliability/reliability_tests
 
-.PHONY: soak fuzz fuzz-deps san-build tsan coverage
+.PHONY: soak fuzz fuzz-deps san-build tsan-build tsan coverage valgrind
 
 soak: build
 	AGENTMEM_KILLS=$(SOAK_KILLS) $(BUILD)/$(REL_TESTS) -tc='*SIGKILL*'
@@ -158,10 +167,12 @@ fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))
 
 # The clang-14 ASan + UBSan build of make test and make fuzz (libFuzzer's
-# coverage instrumentation everywhere, -fsanitize=fuzzer only on the targets).
+# coverage instrumentation everywhere, -fsanitize=fuzzer only on the targets),
+# also built with source-based coverage for make test's R12 report.
 san-build: fuzz-deps
 	[ -f $(SAN_BUILD)/build.ninja ] || CC=clang-14 CXX=clang++-14 \
-	  CXXFLAGS=-fsanitize=fuzzer-no-link meson setup $(SAN_BUILD) --buildtype=debugoptimized \
+	  CXXFLAGS='-fsanitize=fuzzer-no-link $(COVERAGE_FLAGS)' LDFLAGS=-fprofile-instr-generate \
+	  meson setup $(SAN_BUILD) --buildtype=debugoptimized \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
 	ninja -C $(SAN_BUILD) $(SAN_TARGETS)
 
@@ -177,22 +188,24 @@ fuzz: san-build
 	  [ "$${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz_$$t failed: see build-fuzz/fuzz-artifacts/$$t/"; exit 1; }; \
 	done
 
-tsan: fuzz-deps
+TSAN_TARGETS := $(REL_TESTS) tests/reliability/reliability_worker \
+                tests/reliability/hnsw_threads_tests tests/sql/sql_tests tests/engine_tests
+tsan-build: fuzz-deps
 	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
 	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true
-	ninja -C build-tsan $(REL_TESTS) tests/reliability/reliability_worker \
-	  tests/reliability/hnsw_threads_tests tests/sql/sql_tests tests/engine_tests
-	# detect_deadlocks=0: hnswlib's addPoint takes its global lock and the
-	# per-node locks in both orders inside one thread (the engine runs graph
-	# inserts exclusively); TSan reports that as a potential lock-order
-	# inversion. Data races are still reported and fail the run.
-	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 AGENTMEM_R7_TXNS=200 \
-	  build-tsan/$(REL_TESTS) -tc='*threads of one process*'
-	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 \
-	  build-tsan/tests/reliability/hnsw_threads_tests -tc='*searches running during*,*several threads*'
-	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 build-tsan/tests/sql/sql_tests
-	TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0 build-tsan/tests/engine_tests \
-	  -tc='*take turns as writers*'
+	ninja -C build-tsan $(TSAN_TARGETS)
+
+# The cases are those of make test's TSan step (tests/run_all.sh --tsan), with
+# R7's thread variant run longer.
+tsan: tsan-build
+	AGENTMEM_R7_TXNS=1000 tests/run_all.sh --tsan build-tsan
+
+VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q
+valgrind: build
+	$(call install_missing,valgrind)
+	$(VALGRIND) $(BUILD)/tests/format_tests
+	$(VALGRIND) $(BUILD)/tests/sql/sql_tests
+	$(VALGRIND) $(BUILD)/tests/engine_tests -tce='*hundred thousand*,*reference baseline*,*flipped bit*,*power loss*,*truncated at every*,*Nth I/O call*,*recall@10 on*,*timings*,*among thousands*,*other processes*,*another process*,*take turns*'
 
 COVERAGE_BUILD ?= build-coverage
 COVERAGE_FLAGS := -fprofile-instr-generate -fcoverage-mapping

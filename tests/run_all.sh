@@ -4,26 +4,43 @@
 # (test cases, all suites together). Exits non-zero if any case failed or any
 # suite did not finish.
 #
-# Usage: tests/run_all.sh BUILD_DIR [--sanitizers SAN_DIR] [--fuzz SAN_DIR SECONDS]
+# Usage: tests/run_all.sh [BUILD_DIR] [--sanitizers SAN_DIR] [--fuzz SAN_DIR SECONDS]
+#                         [--tsan TSAN_DIR] [--valgrind]
+#   BUILD_DIR     runs every suite of this build (none if left out)
 #   --sanitizers  also runs the quick suites of SAN_DIR (a clang-14 ASan + UBSan
 #                 build, `make test` uses build-fuzz), leaving out the few
 #                 exhaustive sweeps listed in SAN_EXCLUDE below; their cases
-#                 count into the total
+#                 count into the total. If SAN_DIR is built with source-based
+#                 coverage, prints the branch coverage of format/ and engine/
+#                 over those runs (tests/coverage_report.sh)
 #   --fuzz        also runs each libFuzzer target of SAN_DIR for SECONDS on a
 #                 copy of its kept corpus (tests/fuzz/corpus/<target>/); each
 #                 target counts as one case, failed on a crash, a sanitizer
 #                 report or a broken invariant (the input is kept in
 #                 SAN_DIR/fuzz-artifacts/<target>/)
+#   --tsan        runs the threaded cases of TSAN_DIR (a clang-14 ThreadSanitizer
+#                 build): R7's handles in threads, the graph's concurrent
+#                 searches and inserts, sql_tests (one handle shared by
+#                 threads) and two writer handles in one process
+#   --valgrind    runs format_tests and sql_tests of BUILD_DIR under valgrind
+#                 memcheck (any error or leak fails the suite)
 set -uo pipefail
-build=${1:-build}
-shift || true
+build=""
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
+  build=$1
+  shift
+fi
 san_dir=""
 fuzz_dir=""
 fuzz_seconds=0
+tsan_dir=""
+valgrind=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitizers) san_dir=$2; shift 2 ;;
     --fuzz) fuzz_dir=$2; fuzz_seconds=$3; shift 3 ;;
+    --tsan) tsan_dir=$2; shift 2 ;;
+    --valgrind) valgrind=1; shift ;;
     *) echo "run_all.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +65,7 @@ run_suite() {
   echo "== $label"
   local log
   log=$(mktemp)
-  "$exe" --no-intro=false "$@" 2>&1 | tee "$log"
+  "$exe" "$@" --no-intro=false 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local line p f
   line=$(grep -E '^\[(doctest|pytest)\] test cases:' "$log" | tail -n 1)
@@ -73,23 +90,39 @@ suite_exe() {
   echo "$exe"
 }
 
-for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests; do
-  exe=$(suite_exe "$build" "$suite")
-  [ -x "$exe" ] || continue
-  run_suite "$suite" "$exe"
-done
+if [ -n "$build" ]; then
+  for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests; do
+    exe=$(suite_exe "$build" "$suite")
+    [ -x "$exe" ] || continue
+    run_suite "$suite" "$exe"
+  done
+fi
 
 # Under ASan + UBSan: the quick suites, without the exhaustive sweeps that
 # take minutes there (each runs in the plain build above; `make asan` and the
 # pre-release budget run them sanitized). Any sanitizer report fails the case.
 SAN_EXCLUDE='*hundred thousand*,*reference baseline*,*flipped bit in any page*,*power loss at every sync point*,*truncated at every byte offset*,*failing the Nth I/O call*,*HNSW recall@10 on*,*persistence timings*,*among thousands*'
+# reliability_tests runs under the sanitizers only for the cases listed in
+# SAN_RELIABILITY: the fuzz corpus replay, the lifecycle power-loss sweep, the
+# crash between a VACUUM's rename and its directory sync, and the reader/writer
+# processes and threads. Left out: the sweep of a close that compacts 1,050
+# episodes (80 s there; the same code runs in the other sweep), the 200 SIGKILLs and the
+# 10k-episode open (their cost is the processes, not the code), the shell's
+# strace cases (they run the plain build's shell) and the allocation-failure
+# cases (clang's sanitizer runtimes own operator new, so nomem_test cannot
+# replace it there; `make asan` runs them under gcc's ASan and LSan).
+SAN_RELIABILITY='*kept fuzz corpus*,*sync point of a workload that forgets*,*rename of a VACUUM*,*kind that takes none*,*four reader processes*,*writer process is killed*,*threads of one process*'
 if [ -n "$san_dir" ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+  # The sanitizer build also carries clang's source-based coverage: each
+  # process writes its counters here, and the report below reads them (R12).
+  rm -rf "$san_dir/profiles"
+  export LLVM_PROFILE_FILE="$(cd "$san_dir" && pwd)/profiles/%p-%m.profraw"
   # index_tests is left out: clang-14 cannot build it (C++20 structured
   # bindings captured by lambdas, tests/index/text/english_test.cc); the index
   # code runs sanitized inside engine_tests and the fuzz targets.
-  for suite in format_tests engine_tests sql_tests; do
+  for suite in format_tests engine_tests sql_tests reliability_tests; do
     exe=$(suite_exe "$san_dir" "$suite")
     if [ ! -x "$exe" ]; then
       echo "$suite (ASan+UBSan) is not built in $san_dir"
@@ -97,8 +130,16 @@ if [ -n "$san_dir" ]; then
       status=1
       continue
     fi
-    run_suite "$suite (ASan+UBSan)" "$exe" -tce="$SAN_EXCLUDE"
+    if [ "$suite" = reliability_tests ]; then
+      run_suite "$suite (ASan+UBSan)" "$exe" -tc="$SAN_RELIABILITY"
+    else
+      run_suite "$suite (ASan+UBSan)" "$exe" -tce="$SAN_EXCLUDE"
+    fi
   done
+  tests/coverage_report.sh "$san_dir"
+  # The fuzz runs below write their counters elsewhere: they are not part of
+  # the report.
+  export LLVM_PROFILE_FILE="$(cd "$san_dir" && pwd)/fuzz-profiles/%p-%m.profraw"
 fi
 
 # A short libFuzzer budget per target, on a copy of the kept corpus.
@@ -129,6 +170,37 @@ if [ -n "$fuzz_dir" ]; then
       failed=$((failed + 1))
       status=1
     fi
+  done
+fi
+
+# ThreadSanitizer: the cases that run threads. detect_deadlocks=0: hnswlib's
+# addPoint takes its global lock and the per-node locks in both orders inside
+# one thread (the engine runs graph inserts exclusively); TSan reports that as
+# a potential lock-order inversion. Data races are still reported and fail.
+if [ -n "$tsan_dir" ]; then
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:detect_deadlocks=0}
+  export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}
+  for spec in "reliability/reliability_tests|*threads of one process*" \
+              "reliability/hnsw_threads_tests|*searches running during*,*several threads*" \
+              "sql/sql_tests|*" "engine_tests|*take turns as writers*"; do
+    exe="$tsan_dir/tests/${spec%%|*}"
+    if [ ! -x "$exe" ]; then
+      echo "$(basename "$exe") (TSan) is not built in $tsan_dir"
+      failed=$((failed + 1))
+      status=1
+      continue
+    fi
+    run_suite "$(basename "$exe") (TSan)" "$exe" -tc="${spec#*|}"
+  done
+fi
+
+# valgrind memcheck on the plain build's format and SQL suites (the engine
+# suite takes over an hour there: it runs under ASan + UBSan above instead).
+if [ "$valgrind" = 1 ] && [ -n "$build" ]; then
+  for suite in format_tests sql_tests; do
+    exe=$(suite_exe "$build" "$suite")
+    run_suite "$suite (valgrind)" valgrind --error-exitcode=99 --leak-check=full \
+      --errors-for-leak-kinds=definite,indirect -q "$exe"
   done
 fi
 
