@@ -252,13 +252,13 @@ Status Database::EnsureRecallIndex() {
 Status Database::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
-  if (explicit_txn_ || !pending_episodes_.empty() || !pending_blocks_.empty() ||
-      !pending_facts_.empty()) {
-    ClearPending();
-    explicit_txn_ = false;
-  }
+  // An open transaction is rolled back (only one holds pending records:
+  // an autocommit write clears its own).
+  ClearPending();
+  explicit_txn_ = false;
   Status s;
-  if (opened_ && file_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() && !poisoned_ &&
+  // Opened and not poisoned: file_ is open (a failed Reload poisons).
+  if (opened_ && !opts_.read_only && write_refused_.ok() && sticky_.ok() && !poisoned_ &&
       opts_.sync != SyncMode::kOff) {
     s = ApplyRetention();
     if (s.ok()) s = MaybeVacuum();
@@ -283,11 +283,9 @@ Status Database::TryLockNoWait(bool* locked, bool refresh) {
   bool acquired = false;
   AGENTMEM_RETURN_IF_ERROR(file_->TryLockWrite(&acquired));
   if (!acquired) return Status::OK();
-  bool replaced = false;
-  Status s = CheckReplaced(&replaced);
-  if (!s.ok() || replaced) {
+  if (FileReplaced()) {
     file_->UnlockWrite().IgnoreError();
-    return s;
+    return Status::OK();
   }
   write_locked_ = true;
   *locked = true;
@@ -396,15 +394,17 @@ Status Database::DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out) 
           out->forgets.emplace_back();
           AGENTMEM_RETURN_IF_ERROR(format::DecodeForget(records[slot], page_no, &out->forgets.back()));
           break;
-        case PageType::kCheckpoint:
-          break;  // skipped above
         case PageType::kText:
           out->texts.emplace_back();
           AGENTMEM_RETURN_IF_ERROR(format::DecodeText(records[slot], page_no, &out->texts.back()));
           break;
-        case PageType::kCommit:
-          return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: commit page inside a transaction",
-                                     static_cast<long long>(page_no));
+        default:
+          // Not reached: the scan ends a transaction at its commit page,
+          // checkpoint pages are skipped above and unknown types fail the
+          // page header check.
+          return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld: a %s page inside a transaction",
+                                     static_cast<long long>(page_no),
+                                     format::PageTypeName(page.header.type));
       }
     }
   }
@@ -533,9 +533,7 @@ Status Database::RefreshForRead() {
   if (poisoned_) return sticky_.ok() ? Status(kNoMem, "handle unusable after a failed allocation") : sticky_;
   // Keep the transaction's snapshot, or a statement's (BeginRead).
   if (explicit_txn_ || write_locked_ || read_pins_ > 0) return Status::OK();
-  bool replaced = false;
-  AGENTMEM_RETURN_IF_ERROR(CheckReplaced(&replaced));
-  if (replaced) return Reload();
+  if (FileReplaced()) return Reload();
   uint64_t size = 0;
   AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
   // Unchanged size means nothing new -- unless a torn tail was seen: a writer
@@ -569,11 +567,8 @@ Status Database::AcquireWriteLock() {
     if (acquired) {
       // A VACUUM may have replaced the file while we waited: its lock is
       // the old file's. Move to the new file and take its lock instead.
-      bool replaced = false;
-      Status c = CheckReplaced(&replaced);
-      if (c.ok() && !replaced) break;
+      if (!FileReplaced()) break;
       file_->UnlockWrite().IgnoreError();
-      AGENTMEM_RETURN_IF_ERROR(c);
       // No pending write can be lost here: a handle with one holds the lock.
       AGENTMEM_RETURN_IF_ERROR(Reload());
       continue;
@@ -602,7 +597,7 @@ Status Database::AcquireWriteLock() {
 void Database::ReleaseWriteLock() {
   if (!write_locked_) return;
   write_locked_ = false;
-  if (file_) file_->UnlockWrite().IgnoreError();
+  file_->UnlockWrite().IgnoreError();  // held on file_, which outlives it
 }
 
 Status Database::Begin() {
@@ -683,8 +678,11 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
     }
     if (count > 0) emit(type, payload, count);
   };
-  if (!pending_meta_.entries.empty()) {
-    pack(PageType::kMeta, 1, [&](size_t, std::string* r) { format::EncodeMeta(pending_meta_, r); });
+  if (!pending_meta_.entries.empty()) {  // one record, on a page of its own
+    std::string meta, payload;
+    format::EncodeMeta(pending_meta_, &meta);
+    format::AppendRecord(meta, &payload);
+    emit(PageType::kMeta, payload, 1);
   }
   pack(PageType::kEpisodes, pending_episodes_.size(),
        [&](size_t i, std::string* r) { format::EncodeEpisode(pending_episodes_[i], r); });
@@ -799,7 +797,7 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   for (float f : r.vector) {
     if (!std::isfinite(f)) return Status(kRange, "vector contains a NaN or infinite value");
   }
-  if (r.vector.empty() && recall_ && recall_->builtin_embedder()) {
+  if (r.vector.empty() && recall_->builtin_embedder()) {  // (recall_ exists from open on)
     r.vector = recall_->Embed(r.text);  // the built-in embedder fills in
   }
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
@@ -1255,10 +1253,8 @@ Status Database::Check(std::vector<std::string>* problems) {
   mismatch("next episode id", next.episode, next_episode_id_);
   mismatch("next fact id", next.fact, next_fact_id_);
   mismatch("next block version", next.block, next_block_version_);
-  if (recall_) {
-    Status broken = recall_->broken();
-    if (!broken.ok()) problems->push_back("recall index: " + broken.ToString());
-  }
+  Status broken = recall_->broken();  // (recall_ exists from open on)
+  if (!broken.ok()) problems->push_back("recall index: " + broken.ToString());
   return Status::OK();
 }
 

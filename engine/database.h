@@ -270,9 +270,9 @@ class Database {
   void PutPendingFact(format::FactRecord f);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
   Status WriteCompacted(const std::string& tmp, uint64_t* bytes);
-  // The file at path_ is no longer the one this handle has open (a VACUUM
-  // replaced it): reopen it and start from its state.
-  Status CheckReplaced(bool* replaced);
+  // Whether the file at path_ is no longer the one this handle has open (a
+  // VACUUM replaced it); Reload() then reopens it and starts from its state.
+  bool FileReplaced() const;
   Status Reload();
   Status TryLockNoWait(bool* locked, bool refresh = true);
 

@@ -309,13 +309,11 @@ Status Database::QueryFacts(const FactQuery& q, std::vector<FactRecord>* out) {
 
 // ------------------------------------------------------------------ vacuum
 
-Status Database::CheckReplaced(bool* replaced) {
-  *replaced = false;
-  if (!file_id_.known()) return Status::OK();
+bool Database::FileReplaced() const {
+  if (!file_id_.known()) return false;
   FileId now = env_->Identify(path_);
   // A path that is gone (deleted under us) leaves the open file as it is.
-  *replaced = now.known() && !(now == file_id_);
-  return Status::OK();
+  return now.known() && !(now == file_id_);
 }
 
 Status Database::Reload() {

@@ -9,9 +9,11 @@
 // AGENTMEM_CORRUPT_* naming the page.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/database.h"
@@ -245,6 +247,15 @@ void CheckTorn(const Scanned& s, uint64_t end, uint64_t file_size, size_t commit
   CHECK(s.result.end == end);
   CHECK(s.result.torn_bytes == file_size - end);
   CHECK(s.seqs.size() == commits);
+}
+
+// Marks the file as written by a newer version of the format.
+void SetNewerWriteVersion(Log* log) {
+  format::FileHeader h;
+  h.salt = kSalt;
+  h.created_at = 1;
+  h.write_version = format::kWriteVersion + 1;
+  log->bytes.replace(0, format::kHeaderSize, format::EncodeFileHeader(h));
 }
 
 engine::Options OpenOptions(engine::Env* env, TestClock* clock, bool read_only = true) {
@@ -829,11 +840,7 @@ TEST_CASE("a file whose first transaction never landed gets its settings on the 
 
 TEST_CASE("a file with a newer write version opens, but refuses writes") {
   Log log = SpaceLog();
-  format::FileHeader h;
-  h.salt = kSalt;
-  h.created_at = 1;
-  h.write_version = format::kWriteVersion + 1;
-  log.bytes.replace(0, format::kHeaderSize, format::EncodeFileHeader(h));
+  SetNewerWriteVersion(&log);
   std::unique_ptr<engine::Env> env = engine::NewMemEnv();
   REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
   TestClock clock;
@@ -845,6 +852,14 @@ TEST_CASE("a file with a newer write version opens, but refuses writes") {
   Status s = db->Remember(e, &id);
   CHECK(s.code() == kReadOnlyFile);
   CHECK(s.message().find("write version 2") != std::string::npos);
+  // Opened read-only, it reads like any other; a write is refused for that.
+  db = MustOpen(kPath, OpenOptions(env.get(), &clock, true));
+  engine::Stats st;
+  REQUIRE(db->GetStats(&st).ok());
+  CHECK(st.commits == 1);
+  s = db->Remember(e, &id);
+  CHECK(s.code() == kReadOnlyFile);
+  CHECK(s.message().find("opened read-only") != std::string::npos);
 }
 
 TEST_CASE("a writer that cannot cut a torn tail reports the error and writes nothing more") {
@@ -1180,6 +1195,218 @@ TEST_CASE("a close while another handle holds the write lock leaves the checkpoi
   REQUIRE(a->Commit().ok());
   REQUIRE(a->Close().ok());
   CHECK(NewestSuperblock(env.get()).checkpoint != 0);
+}
+
+// ------------------------------------------------------------------ settings
+
+// A file whose first transaction records `entries` as its settings.
+Log SettingsLog(const std::vector<std::pair<std::string, std::string>>& entries) {
+  Log log;
+  format::MetaRecord m;
+  m.entries = entries;
+  std::string r;
+  format::EncodeMeta(m, &r);
+  log.Commit(log.Page(PageType::kMeta, 1, Records({r})));
+  return log;
+}
+
+// Read-only, naming no vector space (nor tokenizer).
+engine::Options UnnamedOptions(engine::Env* env, TestClock* clock) {
+  engine::Options o = OpenOptions(env, clock, true);
+  o.space_given = false;
+  return o;
+}
+
+// Opens `bytes` with UnnamedOptions (and opts_out's tokenizer).
+Status OpenUnnamed(const std::string& bytes, engine::Options* opts_out = nullptr) {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, bytes).ok());
+  TestClock clock;
+  engine::Options o = UnnamedOptions(env.get(), &clock);
+  if (opts_out) {
+    o.tokenizer = opts_out->tokenizer;
+    o.tokenizer_given = opts_out->tokenizer_given;
+  }
+  std::unique_ptr<Database> db;
+  return Database::Open(kPath, o, &db);
+}
+
+TEST_CASE("settings naming an unusable vector space or an unknown tokenizer fail the open saying which") {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> entries;
+    int code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{{"vector.embedder", "e"}, {"vector.dim", "8"}, {"vector.metric", "manhattan"}},
+       kCorrupt, "unusable vector space e/8/manhattan"},
+      {{{"vector.embedder", "e"}, {"vector.dim", "0"}, {"vector.metric", "l2"}},
+       kCorrupt, "unusable vector space e/0/l2"},
+      {{{"vector.embedder", "e"}, {"vector.dim", "70000"}, {"vector.metric", "ip"}},
+       kCorrupt, "unusable vector space e/70000/ip"},
+      {{{"vector.embedder", "e"}, {"vector.dim", "8"}, {"vector.metric", "cosine"},
+        {"text.tokenizer", "klingon-v9"}},
+       kFormatVersion, "tokenizer \"klingon-v9\", unknown to this version"},
+  };
+  for (const Case& c : cases) {
+    Status s = OpenUnnamed(SettingsLog(c.entries).bytes);
+    CAPTURE(s.ToString());
+    CHECK(s.code() == c.code);
+    CHECK(s.message().find(c.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("a file that records no settings opens with the default vector space and tokenizer") {
+  const Log log = SettingsLog({{"created_by", "a test"}});
+  CHECK(OpenUnnamed(log.bytes).ok());
+  engine::Options named;
+  named.tokenizer_given = true;  // the default one: what a file without one has
+  CHECK(OpenUnnamed(log.bytes, &named).ok());
+  named.tokenizer.stop_words = true;
+  Status s = OpenUnnamed(log.bytes, &named);
+  CHECK(s.code() == kMismatch);
+  CHECK(s.message().find("the file records \"unicode-v1;stem=0;stop=0") != std::string::npos);
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, UnnamedOptions(env.get(), &clock));
+  CHECK(db->space() == engine::VectorSpace{});
+}
+
+TEST_CASE("a file whose first transaction never landed opens read-only, or newer than this version, without settings written") {
+  Log empty;
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, empty.bytes).ok());
+  TestClock clock;
+  engine::Options o = UnnamedOptions(env.get(), &clock);
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, o);
+    engine::Stats st;
+    REQUIRE(db->GetStats(&st).ok());
+    CHECK(st.commits == 0);
+    CHECK(db->space() == engine::VectorSpace{});
+  }
+  SetNewerWriteVersion(&empty);
+  std::unique_ptr<engine::Env> newer = engine::NewMemEnv();
+  REQUIRE(newer->CreateAtomic(kPath, empty.bytes).ok());
+  o.env = newer.get();
+  o.read_only = false;
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, o);
+    format::EpisodeRecord e = Note("x");
+    CHECK(db->Remember(e, nullptr).code() == kReadOnlyFile);
+  }
+  std::unique_ptr<engine::File> f;
+  REQUIRE(newer->Open(kPath, engine::OpenMode{true}, &f).ok());
+  uint64_t size = 0;
+  REQUIRE(f->Size(&size).ok());
+  CHECK(size == empty.size());  // nothing written
+}
+
+TEST_CASE("the first writable open of a file without settings waits for the write lock, and keeps the settings a writer recorded meanwhile") {
+  const Log empty;
+  const Log settled = SpaceLog();  // the same file with its first transaction
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, empty.bytes).ok());
+  TestClock clock;
+  // Another process holds the write lock: the open cannot record the settings.
+  std::unique_ptr<engine::File> other;
+  REQUIRE(env->Open(kPath, engine::OpenMode{false}, &other).ok());
+  bool locked = false;
+  REQUIRE(other->TryLockWrite(&locked).ok());
+  REQUIRE(locked);
+  engine::Options o = OpenOptions(env.get(), &clock, false);
+  o.busy_timeout_ms = 10;
+  std::unique_ptr<Database> db;
+  Status s = Database::Open(kPath, o, &db);
+  CHECK(s.code() == kBusyTimeout);
+  CHECK(db == nullptr);
+  // It records them while the open waits: the open takes them as they are.
+  o.busy_timeout_ms = 60000;
+  std::thread opener([&] { s = Database::Open(kPath, o, &db); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (either order passes)
+  REQUIRE(other->WriteAt(empty.size(), settled.bytes.substr(empty.size())).ok());
+  REQUIRE(other->UnlockWrite().ok());
+  opener.join();
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  engine::Stats st;
+  REQUIRE(db->GetStats(&st).ok());
+  CHECK(st.commits == 1);  // the writer's transaction only
+  CHECK(db->space() == engine::VectorSpace{"test-hash", 8, "cosine"});
+}
+
+TEST_CASE("an empty transaction, a commit page alone, is applied and counted") {
+  Log log = SpaceLog();
+  EpisodeTxn(&log, {1});
+  log.Commit(log.size());  // no pages before it
+  EpisodeTxn(&log, {2});
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
+  TestClock clock;
+  std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock, false));
+  engine::Stats st;
+  REQUIRE(db->GetStats(&st).ok());
+  CHECK(st.commits == 4);
+  CHECK(st.episodes == 2);
+  uint64_t id = 0;
+  REQUIRE(db->Remember(Note("after"), &id).ok());
+  CHECK(id == 3);
+  std::vector<std::string> problems;
+  REQUIRE(db->Check(&problems).ok());
+  CHECK(problems.empty());
+}
+
+TEST_CASE("a text record for an episode not in the file breaks recall, not the open, and check lists it") {
+  for (bool with_episode : {true, false}) {
+    CAPTURE(with_episode);
+    Log log = SpaceLog();
+    EpisodeTxn(&log, {1});
+    auto text = [](uint64_t episode) {
+      format::TextRecord t;
+      t.episode_id = episode;
+      t.doc_len = 1;
+      t.terms = {{"hello", 1}};
+      std::string r;
+      format::EncodeText(t, &r);
+      return r;
+    };
+    uint64_t start = log.size();
+    if (with_episode) log.Page(PageType::kEpisodes, 1, Records({Episode(2)}));
+    // The stray record first: the records after it are not added either.
+    log.Page(PageType::kText, 2, Records({text(99), text(with_episode ? 2 : 1)}));
+    if (with_episode) log.Page(PageType::kGraph, 1, Records({""}));
+    CommitRecord c = log.NextCommit(start);
+    c.next_episode_id = with_episode ? 3 : 2;
+    log.Commit(c);
+    std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+    REQUIRE(env->CreateAtomic(kPath, log.bytes).ok());
+    TestClock clock;
+    std::unique_ptr<Database> db = MustOpen(kPath, OpenOptions(env.get(), &clock));
+    format::EpisodeRecord e;
+    REQUIRE(db->GetEpisode(1, &e).ok());  // the catalog is whole
+    CHECK(db->GetEpisode(2, &e).code() == (with_episode ? kOk : kNotFound));
+    engine::RecallQuery q;
+    q.user_id = "ann";
+    q.text = "hello";
+    std::vector<engine::RecallHit> hits;
+    Status s = db->Recall(q, &hits, nullptr);
+    CHECK(s.code() == kIoErrSticky);
+    CHECK(s.message().find("text record for episode 99, which is not in the file") !=
+          std::string::npos);
+    CHECK(s.message().find("close and reopen") != std::string::npos);
+    std::vector<std::string> problems;
+    REQUIRE(db->Check(&problems).ok());
+    REQUIRE_FALSE(problems.empty());
+    CHECK(problems.back().find("recall index: ") == 0);
+  }
+}
+
+TEST_CASE("an episode in a file whose settings name an unusable vector space fails the open") {
+  Log log = SettingsLog({{"vector.embedder", "e"}, {"vector.dim", "0"}, {"vector.metric", "l2"}});
+  EpisodeTxn(&log, {1});
+  Status s = OpenUnnamed(log.bytes);
+  CHECK(s.code() == kCorrupt);
+  CHECK(s.message().find("unusable vector space e/0/l2") != std::string::npos);
 }
 
 TEST_SUITE_END();
