@@ -720,8 +720,9 @@ TEST_CASE("a record page damaged under an open handle is reported as corruption 
     const std::string bytes = FileBytes(env.get());
     const uint64_t episodes = FirstPageOf(bytes, agentmem::format::PageType::kEpisodes);
     const uint64_t blocks = FirstPageOf(bytes, agentmem::format::PageType::kBlocks);
-    // A byte of the page header, or of the (checksummed) payload.
-    const uint64_t at = in_header ? 1 : agentmem::format::kPageHeaderSize + 2;
+    // The salt in the page header (not a page of this file), or a byte of
+    // the checksummed payload.
+    const uint64_t at = in_header ? 8 : agentmem::format::kPageHeaderSize + 2;
     FlipByte(env.get(), episodes + at);
     FlipByte(env.get(), blocks + at);
     auto damaged = [](const Status& s, uint64_t offset) {
@@ -894,4 +895,21 @@ TEST_CASE("an import whose commit fails returns the write error and no id, and p
   std::vector<FactRecord> facts;
   REQUIRE(db->ListFacts("u", nullptr, nullptr, &facts).ok());
   CHECK(facts.empty());
+}
+
+TEST_CASE("episode id 0, an id beyond the last and a forgotten one are not found, naming the id") {
+  auto env = agentmem::engine::NewMemEnv();
+  auto db = OpenMem(env.get());
+  uint64_t id = 0;
+  REQUIRE(db->Remember(Ep("u", "forgotten"), &id).ok());
+  agentmem::format::ForgetRecord f;
+  f.kind = agentmem::format::ForgetKind::kEpisode;
+  f.id = id;
+  REQUIRE(db->Forget(f, nullptr).ok());
+  for (uint64_t missing : {uint64_t{0}, id, id + 1}) {
+    EpisodeRecord r;
+    Status s = db->GetEpisode(missing, &r);
+    CHECK(s.code() == agentmem::kNotFound);
+    CHECK(s.message() == "no episode with id " + std::to_string(missing));
+  }
 }
