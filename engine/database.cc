@@ -614,6 +614,7 @@ Status Database::Commit() {
   explicit_txn_ = false;
   Status s = write_locked_ ? CommitPending() : Status::OK();
   ClearPending();
+  if (s.ok() && write_locked_) CheckpointAfterCommit();
   ReleaseWriteLock();
   return s;
 }
@@ -632,9 +633,19 @@ Status Database::FinishWrite(Status s) {
   if (explicit_txn_) return s;  // the transaction decides at Commit()
   if (s.ok()) s = CommitPending();
   ClearPending();
+  if (s.ok()) CheckpointAfterCommit();
   ReleaseWriteLock();
   return s;
 }
+
+// A writer that stays open checkpoints too, once the log after the last
+// checkpoint outgrows 16 x checkpoint_bytes and that checkpoint (the policy of
+// MaybeCheckpoint; docs/architecture.md, "Checkpoints"), so that an open after
+// a crash, and every reader's open, folds a bounded log. The commit is durable
+// before this runs, so nothing here is the commit's error: a checkpoint that
+// cannot be written leaves the log to be scanned as before, and a failed sync
+// stays the handle's error (WriteCheckpoint makes it sticky).
+void Database::CheckpointAfterCommit() { MaybeCheckpoint(false).IgnoreError(); }
 
 void Database::ClearPending() {
   pending_forgets_.clear();

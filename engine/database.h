@@ -245,6 +245,7 @@ class Database {
   Status WriteCheckpoint();
   // Writes a checkpoint when the policy of Options::checkpoint_bytes asks.
   Status MaybeCheckpoint(bool closing);
+  void CheckpointAfterCommit();
   // Loads the checkpoint a superblock points at (open).
   Status LoadCheckpoint(const format::Superblock& sb);
   Status BuildCheckpointState(format::CheckpointState* out) const;

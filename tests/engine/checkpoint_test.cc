@@ -7,6 +7,7 @@
 #include <agentmem.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -333,19 +334,60 @@ TEST_CASE("a close leaves the checkpoint to the handle that holds the write lock
   agentmem_db* a = Open(path, "checkpoint_bytes=1&vector_dim=64");
   agentmem_db* b = Open(path, "checkpoint_bytes=1&vector_dim=64");
   Write(a, &rng, 40);
+  // With checkpoint_bytes=1 the commit itself checkpointed (its log was past
+  // 16 bytes and the size of no checkpoint).
+  const uint64_t at_commit = NewestSuperblock(path).checkpoint;
+  CHECK(at_commit != 0);
   REQUIRE(agentmem_begin(b) == AGENTMEM_OK);  // b writes: it holds the lock
   int64_t id = 0;
   REQUIRE(agentmem_remember(b, "cy", "s1", "user", "a walk by the river", 1, nullptr, nullptr, 0, &id) ==
           AGENTMEM_OK);
   REQUIRE(agentmem_close(a) == AGENTMEM_OK);
-  CHECK(NewestSuperblock(path).checkpoint == 0);  // a could not take the lock
+  CHECK(NewestSuperblock(path).checkpoint == at_commit);  // a could not take the lock
   REQUIRE(agentmem_commit(b) == AGENTMEM_OK);
+  // One episode is far less log than the last checkpoint: no checkpoint at
+  // this commit, but one at the close.
+  CHECK(NewestSuperblock(path).checkpoint == at_commit);
   const View before = Look(b);
   REQUIRE(agentmem_close(b) == AGENTMEM_OK);
-  CHECK(NewestSuperblock(path).checkpoint != 0);
+  CHECK(NewestSuperblock(path).checkpoint > at_commit);
   agentmem_db* c = Open(path, "checkpoint_bytes=0");
   CHECK(Look(c) == before);
   REQUIRE(agentmem_close(c) == AGENTMEM_OK);
+}
+
+TEST_CASE("a writer that stays open checkpoints once the log outgrows 16 x checkpoint_bytes and the last checkpoint") {
+  agentmem::test::TempDir dir;
+  const std::string path = dir.path() + "/w.agentmem";
+  std::mt19937 rng(5);
+  // 16 x 4 KiB = 64 KiB of log before a commit checkpoints.
+  agentmem_db* db = Open(path, "checkpoint_bytes=4096&vector_dim=64");
+  std::vector<uint64_t> checkpoints;  // where each one was written
+  uint64_t commits = 0;
+  while (checkpoints.size() < 3) {
+    const uint64_t before = NewestSuperblock(path).checkpoint;
+    const uint64_t size_before = std::filesystem::file_size(path);
+    Write(db, &rng, 20);
+    commits++;
+    REQUIRE(commits < 2000);
+    const uint64_t now = NewestSuperblock(path).checkpoint;
+    if (now == before) continue;
+    // The checkpoint follows this commit's pages, and came only once the log
+    // since the last one (or the file's start) passed 64 KiB.
+    CHECK(now >= size_before);
+    CHECK(now - (checkpoints.empty() ? 0 : checkpoints.back()) >= 16 * 4096);
+    checkpoints.push_back(now);
+  }
+  MESSAGE(commits << " commits of 20 episodes, checkpoints at " << checkpoints[0] << ", "
+                  << checkpoints[1] << ", " << checkpoints[2]);
+  // A reader opening now starts from the newest checkpoint and sees what the
+  // writer sees; so does an open after a crash (the writer never closed).
+  agentmem_db* reader = nullptr;
+  REQUIRE(agentmem_open_v2(path.c_str(), &reader, AGENTMEM_OPEN_READONLY, "checkpoint_bytes=0") ==
+          AGENTMEM_OK);
+  CHECK(Look(reader) == Look(db));
+  REQUIRE(agentmem_close(reader) == AGENTMEM_OK);
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
 }
 
 TEST_CASE("an I/O error at any operation of a closing checkpoint fails the close and loses no commit") {
