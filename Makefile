@@ -188,16 +188,19 @@ fuzz: san-build
 	  [ "$${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz_$$t failed: see build-fuzz/fuzz-artifacts/$$t/"; exit 1; }; \
 	done
 
+# make test's TSan build leaves out engine_tests (a long build for one case);
+# make tsan adds it.
 TSAN_TARGETS := $(REL_TESTS) tests/reliability/reliability_worker \
-                tests/reliability/hnsw_threads_tests tests/sql/sql_tests tests/engine_tests
+                tests/reliability/hnsw_threads_tests tests/sql/sql_tests
 tsan-build: fuzz-deps
 	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
 	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true
 	ninja -C build-tsan $(TSAN_TARGETS)
 
 # The cases are those of make test's TSan step (tests/run_all.sh --tsan), with
-# R7's thread variant run longer.
+# R7's thread variant run longer, and engine_tests' two writer handles.
 tsan: tsan-build
+	ninja -C build-tsan tests/engine_tests
 	AGENTMEM_R7_TXNS=1000 tests/run_all.sh --tsan build-tsan
 
 VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q
