@@ -96,6 +96,20 @@ bool CmdRead(Shell& sh, const Args& args) {
   return ok;
 }
 
+// The dot-commands that never write to the current database: on a file not
+// created yet they run on the empty stand-in (Shell::Open). Every other one
+// (.import, .import-user, .vacuum, ...) creates the file first.
+bool ReadOnlyCommand(const std::string& name) {
+  static const char* const kReaders[] = {
+      ".bail", ".check", ".context", ".exit", ".explain", ".export", ".export-user",
+      ".headers", ".help", ".mode", ".open", ".parameter", ".profile", ".quit",
+      ".read", ".recall", ".schema", ".stats", ".tables"};
+  for (const char* r : kReaders) {
+    if (name == r) return true;
+  }
+  return false;
+}
+
 struct DotCommand {
   const char* name;
   bool (*fn)(Shell&, const Args&);
@@ -163,7 +177,10 @@ bool Shell::RunDot(const std::string& line) {
   }
   if (args.empty()) return true;
   for (const auto& c : kCommands) {
-    if (args[0] == c.name) return c.fn(*this, args);
+    if (args[0] != c.name) continue;
+    // A command that may write creates a file not created yet first.
+    if (not_created() && !ReadOnlyCommand(c.name) && !CreateFile()) return false;
+    return c.fn(*this, args);
   }
   Fail("unknown command: " + args[0] + " (.help lists the commands)");
   return false;

@@ -1,8 +1,12 @@
 // cli/shell/shell.cc -- opening files, running SQL and reporting errors.
 #include "shell/shell.h"
 
+#include <strings.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "shell/interrupt.h"
@@ -34,6 +38,26 @@ Value ColumnValue(agentmem_stmt* stmt, int i) {
 
 bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// Whether the statement at sql starts with BEGIN or SAVEPOINT.
+bool BeginsTransaction(const char* sql) {
+  while (*sql == ' ' || *sql == '\t' || *sql == '\r' || *sql == '\n' || *sql == ';') sql++;
+  for (const char* word : {"BEGIN", "SAVEPOINT"}) {
+    const size_t n = std::strlen(word);
+    if (strncasecmp(sql, word, n) == 0 && !std::isalnum(static_cast<unsigned char>(sql[n])) &&
+        sql[n] != '_') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
 }  // namespace
 
 Shell::Shell(std::FILE* o, std::FILE* e) : out(o), err(e) {}
@@ -41,6 +65,20 @@ Shell::Shell(std::FILE* o, std::FILE* e) : out(o), err(e) {}
 Shell::~Shell() { agentmem_close(db_); }
 
 bool Shell::Open(const std::string& path) {
+  // A missing file in a folder where it could be made is created by the
+  // first write (CreateFile); until then an empty database stands in.
+  if (!open_settings.readonly && path != ":memory:" && !path.empty() && !FileExists(path) &&
+      access(DirOf(path).c_str(), W_OK | X_OK) == 0) {
+    agentmem_db* db = OpenEmptyStandIn();
+    if (!db) return false;
+    if (db_ && agentmem_close(db_) != AGENTMEM_OK) {
+      std::fprintf(err, "Warning: closing %s: %s\n", path_.c_str(), agentmem_errmsg(db_));
+    }
+    db_ = db;
+    path_ = path;
+    not_created_ = true;
+    return true;
+  }
   int flags = open_settings.readonly ? AGENTMEM_OPEN_READONLY
                                      : AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE;
   const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
@@ -68,6 +106,54 @@ bool Shell::Open(const std::string& path) {
   }
   db_ = db;
   path_ = path;
+  not_created_ = false;
+  return true;
+}
+
+agentmem_db* Shell::OpenEmptyStandIn() {
+  const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/agentmem-shell-XXXXXX";
+  if (!mkdtemp(dir.data())) {
+    Fail("cannot make a temporary folder in " + DirOf(dir) + ": " + std::strerror(errno));
+    return nullptr;
+  }
+  const std::string file = dir + "/empty.agentmem";
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(file.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                            options);
+  if (rc == AGENTMEM_OK) rc = agentmem_close(db);
+  db = nullptr;
+  if (rc == AGENTMEM_OK) rc = agentmem_open_v2(file.c_str(), &db, AGENTMEM_OPEN_READONLY, options);
+  std::string msg = rc == AGENTMEM_OK ? "" : db ? agentmem_errmsg(db) : agentmem_errstr(rc);
+  unlink(file.c_str());  // the open handle reads it all the same
+  rmdir(dir.c_str());
+  if (rc != AGENTMEM_OK) {
+    agentmem_close(db);
+    Fail("cannot open an empty database: " + msg);
+    return nullptr;
+  }
+  return db;
+}
+
+bool Shell::WriteRefused() const {
+  return not_created_ && db_ && (agentmem_errcode(db_) & 0xff) == AGENTMEM_READONLY;
+}
+
+bool Shell::CreateFile() {
+  const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(path_.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                            options);
+  if (rc != AGENTMEM_OK) {
+    std::string msg = db ? agentmem_errmsg(db) : agentmem_errstr(rc);
+    agentmem_close(db);
+    Fail("cannot create \"" + path_ + "\": " + msg);
+    return false;
+  }
+  agentmem_close(db_);
+  db_ = db;
+  not_created_ = false;
   return true;
 }
 
@@ -147,8 +233,15 @@ bool Shell::RunSql(const std::string& sql) {
   while (*tail) {
     agentmem_stmt* stmt = nullptr;
     const char* next = nullptr;
-    if (agentmem_prepare(db_, tail, -1, &stmt, &next) != AGENTMEM_OK) return FailDb();
     const char* start = tail;
+    // A transaction is begun to write: it begins in the created file.
+    if (not_created_ && BeginsTransaction(tail) && !CreateFile()) return false;
+    if (agentmem_prepare(db_, tail, -1, &stmt, &next) != AGENTMEM_OK) {
+      // The first write to a file not created yet creates it, then runs.
+      if (!WriteRefused()) return FailDb();
+      if (!CreateFile()) return false;
+      continue;
+    }
     tail = next ? next : tail + std::strlen(tail);
     if (!stmt) continue;
     if (!BindParams(stmt, std::string(start, tail))) {
@@ -157,23 +250,34 @@ bool Shell::RunSql(const std::string& sql) {
     }
     int n = agentmem_column_count(stmt);
     std::unique_ptr<Printer> printer;
+    std::vector<std::string> columns;
     if (n > 0) {
-      std::vector<std::string> columns;
       for (int i = 0; i < n; i++) {
         const char* name = agentmem_column_name(stmt, i);
         columns.push_back(name ? name : "");
       }
       printer = MakePrinter(print, out);
-      printer->Begin(columns);
     }
+    // Nothing is printed before the first row or the end: a statement run
+    // again on a file just created has printed nothing the first time.
+    bool begun = false;
     int rc;
     std::vector<Value> row(n);
     bool interrupted = false;
     while ((rc = agentmem_step(stmt)) == AGENTMEM_ROW) {
       for (int i = 0; i < n; i++) row[i] = ColumnValue(stmt, i);
+      if (!begun) printer->Begin(columns);
+      begun = true;
       printer->Row(row);
       if ((interrupted = Interrupted())) break;
     }
+    if (rc != AGENTMEM_ROW && rc != AGENTMEM_DONE && !begun && WriteRefused()) {
+      agentmem_finalize(stmt);
+      if (!CreateFile()) return false;
+      tail = start;
+      continue;
+    }
+    if (printer && !begun) printer->Begin(columns);
     if (printer) printer->End();
     if (interrupted) {
       agentmem_finalize(stmt);

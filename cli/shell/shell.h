@@ -33,11 +33,19 @@ class Shell {
 
   // Opens path and makes it the current database, closing the previous one
   // only once the new one is open. Returns false (and reports) on failure.
+  // A missing file that could be created is not created yet: until the
+  // first write the shell reads an empty database, and that write creates
+  // the file (as sqlite3 creates a file only once something is written).
   bool Open(const std::string& path);
   // Closes the database (at exit); false (reported) when the close failed,
   // e.g. the final sync of sync=normal.
   bool Close();
   const std::string& path() const { return path_; }
+  // The file at path() does not exist yet (Open).
+  bool not_created() const { return not_created_; }
+  // Creates that file and makes it the current database. False (reported)
+  // on failure.
+  bool CreateFile();
   agentmem_db* db() const { return db_; }
 
   // Runs every ';'-separated statement of sql and prints the results in the
@@ -76,9 +84,17 @@ class Shell {
   std::FILE* err;
 
  private:
+  // An empty database of the open settings, read-only, whose file is
+  // already unlinked: what a missing file reads as. Null on failure
+  // (reported).
+  agentmem_db* OpenEmptyStandIn();
+  // The last call was refused as a write on a file not created yet.
+  bool WriteRefused() const;
+
   agentmem_db* db_ = nullptr;
   std::string path_;
   size_t failures_ = 0;
+  bool not_created_ = false;
 };
 
 // The parameters of one statement by index, as SQLite numbers them: names[i]

@@ -4,6 +4,7 @@
 #include <agentmem.h>
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -384,4 +385,42 @@ TEST_CASE("read runs a script file") {
   r = RunShell(dir.path(), {"t.agentmem", ".read nonesuch.sql"});
   CHECK(r.status == 1);
   CHECK(r.err == "Error: .read: cannot read \"nonesuch.sql\": No such file or directory\n");
+}
+
+TEST_CASE("a read of a missing file creates nothing and reads as empty; the first write creates it") {
+  TempDir dir;
+  const std::string typo = dir.File("typo.agentmen");
+  auto r = RunShell(dir.path(), {"typo.agentmen", "SELECT count(*) FROM episodes", ".tables"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("0\n") == 0);
+  CHECK(access(typo.c_str(), F_OK) != 0);
+  // .open likewise; a failed statement does not create it either.
+  r = RunShell(dir.path(), {}, ".open typo.agentmen\nSELECT count(*) FROM episodes;\n.stats\n"
+                               "SELECT * FROM nonesuch;\n");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("0\n") == 0);
+  CHECK(access(typo.c_str(), F_OK) != 0);
+  // The first write creates it and is written, once; statements before it
+  // print once too.
+  r = RunShell(dir.path(), {"new.agentmem"},
+               "SELECT count(*) FROM episodes;\n"
+               "INSERT INTO episodes(user_id, session_id, role, text) VALUES ('ana', 's', 'user', "
+               "'first'); SELECT count(*) FROM episodes;\n");
+  CHECK_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == "0\n1\n");
+  CHECK(access(dir.File("new.agentmem").c_str(), F_OK) == 0);
+  r = RunShell(dir.path(), {"new.agentmem", "SELECT text FROM episodes"});
+  CHECK(r.out == "first\n");
+  // A dot-command that writes creates the file, and runs once.
+  r = RunShell(dir.path(), {"new.agentmem", ".export-user ana ana.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  r = RunShell(dir.path(), {}, ".open other.agentmem\n.import-user ana.jsonl\n"
+                               "SELECT text FROM episodes;\n");
+  CHECK_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == "added 1 records\nfirst\n");
+  CHECK(access(dir.File("other.agentmem").c_str(), F_OK) == 0);
+  // A folder that does not exist is still an error at open.
+  r = RunShell(dir.path(), {"no-such-dir/x.agentmem", "SELECT count(*) FROM episodes"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("Error: cannot open \"no-such-dir/x.agentmem\"") == 0);
 }
