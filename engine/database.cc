@@ -137,7 +137,8 @@ Status Database::OpenFile() {
     sb.generation = 1;
     sb.durable_through = init.size();
     init.replace(format::kSuperblockOffset[0], format::kSuperblockSize, format::EncodeSuperblock(sb));
-    Status s = env_->CreateAtomic(path_, init);
+    Status s = create_like_.empty() ? env_->CreateAtomic(path_, init)
+                                    : env_->CreateAtomicLike(path_, init, create_like_);
     if (!s.ok() && s.code() != kCantOpenExists) return s;
   }
   AGENTMEM_RETURN_IF_ERROR(env_->Open(path_, OpenMode{opts_.read_only}, &file_));

@@ -321,6 +321,8 @@ class Database {
   // A VACUUM's copy (lifecycle.cc): commits insert nothing into the graph;
   // the graph comes whole, as pending_graph_, in the last transaction.
   bool bulk_ = false;
+  // A VACUUM's copy: the file whose permissions and owner it is created with.
+  std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()
   std::string pending_graph_;
 

@@ -454,8 +454,12 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
     o.tokenizer = index::TokenizerOptions{};
   }
   o.tokenizer_given = false;
-  std::unique_ptr<Database> dst;
-  AGENTMEM_RETURN_IF_ERROR(Database::Open(tmp, o, &dst));
+  // The copy is created with the file's permissions and owner (env.h,
+  // CreateAtomicLike), which the rename then carries over.
+  std::unique_ptr<Database> dst(new Database(tmp, o));
+  dst->create_like_ = path_;
+  AGENTMEM_RETURN_IF_ERROR(dst->OpenFile());
+  dst->opened_ = true;
   dst->bulk_ = true;
   auto txn = [&](auto&& body) -> Status {
     AGENTMEM_RETURN_IF_ERROR(dst->Begin());

@@ -92,6 +92,15 @@ class Env {
   // a crash the file either does not exist or holds all of `initial`. Fails with
   // kCantOpenExists if the path exists (the caller then opens it).
   virtual Status CreateAtomic(const std::string& path, std::string_view initial) = 0;
+  // As CreateAtomic, the new file taking the permission bits and, where the
+  // process may, the owner and group of the file at `like` before its name
+  // appears (the rewrite of a file by VACUUM keeps who may read it). An Env
+  // without permissions creates it as CreateAtomic does.
+  virtual Status CreateAtomicLike(const std::string& path, std::string_view initial,
+                                  const std::string& like) {
+    (void)like;
+    return CreateAtomic(path, initial);
+  }
   virtual bool Exists(const std::string& path) = 0;
   virtual Status Delete(const std::string& path) = 0;
   // Creates (or empties) `path` for a new file written from scratch.

@@ -174,13 +174,14 @@ class PosixEnv : public Env {
   }
 
   Status CreateAtomic(const std::string& path, std::string_view initial) override {
-    if (Exists(path)) return Status(kCantOpenExists, "file exists: " + path);
-    int fd = ::open(DirOf(path).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-    if (fd >= 0) return LinkTempFile(fd, path, initial);
-    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
-      return Errno(kCantOpen, "cannot create", path, errno);
-    }
-    return CreateViaTempName(path, initial);
+    return Create(path, initial, nullptr);
+  }
+
+  Status CreateAtomicLike(const std::string& path, std::string_view initial,
+                          const std::string& like) override {
+    struct stat st;
+    if (::stat(like.c_str(), &st) != 0) return Errno(kCantOpen, "cannot stat", like, errno);
+    return Create(path, initial, &st);
   }
 
   bool Exists(const std::string& path) override {
@@ -214,10 +215,40 @@ class PosixEnv : public Env {
   }
 
  private:
+  // A new file is made 0644 (less the umask), or, given `like`, 0600 and
+  // then given like's owner, group and mode before it has a name, so that no
+  // other user can open it in between.
+  Status Create(const std::string& path, std::string_view initial, const struct stat* like) {
+    if (Exists(path)) return Status(kCantOpenExists, "file exists: " + path);
+    const mode_t mode = like ? 0600 : 0644;
+    int fd = ::open(DirOf(path).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    if (fd >= 0) return LinkTempFile(fd, path, initial, like);
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+      return Errno(kCantOpen, "cannot create", path, errno);
+    }
+    return CreateViaTempName(path, initial, like);
+  }
+
+  // Owner and group where permitted (only a privileged process may give a
+  // file away: EPERM is not an error), then the permission bits, which a
+  // change of owner may clear.
+  static Status TakeAccess(int fd, const struct stat* like, const std::string& path) {
+    if (!like) return Status::OK();
+    if (::fchown(fd, like->st_uid, like->st_gid) != 0 && errno != EPERM) {
+      return Errno(kCantOpen, "cannot set the owner of", path, errno);
+    }
+    if (::fchmod(fd, like->st_mode & 0777) != 0) {
+      return Errno(kCantOpen, "cannot set the permissions of", path, errno);
+    }
+    return Status::OK();
+  }
+
   // Writes and syncs the anonymous file, then gives it its name. linkat fails
   // with EEXIST if another process created the path meanwhile.
-  Status LinkTempFile(int fd, const std::string& path, std::string_view initial) {
-    Status s = WriteAll(fd, 0, initial, path);
+  Status LinkTempFile(int fd, const std::string& path, std::string_view initial,
+                      const struct stat* like) {
+    Status s = TakeAccess(fd, like, path);
+    if (s.ok()) s = WriteAll(fd, 0, initial, path);
     if (s.ok() && ::fdatasync(fd) != 0) s = Errno(kIoErrFsync, "fdatasync of", path, errno);
     if (s.ok()) {
       std::string proc = "/proc/self/fd/" + std::to_string(fd);
@@ -231,12 +262,14 @@ class PosixEnv : public Env {
     return SyncDirectory(path);
   }
 
-  Status CreateViaTempName(const std::string& path, std::string_view initial) {
+  Status CreateViaTempName(const std::string& path, std::string_view initial,
+                           const struct stat* like) {
     std::random_device rd;
     std::string tmp = path + ".agentmem-create-" + std::to_string(rd());
-    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, like ? 0600 : 0644);
     if (fd < 0) return Errno(kCantOpen, "cannot create", tmp, errno);
-    Status s = WriteAll(fd, 0, initial, tmp);
+    Status s = TakeAccess(fd, like, tmp);
+    if (s.ok()) s = WriteAll(fd, 0, initial, tmp);
     if (s.ok() && ::fdatasync(fd) != 0) s = Errno(kIoErrFsync, "fdatasync of", tmp, errno);
     ::close(fd);
     if (s.ok() && ::link(tmp.c_str(), path.c_str()) != 0) {

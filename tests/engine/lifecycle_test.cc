@@ -5,6 +5,7 @@
 // everything else is unchanged id for id, readers in other processes carry on).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -703,4 +704,59 @@ TEST_CASE("retention never forgets facts, even those whose sources it forgets") 
   std::vector<FactRecord> facts;
   Ok(db->ListFacts("u", nullptr, nullptr, &facts));
   CHECK(facts.size() == 1);
+}
+
+namespace {
+
+struct stat StatOf(const std::string& path) {
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("VACUUM, PURGE and auto-vacuum keep the file's permissions, owner and group") {
+  TempDir dir;
+  // Only a privileged process may give a file away: then the owner is kept
+  // too; otherwise the rewrite is owned by whoever runs it, as with SQLite.
+  const bool root = ::geteuid() == 0;
+  for (mode_t mode : {mode_t{0600}, mode_t{0640}, mode_t{0604}}) {
+    CAPTURE(mode);
+    const std::string path = dir.File("m" + std::to_string(mode) + ".agentmem");
+    Options o;
+    {
+      auto db = MustOpen(path, o);
+      Ok(db->Begin());
+      for (int i = 0; i < 1002; i++) Remember(db.get(), i < 1001 ? "bob" : "ann", "s", Text("x", i));
+      Ok(db->Commit());
+      Ok(db->Close());
+    }
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    if (root) REQUIRE(::chown(path.c_str(), 4321, 4322) == 0);
+    auto check = [&](const char* after) {
+      CAPTURE(after);
+      const struct stat st = StatOf(path);
+      CHECK((st.st_mode & 07777) == mode);
+      if (root) {
+        CHECK(st.st_uid == 4321u);
+        CHECK(st.st_gid == 4322u);
+      }
+    };
+    auto db = MustOpen(path, o);
+    const agentmem::engine::FileId before = agentmem::engine::Env::Posix()->Identify(path);
+    Ok(db->Vacuum({}, nullptr));
+    CHECK(!(agentmem::engine::Env::Posix()->Identify(path) == before));  // a new file
+    check("VACUUM");
+    ForgetRecord one;
+    one.kind = ForgetKind::kEpisode;
+    one.id = 1;
+    Ok(db->Purge(one, nullptr));
+    check("PURGE");
+    Ok(db->Forget(ForgetUser("bob"), nullptr));
+    const agentmem::engine::FileId before_close = agentmem::engine::Env::Posix()->Identify(path);
+    Ok(db->Close());  // 1,000 more forgotten, 1 live: compacted
+    CHECK(!(agentmem::engine::Env::Posix()->Identify(path) == before_close));
+    check("auto-vacuum");
+  }
 }
