@@ -820,6 +820,12 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
     return FinishWrite(refused);
   }
   if (r.id == 0) r.id = limit;
+  if (r.id > kMaxEpisodeId) {
+    // Ids are SQL integers (int64).
+    return FinishWrite(StatusF(kRange, "episode id %llu is above the largest, %lld",
+                               static_cast<unsigned long long>(r.id),
+                               static_cast<long long>(kMaxEpisodeId)));
+  }
   if (r.created_at == 0) r.created_at = Now();
   if (r.ts == 0) r.ts = r.created_at;
   uint64_t assigned = r.id;

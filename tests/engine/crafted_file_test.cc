@@ -247,12 +247,47 @@ TEST_CASE("an episode id of thirty million or 2^63 - 1 costs one entry, not an a
     CHECK(Has(run.outcome, "open: OK"));
     CHECK(Has(run.outcome, "episode " + std::to_string(id) + ": OK hello there"));
     CHECK(Has(run.outcome, "recall: OK 1"));
-    CHECK(Has(run.outcome, "remember: OK " + std::to_string(id + 1)));
+    if (id < Database::kMaxEpisodeId) {
+      CHECK(Has(run.outcome, "remember: OK " + std::to_string(id + 1)));
+      CHECK(Has(run.outcome, "read back: OK hello again"));
+      CHECK(Has(run.outcome, "recall: OK 2"));
+    } else {
+      // The ids are used up: the next one would not be an SQL integer.
+      CHECK(Has(run.outcome, "remember: AGENTMEM_RANGE"));
+      CHECK(Has(run.outcome, "above the largest"));
+      CHECK(Has(run.outcome, "recall: OK 1"));
+    }
     CHECK(Has(run.outcome, "close: OK"));
-    CHECK(Has(run.outcome, "read back: OK hello again"));
-    CHECK(Has(run.outcome, "recall: OK 2"));
+    CHECK(Has(run.outcome, "reopen: OK"));
     CHECK(Has(run.outcome, "check: OK 0"));
   }
+}
+
+TEST_CASE("an import of an episode id above 2^63 - 1 is refused with a clear error") {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, HugeIdFile(1)).ok());
+  engine::Options o;
+  o.env = env.get();
+  o.create = false;
+  std::unique_ptr<Database> db;
+  REQUIRE(Database::Open(kPath, o, &db).ok());
+  std::string jsonl;
+  REQUIRE(engine::ExportUser(db.get(), "ann", &jsonl).ok());
+  const size_t at = jsonl.find("\"id\":1,");
+  REQUIRE(at != std::string::npos);
+  for (const char* id : {"9223372036854775808", "18446744073709551615"}) {
+    CAPTURE(id);
+    std::string bad = jsonl;
+    bad.replace(at, 7, std::string("\"id\":") + id + ",");
+    engine::ImportCounts counts;
+    Status s = engine::ImportJsonl(db.get(), bad, &counts);
+    CAPTURE(s.ToString());
+    CHECK(s.code() == kRange);
+    CHECK(s.message().find("above the largest") != std::string::npos);
+  }
+  std::vector<uint64_t> ids;
+  REQUIRE(db->ListEpisodeIds("ann", nullptr, &ids).ok());
+  CHECK(ids == std::vector<uint64_t>{1});
 }
 
 TEST_CASE("a commit that moves the next episode id to twenty million keeps the next insert small") {

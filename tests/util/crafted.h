@@ -154,13 +154,13 @@ inline std::string BombFile() {
   return log.bytes();
 }
 
-// A page within the compression ratio (24 MiB of zeros stored in 769 KiB)
-// whose header counts one record: the payload reads as 24 million empty ones.
-inline std::string RecordFloodFile() {
-  constexpr uint32_t kRaw = 24u << 20;
+// A page within the compression ratio (`raw` bytes of zeros stored in
+// raw / 32 and a little more) whose header counts one record: the payload
+// reads as `raw` empty ones.
+inline std::string RecordFloodFile(uint32_t raw = 24u << 20) {
   CraftedLog log;
   log.Page(format::PageType::kEpisodes, 1,
-           ZstdZeros(kRaw, kRaw / format::kMaxCompressionRatio), kRaw);
+           ZstdZeros(raw, raw / format::kMaxCompressionRatio), raw);
   log.Commit();
   return log.bytes();
 }
