@@ -42,8 +42,7 @@ std::vector<uint64_t>* Catalog::SessionIds(uint32_t user, const std::string& ses
 
 void Catalog::AddEpisodeEntry(uint64_t id, uint32_t user, std::vector<uint64_t>* session_ids,
                               int64_t ts, RecordLoc loc) {
-  if (episodes_.size() < id) episodes_.resize(id);
-  episodes_[id - 1] = EpisodeEntry{loc, user, ts, true, false};
+  episodes_.At(id) = EpisodeEntry{loc, user, ts, true, false};
   users_[user].episode_ids.push_back(id);
   session_ids->push_back(id);
   episode_count_++;
@@ -82,14 +81,15 @@ void EraseIds(std::vector<uint64_t>* ids, Pred gone) {
 void Catalog::ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_bytes) {
   std::vector<uint32_t> users;
   for (uint64_t id : ids) {
-    if (id == 0 || id > episodes_.size() || !episodes_[id - 1].present) continue;
-    EpisodeEntry& e = episodes_[id - 1];
+    EpisodeEntry* found = episodes_.Find(id);
+    if (!found || !found->present) continue;
+    EpisodeEntry& e = *found;
     e.present = false;
     e.forgotten = true;
     episode_count_--;
     if (std::find(users.begin(), users.end(), e.user) == users.end()) users.push_back(e.user);
   }
-  auto gone = [this](uint64_t id) { return episodes_[id - 1].forgotten; };
+  auto gone = [this](uint64_t id) { return episodes_.Find(id)->forgotten; };
   for (uint32_t user : users) {
     UserEntry& u = users_[user];
     EraseIds(&u.episode_ids, gone);
@@ -102,8 +102,7 @@ void Catalog::ForgetEpisodes(const std::vector<uint64_t>& ids, uint64_t text_byt
 }
 
 void Catalog::AddForgottenEntry(uint64_t id, uint32_t user, int64_t ts, RecordLoc loc) {
-  if (episodes_.size() < id) episodes_.resize(id);
-  episodes_[id - 1] = EpisodeEntry{loc, user, ts, false, true};
+  episodes_.At(id) = EpisodeEntry{loc, user, ts, false, true};
 }
 
 void Catalog::ForgetFact(uint64_t id) {
@@ -133,8 +132,8 @@ uint64_t Catalog::ForgetBlock(const std::string& user_id, const std::string& nam
 }
 
 const EpisodeEntry* Catalog::FindEpisode(uint64_t id) const {
-  if (id == 0 || id > episodes_.size() || !episodes_[id - 1].present) return nullptr;
-  return &episodes_[id - 1];
+  const EpisodeEntry* e = episodes_.Find(id);
+  return e && e->present ? e : nullptr;
 }
 
 const UserEntry* Catalog::FindUser(std::string_view user_id) const {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/id_table.h"
 #include "format/records.h"
 
 namespace agentmem::engine {
@@ -62,7 +63,7 @@ class Catalog {
   std::vector<uint64_t>* SessionIds(uint32_t user, const std::string& session_id);
   void AddEpisodeEntry(uint64_t id, uint32_t user, std::vector<uint64_t>* session_ids, int64_t ts,
                        RecordLoc loc);
-  void ReserveEpisodes(uint64_t n) { episodes_.reserve(n); }
+  void ReserveEpisodes(uint64_t n) { episodes_.Reserve(n); }
   void AddBlockEntry(const std::string& user_id, const std::string& name, uint64_t version,
                      RecordLoc loc);
   void AddFactEntry(uint64_t id, const std::string& user_id, RecordLoc loc);
@@ -77,7 +78,10 @@ class Catalog {
   void ForgetFact(uint64_t id);
   // Returns the versions forgotten (0: no such block).
   uint64_t ForgetBlock(const std::string& user_id, const std::string& name);
-  const std::vector<EpisodeEntry>& episodes() const { return episodes_; }
+  // Every episode entry (present or forgotten), by id.
+  const IdTable<EpisodeEntry>& episodes() const { return episodes_; }
+  // The entry of `id`, present or forgotten; nullptr for an id never used.
+  const EpisodeEntry* FindEntry(uint64_t id) const { return episodes_.Find(id); }
 
   const EpisodeEntry* FindEpisode(uint64_t id) const;
   const UserEntry* FindUser(std::string_view user_id) const;
@@ -95,7 +99,7 @@ class Catalog {
  private:
   UserEntry* UserFor(const std::string& user_id, uint32_t* index);
 
-  std::vector<EpisodeEntry> episodes_;  // by id - 1
+  IdTable<EpisodeEntry> episodes_;
   std::unordered_map<uint64_t, RecordLoc> facts_;
   std::vector<UserEntry> users_;
   std::unordered_map<std::string, uint32_t> user_index_;

@@ -52,23 +52,24 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   const auto& users = catalog_.users();
   std::vector<uint32_t> user_string(users.size());
   for (size_t u = 0; u < users.size(); u++) user_string[u] = intern(users[u].user_id);
-  const auto& entries = catalog_.episodes();
-  st.episodes.resize(next_episode_id_ - 1);
-  for (uint64_t id = 1; id < next_episode_id_; id++) {
-    if (id > entries.size() || !(entries[id - 1].present || entries[id - 1].forgotten)) continue;
-    const EpisodeEntry& e = entries[id - 1];
-    format::CheckpointEpisode& c = st.episodes[id - 1];
+  st.episodes.reserve(catalog_.episodes().size());
+  Status status;
+  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
+    if (!status.ok() || !(e.present || e.forgotten)) return;
     const EpisodeAttrs* attrs = nullptr;
     const std::string *session = nullptr, *role = nullptr;
+    format::CheckpointEpisode c;
+    c.id = id;
     if (e.forgotten) {
       // Kept only while the graph holds its node (until VACUUM).
       if (!recall_->ExportEntry(id, &attrs, &session, &role) || attrs->node == EpisodeAttrs::kNoNode) {
-        continue;
+        return;
       }
       c.forgotten = true;
     } else if (!recall_->ExportEntry(id, &attrs, &session, &role)) {
-      return StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
-                     static_cast<unsigned long long>(id));
+      status = StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
+                       static_cast<unsigned long long>(id));
+      return;
     }
     c.page_offset = e.loc.page_offset;
     c.slot = e.loc.slot;
@@ -78,7 +79,9 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
     c.ts = e.ts;
     c.has_vector = attrs->has_vector;
     c.node = attrs->node;
-  }
+    st.episodes.push_back(c);
+  });
+  AGENTMEM_RETURN_IF_ERROR(status);
   for (size_t u = 0; u < users.size(); u++) {
     for (const auto& [name, versions] : users[u].blocks) {
       for (const BlockVersion& v : versions) {
@@ -187,9 +190,8 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
   std::vector<uint64_t>* session_ids = nullptr;  // of (last_user, last_session)
   uint32_t last_user = kUnset, last_session = kUnset;
   std::vector<uint64_t> forgotten;
-  for (uint64_t id = 1; id <= st.episodes.size(); id++) {
-    const format::CheckpointEpisode& e = st.episodes[id - 1];
-    if (e.page_offset == 0) continue;
+  for (const format::CheckpointEpisode& e : st.episodes) {
+    const uint64_t id = e.id;
     const RecordLoc loc{e.page_offset, e.slot};
     const uint32_t cu = name(&catalog_user, e.user, [&](const std::string& s) { return catalog_.UserIndex(s); });
     if (e.forgotten) {
@@ -423,10 +425,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   };
   if (graph_size == 0) {
     // What a file that has never held a vector writes: then no episode has one.
-    for (size_t i = 0; i < state.episodes.size(); i++) {
-      if (state.episodes[i].page_offset != 0 && state.episodes[i].has_vector) {
-        return bad_graph("empty, but episode " + std::to_string(i + 1) + " has a vector");
-      }
+    for (const format::CheckpointEpisode& e : state.episodes) {
+      if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
     }
   } else {
     // New nodes after the checkpoint go first to the room after the image

@@ -820,6 +820,13 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
                              static_cast<unsigned long long>(limit));
     return FinishWrite(refused);
   }
+  if (r.id > kMaxEpisodeId || (r.id == 0 && limit > kMaxEpisodeId)) {
+    // Ids are SQL integers (int64).
+    return FinishWrite(StatusF(kRange, "episode id %llu is above the largest, %lld%s",
+                               static_cast<unsigned long long>(r.id ? r.id : limit),
+                               static_cast<long long>(kMaxEpisodeId),
+                               r.id ? "" : ": this file's episode ids are used up"));
+  }
   if (r.id == 0) r.id = limit;
   if (r.created_at == 0) r.created_at = Now();
   if (r.ts == 0) r.ts = r.created_at;

@@ -154,6 +154,9 @@ class Database {
                           std::vector<format::BlockRecord>* out);
   // Episode ids run from 1 to below this (pending ones included); an id below
   // it that GetEpisode does not find was never committed.
+  // The largest episode id a write takes (INT64_MAX: ids are SQL integers);
+  // above it Remember fails with kRange.
+  static constexpr uint64_t kMaxEpisodeId = (uint64_t{1} << 63) - 1;
   uint64_t episode_id_limit() const {
     return pending_episodes_.empty() ? next_episode_id_ : pending_episodes_.back().id + 1;
   }

@@ -478,9 +478,9 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   }));
   // Episodes in id order, a thousand per transaction.
   std::vector<uint64_t> ids;
-  for (uint64_t id = 1; id <= catalog_.episodes().size(); id++) {
-    if (catalog_.FindEpisode(id)) ids.push_back(id);
-  }
+  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
+    if (e.present) ids.push_back(id);
+  });
   for (size_t at = 0; at < ids.size(); at += 1000) {
     AGENTMEM_RETURN_IF_ERROR(txn([&] {
       // The records go in as they are, not through Remember(): they were

@@ -78,8 +78,9 @@ uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
 std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
 
 const float* RecallIndex::VectorOf(uint64_t id) const {
-  if (id == 0 || id > attrs_.size() || attrs_[id - 1].node == EpisodeAttrs::kNoNode) return nullptr;
-  return graph_->NodeVectors().row(attrs_[id - 1].node);
+  const EpisodeAttrs* a = attrs_.Find(id);
+  if (!a || a->node == EpisodeAttrs::kNoNode) return nullptr;
+  return graph_->NodeVectors().row(a->node);
 }
 
 void RecallIndex::SyncNodes() {
@@ -87,8 +88,7 @@ void RecallIndex::SyncNodes() {
   for (; synced_nodes_ < nodes; synced_nodes_++) {
     uint64_t label = graph_->NodeLabel(static_cast<uint32_t>(synced_nodes_));
     if (label == 0) continue;
-    if (attrs_.size() < label) attrs_.resize(label);
-    attrs_[label - 1].node = static_cast<uint32_t>(synced_nodes_);
+    attrs_.At(label).node = static_cast<uint32_t>(synced_nodes_);
   }
 }
 
@@ -105,8 +105,7 @@ Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::st
 Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role,
                              int64_t ts, bool has_vector, uint32_t node) {
   if (id == 0) return Status(kInternal, "recall index: episode id 0");
-  if (attrs_.size() < id) attrs_.resize(id);
-  EpisodeAttrs& a = attrs_[id - 1];
+  EpisodeAttrs& a = attrs_.At(id);
   a.user = user;
   a.session = session;
   a.role = role;
@@ -125,8 +124,9 @@ Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint3
 Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
   std::vector<uint32_t> users;
   for (uint64_t id : ids) {
-    if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present || attrs_[id - 1].forgotten) continue;
-    EpisodeAttrs& a = attrs_[id - 1];
+    EpisodeAttrs* found = attrs_.Find(id);
+    if (!found || !found->present || found->forgotten) continue;
+    EpisodeAttrs& a = *found;
     a.forgotten = true;
     episodes_--;
     UserPartition& p = *partitions_[a.user];
@@ -136,7 +136,7 @@ Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
   }
   for (uint32_t u : users) {
     auto& v = partitions_[u]->ids;
-    v.erase(std::remove_if(v.begin(), v.end(), [this](uint64_t id) { return attrs_[id - 1].forgotten; }),
+    v.erase(std::remove_if(v.begin(), v.end(), [this](uint64_t id) { return attrs_.Find(id)->forgotten; }),
             v.end());
   }
   return Status::OK();
@@ -144,8 +144,9 @@ Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
 
 bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
                               const std::string** role) const {
-  if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present) return false;
-  const EpisodeAttrs& a = attrs_[id - 1];
+  const EpisodeAttrs* found = attrs_.Find(id);
+  if (!found || !found->present) return false;
+  const EpisodeAttrs& a = *found;
   *attrs = &a;
   *session = &sessions_.names[a.session];
   *role = &roles_.names[a.role];
@@ -180,10 +181,11 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
     return StatusF(kCorruptIndex, "checkpoint bm25: user \"%s\" has no episodes", user.c_str());
   }
   UserPartition& p = *partitions_[it->second];
-  AGENTMEM_RETURN_IF_ERROR(p.bm25.AttachFrozen(image, size, attrs_.size()));
+  AGENTMEM_RETURN_IF_ERROR(p.bm25.AttachFrozen(image, size, attrs_.max_id()));
   // Every document of the image must be one of this user's episodes.
   for (uint64_t doc : p.bm25.frozen_docs()) {
-    if (!attrs_[doc - 1].present || attrs_[doc - 1].user != it->second) {
+    const EpisodeAttrs* a = attrs_.Find(doc);
+    if (!a || !a->present || a->user != it->second) {
       return StatusF(kCorruptIndex, "checkpoint bm25: episode %llu is not \"%s\"'s",
                      static_cast<unsigned long long>(doc), user.c_str());
     }
@@ -202,7 +204,9 @@ Status RecallIndex::GraphImageWithout(std::string* out) const {
   if (!graph_ || graph_->size() == 0) return Status::OK();
   AGENTMEM_RETURN_IF_ERROR(broken_);
   bool any_forgotten = false;
-  for (const EpisodeAttrs& a : attrs_) any_forgotten |= a.forgotten && a.node != EpisodeAttrs::kNoNode;
+  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
+    any_forgotten |= a.forgotten && a.node != EpisodeAttrs::kNoNode;
+  });
   if (!any_forgotten) return graph_->Serialize(out);
   auto g = index::HnswIndex::Create(graph_->options());
   AGENTMEM_RETURN_IF_ERROR(g.status());
@@ -210,15 +214,16 @@ Status RecallIndex::GraphImageWithout(std::string* out) const {
   // In batches of 1,000, linked on two threads, as commits insert them.
   const index::VectorBlock vectors = graph_->NodeVectors();
   std::vector<index::HnswInsert> batch;
-  for (uint64_t id = 1; id <= attrs_.size(); id++) {
-    const EpisodeAttrs& a = attrs_[id - 1];
-    if (!a.present || a.forgotten || a.node == EpisodeAttrs::kNoNode) continue;
+  Status added;
+  attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+    if (!added.ok() || !a.present || a.forgotten || a.node == EpisodeAttrs::kNoNode) return;
     batch.push_back({id, std::span<const float>(vectors.row(a.node), dim_)});
     if (batch.size() == 1000) {
-      AGENTMEM_RETURN_IF_ERROR(fresh->AddBatch(batch));
+      added = fresh->AddBatch(batch);
       batch.clear();
     }
-  }
+  });
+  AGENTMEM_RETURN_IF_ERROR(added);
   if (!batch.empty()) AGENTMEM_RETURN_IF_ERROR(fresh->AddBatch(batch));
   if (fresh->size() == 0) return Status::OK();
   return fresh->Serialize(out);
@@ -233,11 +238,13 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
   // Each node belongs to one episode with a vector, and each such episode has
   // a node, in id order (so node order is id order, as inserts made it).
   size_t nodes = 0;
-  for (const EpisodeAttrs& a : attrs_) {
-    if (!a.present || !a.has_vector) continue;
-    if (a.node != nodes) return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
+  bool agree = true;
+  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
+    if (!a.present || !a.has_vector) return;
+    agree &= a.node == nodes;
     nodes++;
-  }
+  });
+  if (!agree) return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
   if (nodes != graph->size()) return Status(kCorruptIndex, "checkpoint graph: node count differs");
   graph_ = std::move(graph);
   synced_nodes_ = graph_->size();
@@ -245,14 +252,15 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
 }
 
 Status RecallIndex::AddText(const format::TextRecord& t) {
-  if (t.episode_id == 0 || t.episode_id > attrs_.size() || !attrs_[t.episode_id - 1].present) {
+  const EpisodeAttrs* a = attrs_.Find(t.episode_id);
+  if (!a || !a->present) {
     return StatusF(kCorruptIndex, "text record for episode %llu, which is not in the file",
                    static_cast<unsigned long long>(t.episode_id));
   }
   std::vector<index::Bm25Index::TermCount> counts;
   counts.reserve(t.terms.size());
   for (const auto& [term, tf] : t.terms) counts.push_back({term, tf});
-  return partitions_[attrs_[t.episode_id - 1].user]->bm25.AddCounts(t.episode_id, t.doc_len, counts);
+  return partitions_[a->user]->bm25.AddCounts(t.episode_id, t.doc_len, counts);
 }
 
 format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
@@ -264,7 +272,7 @@ format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
   return t;
 }
 
-bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
+bool RecallIndex::Passes(const RecallQuery& q, uint64_t id, const EpisodeAttrs& a) const {
   if (!a.present || a.forgotten || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
   if (q.session_id) {
     auto it = sessions_.ids.find(*q.session_id);
@@ -274,7 +282,7 @@ bool RecallIndex::Passes(const RecallQuery& q, const EpisodeAttrs& a) const {
     auto it = roles_.ids.find(*q.role);
     if (it == roles_.ids.end() || it->second != a.role) return false;
   }
-  if (q.extra_filter) return q.extra_filter(static_cast<uint64_t>(&a - attrs_.data()) + 1);
+  if (q.extra_filter) return q.extra_filter(id);
   return true;
 }
 
@@ -289,11 +297,13 @@ bool RecallIndex::Unfiltered(const RecallQuery& q) {
 std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t* partition,
                                                  std::vector<uint64_t>* storage) const {
   auto consider = [&](uint64_t id) {
-    if (Passes(q, attrs_[id - 1])) storage->push_back(id);
+    if (Passes(q, id, *attrs_.Find(id))) storage->push_back(id);
   };
   if (q.all_users) {
     *partition = episodes_;
-    for (uint64_t id = 1; id <= attrs_.size(); id++) consider(id);
+    attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+      if (Passes(q, id, a)) storage->push_back(id);
+    });
     return *storage;
   }
   *partition = 0;
@@ -423,7 +433,7 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   if (p && Unfiltered(q)) {
     with_vectors = p->vectors;
   } else {
-    for (uint64_t id : candidates) with_vectors += attrs_[id - 1].has_vector;
+    for (uint64_t id : candidates) with_vectors += attrs_.Find(id)->has_vector;
   }
   if (with_vectors > kExactScanMax && graph_ && broken_.ok() &&
       GraphSearch(q, query, with_vectors, k, out, plan)) {
@@ -432,7 +442,8 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   std::vector<uint32_t> rows;
   rows.reserve(with_vectors);
   for (uint64_t id : candidates) {
-    if (attrs_[id - 1].node != EpisodeAttrs::kNoNode) rows.push_back(attrs_[id - 1].node);
+    const uint32_t node = attrs_.Find(id)->node;
+    if (node != EpisodeAttrs::kNoNode) rows.push_back(node);
   }
   out->clear();
   // Node order is episode id order (a commit inserts its episodes in id
@@ -475,9 +486,8 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
     auto it = users_.ids.find(q.user_id);
     if (!q.all_users && it != users_.ids.end()) user = it->second;
     o.filter = [this, &q, user](uint64_t label) {
-      if (label == 0 || label > attrs_.size()) return false;
-      const EpisodeAttrs& a = attrs_[label - 1];
-      return (q.all_users || a.user == user) && Passes(q, a);
+      const EpisodeAttrs* a = attrs_.Find(label);
+      return a && (q.all_users || a->user == user) && Passes(q, label, *a);
     };
   }
   auto res = graph_->Search(query, o);
@@ -589,7 +599,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   }
   for (auto& [id, h] : fused) {
     if (q.half_life_s > 0) {
-      double age_s = std::max<double>(0, static_cast<double>(now - attrs_[id - 1].ts) / 1e6);
+      double age_s = std::max<double>(0, static_cast<double>(now - attrs_.Find(id)->ts) / 1e6);
       h.score *= std::exp2(-age_s / q.half_life_s);
     }
     if (h.score >= q.min_score) hits->push_back(h);

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/id_table.h"
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
@@ -108,7 +109,7 @@ class RecallIndex {
   uint32_t InternRole(const std::string& s) { return Intern(&roles_, s); }
   Status AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role, int64_t ts,
                   bool has_vector, uint32_t node);
-  void ReserveEntries(uint64_t n) { attrs_.reserve(n); }
+  void ReserveEntries(uint64_t n) { attrs_.Reserve(n); }
   // Hides episodes from every search (a forget record): they leave their
   // partition and its BM25 index; a graph node stays (skipped by the walk)
   // until VACUUM writes a graph without it. Unknown or forgotten ids are
@@ -181,7 +182,7 @@ class RecallIndex {
   static uint32_t Intern(Names* table, const std::string& s);
   std::span<const uint64_t> Candidates(const RecallQuery& q, uint64_t* partition,
                                       std::vector<uint64_t>* storage) const;
-  bool Passes(const RecallQuery& q, const EpisodeAttrs& a) const;
+  bool Passes(const RecallQuery& q, uint64_t id, const EpisodeAttrs& a) const;
   Status VectorQuery(const RecallQuery& q, std::vector<float>* out) const;
   void VectorSearch(const RecallQuery& q, const std::vector<float>& query,
                     std::span<const uint64_t> candidates, size_t k,
@@ -198,7 +199,7 @@ class RecallIndex {
   uint32_t dim_;
   index::Metric metric_;
   std::optional<index::HashEmbedder> embedder_;
-  std::vector<EpisodeAttrs> attrs_;  // by id - 1
+  IdTable<EpisodeAttrs> attrs_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;
   uint64_t episodes_ = 0;

@@ -59,9 +59,11 @@ void EncodeCheckpointState(const CheckpointState& s, std::string* dst) {
   PutVarint(dst, s.strings.size());
   for (const auto& str : s.strings) PutString(dst, str);
   PutVarint(dst, s.episodes.size());
+  uint64_t previous = 0;
   for (const CheckpointEpisode& e : s.episodes) {
+    PutVarint(dst, e.id - previous);
+    previous = e.id;
     PutVarint(dst, e.page_offset);
-    if (e.page_offset == 0) continue;
     PutVarint(dst, e.slot);
     PutVarint(dst, e.user);
     PutVarint(dst, e.session);
@@ -128,13 +130,21 @@ Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointS
   s.strings.reserve(n);
   for (uint64_t i = 0; i < n && !d.failed(); i++) s.strings.emplace_back(d.String());
   const uint64_t strings = s.strings.size();
-  n = count();
-  if (n + 1 != s.next_episode_id) return Bad(page_no, "episode count does not match the next id");
+  // An episode entry takes at least 9 bytes, so the count is checked
+  // against the bytes left before the entries are allocated.
+  n = d.Varint();
+  if (d.failed() || n > d.remaining() / 9) return Bad(page_no, "episode count exceeds the section");
   s.episodes.resize(n);
+  uint64_t previous = 0;
   for (CheckpointEpisode& e : s.episodes) {
     if (d.failed()) break;
+    const uint64_t delta = d.Varint();
+    e.id = previous + delta;
     e.page_offset = d.Varint();
-    if (e.page_offset == 0) continue;
+    if (delta == 0 || e.id < previous || e.id >= s.next_episode_id || e.page_offset == 0) {
+      return Bad(page_no, "episode ids out of order or range");
+    }
+    previous = e.id;
     e.slot = static_cast<uint32_t>(d.Varint());
     e.user = static_cast<uint32_t>(d.Varint());
     e.session = static_cast<uint32_t>(d.Varint());
@@ -180,13 +190,16 @@ Status DecodeCheckpointState(std::string_view body, int64_t page_no, CheckpointS
     s.facts.push_back(f);
   }
   n = count();
+  size_t entry = 0;
   for (uint64_t i = 0; i < n && !d.failed(); i++) {
     std::string_view text = d.String();
     if (d.failed()) break;
     TextRecord t;
     AGENTMEM_RETURN_IF_ERROR(DecodeText(text, page_no, &t));
-    if (t.episode_id == 0 || t.episode_id > s.episodes.size() ||
-        s.episodes[t.episode_id - 1].page_offset == 0 || s.episodes[t.episode_id - 1].forgotten ||
+    // Texts go by increasing id, as the entries do: `entry` follows them.
+    while (entry < s.episodes.size() && s.episodes[entry].id < t.episode_id) entry++;
+    if (entry == s.episodes.size() || s.episodes[entry].id != t.episode_id ||
+        s.episodes[entry].forgotten ||
         (!s.texts.empty() && t.episode_id <= s.texts.back().episode_id)) {
       return Bad(page_no, "text entry out of range");
     }

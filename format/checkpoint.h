@@ -29,7 +29,8 @@ enum class CheckpointSection : uint32_t {
 constexpr size_t kSectionHeaderSize = 8;
 
 struct CheckpointEpisode {
-  uint64_t page_offset = 0;  // 0: no such episode
+  uint64_t id = 0;           // the episode id
+  uint64_t page_offset = 0;  // of the episodes page holding its record
   uint32_t slot = 0;
   uint32_t user = 0;     // index into CheckpointState::strings
   uint32_t session = 0;  // index into CheckpointState::strings
@@ -68,7 +69,7 @@ struct CheckpointState {
   uint64_t text_bytes = 0;  // bytes of episode text, all users
   std::vector<std::pair<std::string, std::string>> meta;
   std::vector<std::string> strings;          // user, session and role ids, each once
-  std::vector<CheckpointEpisode> episodes;   // by id - 1
+  std::vector<CheckpointEpisode> episodes;   // by increasing id; ids not listed are no episode
   std::vector<CheckpointBlock> blocks;       // every version, increasing
   std::vector<CheckpointFact> facts;         // increasing id
   std::vector<TextRecord> texts;             // increasing episode id

@@ -1,6 +1,8 @@
 // format/compress.cc -- zstd, bounded: the output size is known before decoding.
 #include "format/compress.h"
 
+#include "format/page.h"
+
 #ifdef AGENTMEM_TEST_HOOKS
 // ZSTD_create*_advanced: contexts whose allocations the tests can fail.
 #define ZSTD_STATIC_LINKING_ONLY
@@ -62,7 +64,11 @@ bool CompressIfItPays(std::string_view src, std::string* dst) {
   // An error here is a failed allocation of the context's workspace: the
   // output has room for the worst case.
   size_t n = ZSTD_compressCCtx(ctx, dst->data(), dst->size(), src.data(), src.size(), 3);
-  if (ZSTD_isError(n) || n > src.size() - src.size() / 8) return false;
+  // Stored raw too when it compresses beyond the ratio a reader accepts.
+  if (ZSTD_isError(n) || n > src.size() - src.size() / 8 ||
+      uint64_t{n} * kMaxCompressionRatio < src.size()) {
+    return false;
+  }
   dst->resize(n);
   return true;
 }

@@ -10,7 +10,8 @@ namespace agentmem::format {
 
 // Compresses src with zstd at a fast level. Returns false (and leaves *dst
 // unspecified) when compression does not save at least 1/8 of the bytes, or
-// zstd has no memory, in which case the caller stores src uncompressed.
+// shrinks them more than kMaxCompressionRatio (format/page.h) times, or zstd
+// has no memory, in which case the caller stores src uncompressed.
 bool CompressIfItPays(std::string_view src, std::string* dst);
 
 // Decompresses a zstd frame whose decompressed size must be exactly

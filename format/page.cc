@@ -83,7 +83,8 @@ Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, P
   bool zstd = h.flags & kPageFlagZstd;
   if (!IsKnownPageType(h.type) || (h.flags & ~kPageFlagZstd) || reserved != 0 ||
       h.length > kMaxPagePayload || h.raw_length > kMaxPagePayload ||
-      (!zstd && h.raw_length != h.length)) {
+      (!zstd && h.raw_length != h.length) ||
+      (zstd && uint64_t{h.raw_length} > uint64_t{h.length} * kMaxCompressionRatio)) {
     return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
                                "page %lld: invalid header (type %u, flags %u, length %u, raw %u)",
                                static_cast<long long>(page_no), h.type, h.flags, h.length,

@@ -31,6 +31,10 @@ bool IsKnownPageType(uint8_t type);
 
 constexpr uint32_t kPageHeaderSize = 32;
 constexpr uint32_t kMaxPagePayload = 1u << 30;
+// A zstd payload decompresses to at most this many times its stored length
+// (docs/format.md §4.4), so that what a reader allocates for a page is
+// bounded by the bytes the file really holds.
+constexpr uint32_t kMaxCompressionRatio = 32;
 constexpr uint8_t kPageFlagZstd = 1;
 
 struct PageHeader {
@@ -54,7 +58,8 @@ std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t r
                        std::string_view payload, bool try_compress);
 
 // Checks the 32 header bytes of a page expected at `offset` without the
-// checksum: salt, page number, known type, flags, length bounds. Used by the
+// checksum: salt, page number, known type, flags, length bounds (the
+// compression ratio included). Used by the
 // recovery scan to find where a page ends before reading all of it.
 // Errors: kCorruptPage.
 Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out);

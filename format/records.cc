@@ -229,13 +229,18 @@ void AppendRecord(std::string_view record, std::string* payload) {
 Status SplitRecords(std::string_view payload, uint32_t record_count, int64_t page_no,
                     std::vector<std::string_view>* records) {
   records->clear();
+  // Each record takes at least its one-byte length, so a count above the
+  // payload's size is refused before anything is allocated, and the split
+  // stops at the first record past the count.
+  bool fits = record_count <= payload.size();
+  if (fits) records->reserve(record_count);
   Decoder d(payload);
-  while (!d.done()) {
+  while (fits && !d.done() && records->size() <= record_count) {
     std::string_view r = d.String();
     if (d.failed()) break;
     records->push_back(r);
   }
-  if (d.failed() || records->size() != record_count) {
+  if (!fits || d.failed() || !d.done() || records->size() != record_count) {
     return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
                                "page %lld: record lengths do not add up (%zu records, header "
                                "says %u)",

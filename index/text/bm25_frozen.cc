@@ -165,9 +165,22 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
       return Bad("document ids out of order or range");
     }
   }
-  // Every posting's document must be one of the image's: a bitmap over ids.
-  std::vector<uint64_t> is_doc(max_doc / 64 + 1, 0);
-  for (uint64_t d : docs_span) is_doc[d / 64] |= uint64_t{1} << (d % 64);
+  // Every posting's document must be one of the image's. A bitmap over the
+  // ids from the first document to the last when that range is small next to
+  // the image (ids are dense in practice), else a binary search of `docs`:
+  // memory follows the image, never the size of an id.
+  const uint64_t first_doc = docs > 0 ? docs_span[0] : 0;
+  const uint64_t doc_range = docs > 0 ? docs_span[docs - 1] - first_doc + 1 : 0;
+  const bool bitmap = doc_range / 64 <= docs + 1024;
+  std::vector<uint64_t> is_doc(bitmap ? doc_range / 64 + 1 : 0, 0);
+  if (bitmap) {
+    for (uint64_t d : docs_span) is_doc[(d - first_doc) / 64] |= uint64_t{1} << ((d - first_doc) % 64);
+  }
+  auto known = [&](uint64_t d) {
+    if (d < first_doc || d - first_doc >= doc_range) return false;
+    if (bitmap) return ((is_doc[(d - first_doc) / 64] >> ((d - first_doc) % 64)) & 1) != 0;
+    return std::binary_search(docs_span.begin(), docs_span.end(), d);
+  };
   uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0, sum = 0;
   std::string_view previous;
   for (size_t t = 0; t < terms; t++) {
@@ -186,7 +199,7 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
     for (uint64_t i = 0; i < ft.posting_count; i++) {
       const Posting& post = postings_span[ft.first_posting + i];
       const uint64_t d = post.doc_id;
-      if (d > max_doc || !(is_doc[d / 64] >> (d % 64) & 1) || post.tf == 0 ||
+      if (d > max_doc || !known(d) || post.tf == 0 ||
           (i > 0 && d <= postings_span[ft.first_posting + i - 1].doc_id)) {
         return Bad("a posting's document is out of order or not in the image");
       }

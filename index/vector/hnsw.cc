@@ -1426,15 +1426,23 @@ static Status SupplyVectors(const HnswIndex::VectorLookup& vectors, const GraphS
                             hnsw::ParsedImage* image, std::vector<float>* storage) {
   if (image->header.vectors) return Status::OK();
   const size_t dim = shape.dim;
-  storage->resize(size_t{image->header.node_count - image->header.base_count} * dim);
-  size_t row = 0;
-  for (hnsw::NodeRecordView& r : image->records) {
+  // Every new node's vector is looked up before the storage is sized: the
+  // header's node count is a number in the file, the vectors are its bytes.
+  std::vector<const float*> found;
+  for (const hnsw::NodeRecordView& r : image->records) {
     if (r.node < image->header.base_count) continue;
     const float* v = vectors ? vectors(r.label) : nullptr;
     if (v == nullptr || !AllFinite(v, dim)) {
       return StatusF(kCorruptIndex, "hnsw image: node %u (label %llu): no usable vector for it",
                      r.node, static_cast<unsigned long long>(r.label));
     }
+    found.push_back(v);
+  }
+  storage->resize(found.size() * dim);
+  size_t row = 0;
+  for (hnsw::NodeRecordView& r : image->records) {
+    if (r.node < image->header.base_count) continue;
+    const float* v = found[row];
     float* out = storage->data() + row++ * dim;
     std::copy(v, v + dim, out);
     if (shape.metric == Metric::kCosine) NormalizeInPlace(out, dim);

@@ -36,9 +36,8 @@ CheckpointState SampleState() {
   s.text_bytes = 50;
   s.meta = {{"vector.dim", "8"}, {"vector.metric", "cosine"}};
   s.strings = {"ann", "s1", "user"};
-  s.episodes.resize(3);
-  s.episodes[0] = {4096, 0, 0, 1, 2, 100, true, false, 0};
-  s.episodes[2] = {4224, 1, 0, 1, 2, -5, true, true, 1};
+  s.episodes = {{1, 4096, 0, 0, 1, 2, 100, true, false, 0},
+                {3, 4224, 1, 0, 1, 2, -5, true, true, 1}};  // id 2: no episode
   s.blocks = {{0, "notes", 1, 4352, 0}, {0, "notes", 2, 4480, 0}};
   s.facts = {{1, 0, 4608, 0}, {2, 0, 4608, 1}};
   TextRecord t;
@@ -107,6 +106,7 @@ std::string OneEpisodeBody(uint64_t flags, uint64_t node, uint64_t user = 0) {
   PutVarint(&b, 1);                                     // strings
   PutString(&b, "ann");
   PutVarint(&b, 1);  // episodes
+  PutVarint(&b, 1);  // id 1
   PutVarint(&b, 4096);
   PutVarint(&b, 0);  // slot
   PutVarint(&b, user);
@@ -211,9 +211,10 @@ TEST_CASE("a checkpoint state section round-trips, deleted and forgotten episode
   Status st = DecodeState(body, &back);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   CHECK(back == s);
-  CHECK(back.episodes[1].page_offset == 0);
+  REQUIRE(back.episodes.size() == 2);
   CHECK(back.episodes[0].node == 0);
-  CHECK(back.episodes[2].forgotten);
+  CHECK(back.episodes[1].id == 3);
+  CHECK(back.episodes[1].forgotten);
 }
 
 TEST_CASE("an empty checkpoint state round-trips and an episode without a node keeps none") {
@@ -224,7 +225,7 @@ TEST_CASE("an empty checkpoint state round-trips and an episode without a node k
   CheckpointState s;
   s.next_episode_id = 2;
   s.strings = {"u"};
-  s.episodes = {{8192, 3, 0, 0, 0, 1, false, false, UINT32_MAX}};
+  s.episodes = {{1, 8192, 3, 0, 0, 0, 1, false, false, UINT32_MAX}};
   REQUIRE(DecodeState(StateBody(s), &back).ok());
   CHECK(back == s);
   CHECK(back.episodes[0].node == UINT32_MAX);
@@ -260,13 +261,52 @@ TEST_CASE("a checkpoint state whose list count exceeds its remaining bytes is re
   }
 }
 
-TEST_CASE("a checkpoint state whose episode count disagrees with the next episode id is refused") {
+TEST_CASE("a checkpoint state whose episode ids are out of order or reach the next id is refused") {
   CheckpointState s = SampleState();
-  s.next_episode_id = 5;  // four ids used, three entries
+  s.next_episode_id = 3;  // the entry of episode 3
   CheckpointState back;
-  CheckRefused(DecodeState(StateBody(s), &back), "episode count does not match the next id");
-  s.next_episode_id = 3;
-  CheckRefused(DecodeState(StateBody(s), &back), "episode count does not match the next id");
+  CheckRefused(DecodeState(StateBody(s), &back), "episode ids out of order or range");
+  s = SampleState();
+  s.episodes[1].id = 1;  // a repeated id: delta 0
+  CheckRefused(DecodeState(StateBody(s), &back), "episode ids out of order or range");
+  s = SampleState();
+  s.episodes[0].page_offset = 0;
+  CheckRefused(DecodeState(StateBody(s), &back), "episode ids out of order or range");
+}
+
+TEST_CASE("a checkpoint state lists only the episodes there are, however large their ids") {
+  CheckpointState s = SampleState();
+  s.next_episode_id = uint64_t{1} << 63;
+  s.episodes[1].id = s.next_episode_id - 1;
+  const std::string body = StateBody(s);
+  CHECK(body.size() < 200);
+  CheckpointState back;
+  REQUIRE(DecodeState(body, &back).ok());
+  CHECK(back == s);
+}
+
+TEST_CASE("a checkpoint state whose episode count exceeds what its bytes could hold is refused") {
+  CheckpointState s = SampleState();
+  std::string b = StateBody(s);
+  // The episode count follows the string table; raise it past bytes / 9.
+  std::string head;
+  for (uint64_t v : {s.next_episode_id, s.next_fact_id, s.next_block_version, s.pages, s.text_bytes}) {
+    PutVarint(&head, v);
+  }
+  PutVarint(&head, s.meta.size());
+  for (const auto& [k, v] : s.meta) {
+    PutString(&head, k);
+    PutString(&head, v);
+  }
+  PutVarint(&head, s.strings.size());
+  for (const auto& str : s.strings) PutString(&head, str);
+  REQUIRE(b.compare(0, head.size(), head) == 0);
+  REQUIRE(b[head.size()] == 2);
+  const std::string rest = b.substr(head.size() + 1);
+  std::string bad = head;
+  PutVarint(&bad, rest.size() / 9 + 1);
+  CheckpointState back;
+  CheckRefused(DecodeState(bad + rest, &back), "episode count exceeds the section");
 }
 
 TEST_CASE("a checkpoint episode naming a string out of range is refused naming the page") {

@@ -9,13 +9,29 @@
 #include <thread>
 
 #include "format/compress.h"
+#include "format/page.h"
 
 using namespace agentmem;
 using namespace agentmem::format;
 
 namespace {
 
+// Text of words drawn from a small vocabulary: it compresses a few times,
+// as conversation text does.
 std::string Compressible(size_t n) {
+  static const char* const kWords[] = {"the", "cat", "sat", "on", "mat", "a", "dog", "ran",
+                                       "to", "park", "and", "then", "home", "slept", "ate"};
+  std::mt19937 rng(7);
+  std::string s;
+  while (s.size() < n) {
+    s += kWords[rng() % std::size(kWords)];
+    s += rng() % 8 == 0 ? ". " : " ";
+  }
+  s.resize(n);
+  return s;
+}
+
+std::string Repeated(size_t n) {
   std::string s;
   while (s.size() < n) s += "the cat sat on the mat; ";
   s.resize(n);
@@ -61,6 +77,17 @@ TEST_CASE("a payload is compressed only when that saves an eighth of its bytes, 
     REQUIRE(Decompress(z, n, 1, &out).ok());
     CHECK(out == src);
   }
+}
+
+TEST_CASE("a payload that would shrink more than the ratio a reader accepts is stored as it is") {
+  std::string z;
+  // 70,000 bytes of one phrase make a frame of a few dozen bytes: more than
+  // kMaxCompressionRatio times smaller, which a reader refuses.
+  CHECK_FALSE(CompressIfItPays(Repeated(70000), &z));
+  // Up to the ratio it compresses.
+  const std::string src = Repeated(500);
+  REQUIRE(CompressIfItPays(src, &z));
+  CHECK(uint64_t{z.size()} * kMaxCompressionRatio >= src.size());
 }
 
 TEST_CASE("a zstd frame that is not one, or records another size, is refused naming the page") {

@@ -11,6 +11,7 @@
 #include "format/coding.h"
 #include "format/crc32c.h"
 #include "format/page.h"
+#include "tests/util/crafted.h"
 #include "tests/util/seed.h"
 
 using namespace agentmem;
@@ -311,6 +312,49 @@ TEST_CASE("a checksummed zstd page whose frame size disagrees with raw_length is
     Status s = Decode(bad, kOffset, kSalt, &out);
     CHECK(s.code() == kCorruptPage);
     CHECK(s.page_no() == static_cast<int64_t>(kOffset / 16));
+  }
+}
+
+TEST_CASE("a zstd page of a gigabyte of zeros in a few kilobytes is refused from its header") {
+  // A valid frame (checksummed page, content size = raw_length) that
+  // decompresses 1 GiB from 32 KiB: the reader must not allocate for it.
+  const std::string frame = test::ZstdZeros(kMaxPagePayload);
+  REQUIRE(frame.size() < 40000);
+  std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 1, frame, false);
+  page[5] = static_cast<char>(kPageFlagZstd);
+  EncodeFixed32(page.data() + 24, kMaxPagePayload);
+  Reseal(&page);
+  PageHeader h;
+  Status peek = PeekPageHeader(page, kOffset, kSalt, &h);
+  CHECK(peek.code() == kCorruptPage);
+  CHECK(peek.message().find("invalid header") != std::string::npos);
+  std::string out;
+  Status s = Decode(page, kOffset, kSalt, &out);
+  CHECK(s.code() == kCorruptPage);
+  CHECK(out.capacity() < 4096);
+}
+
+TEST_CASE("a zstd page decompressing to exactly the ratio limit is read, one byte more is refused") {
+  // Raw blocks pad the frame so that it is exactly 1/32 of what it holds.
+  const uint32_t n = 64 * 1024;
+  std::string frame = test::ZstdZeros(n, n / kMaxCompressionRatio - 13 - 3 - 4);
+  for (uint32_t raw : {n, n + 1}) {
+    CAPTURE(raw);
+    std::string f = raw == n ? frame : test::ZstdZeros(raw, n / kMaxCompressionRatio - 13 - 3 - 4);
+    REQUIRE(f.size() == n / kMaxCompressionRatio);
+    std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 1, f, false);
+    page[5] = static_cast<char>(kPageFlagZstd);
+    EncodeFixed32(page.data() + 24, raw);
+    Reseal(&page);
+    std::string out;
+    Status s = Decode(page, kOffset, kSalt, &out);
+    if (raw == n) {
+      REQUIRE_MESSAGE(s.ok(), s.ToString());
+      CHECK(out == std::string(n, '\0'));
+    } else {
+      CHECK(s.code() == kCorruptPage);
+      CHECK(s.message().find("invalid header") != std::string::npos);
+    }
   }
 }
 

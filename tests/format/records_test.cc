@@ -491,6 +491,21 @@ TEST_CASE("an empty payload holds zero records") {
   CHECK(s.code() == kCorruptPage);
 }
 
+TEST_CASE("a payload of more records than its count is refused without listing them all") {
+  // A million empty records (one zero byte each) on a page that counts one:
+  // the split stops at the second record, and a count above the payload's
+  // bytes is refused before anything is reserved.
+  const std::string zeros(1 << 20, '\0');
+  std::vector<std::string_view> recs;
+  Status s = SplitRecords(zeros, 1, kPageNo, &recs);
+  CHECK(s.code() == kCorruptPage);
+  CHECK(recs.capacity() < 16);
+  std::vector<std::string_view> none;
+  s = SplitRecords("\x01" "a", 0xffffffffu, kPageNo, &none);
+  CHECK(s.code() == kCorruptPage);
+  CHECK(none.capacity() == 0);
+}
+
 TEST_CASE("record lengths that do not add up to the payload are refused") {
   std::string payload;
   AppendRecord("first", &payload);

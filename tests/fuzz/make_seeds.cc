@@ -18,6 +18,7 @@
 #include "index/text/postings.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/hnsw.h"
+#include "tests/util/crafted.h"
 #include "tests/util/oracle.h"
 
 namespace {
@@ -87,6 +88,14 @@ int main(int argc, char** argv) {
   Write(root / "open", "seed-small-pages", SmallFile(3, 6, 512, true));
   std::string torn = SmallFile(4, 4, 4096, false);
   Write(root / "open", "seed-torn-tail", torn.substr(0, torn.size() - 40));
+  // open: hostile files (tests/util/crafted.h), every page checksummed.
+  Write(root / "open", "crafted-bomb", test::BombFile());
+  Write(root / "open", "crafted-record-flood", test::RecordFloodFile(4u << 20));
+  Write(root / "open", "crafted-huge-count", test::HugeCountFile());
+  Write(root / "open", "crafted-huge-length", test::HugeLengthFile());
+  Write(root / "open", "crafted-huge-id", test::HugeIdFile(30000000));
+  Write(root / "open", "crafted-huge-id-max", test::HugeIdFile((uint64_t{1} << 63) - 1));
+  Write(root / "open", "crafted-huge-next-id", test::HugeNextIdFile(20000000));
 
   // decode: one valid input per decoder (the first byte selects it).
   std::mt19937_64 rng(7);
@@ -108,7 +117,8 @@ int main(int argc, char** argv) {
         Sel(2, offb + format::EncodePage(format::PageType::kEpisodes, 4096, 0x0123456789abcdefULL,
                                          1, payload, false)));
   format::EpisodeRecord long_ep = test::RandomEpisode(rng, 4, 2);
-  long_ep.text.assign(3000, 'a');
+  long_ep.text.clear();  // compressible, within the ratio a reader accepts
+  for (int i = 0; long_ep.text.size() < 3000; i++) long_ep.text += std::to_string(i * 7919 % 1000) + " ";
   std::string long_payload;
   std::string long_rec;
   format::EncodeEpisode(long_ep, &long_rec);
@@ -145,11 +155,21 @@ int main(int argc, char** argv) {
   format::AppendRecord(b, &joined);
   Write(root / "decode", "seed-09-records", Sel(9, std::string(1, '\2') + joined));
   std::string z;
-  if (format::CompressIfItPays(std::string(2000, 'x'), &z)) {
+  std::string numbers;
+  for (int i = 0; numbers.size() < 2000; i++) numbers += std::to_string(i * 7919 % 1000) + " ";
+  numbers.resize(2000);
+  if (format::CompressIfItPays(numbers, &z)) {
     uint32_t n = 2000;
     Write(root / "decode", "seed-10-zstd",
           Sel(10, std::string(reinterpret_cast<const char*>(&n), 4) + z));
   }
+  // A page whose zstd frame holds 1 GiB of zeros in 32 KiB, checksum valid.
+  std::string bomb = format::EncodePage(format::PageType::kEpisodes, 4096, 0x0123456789abcdefULL, 1,
+                                        test::ZstdZeros(format::kMaxPagePayload), false);
+  bomb[5] = static_cast<char>(format::kPageFlagZstd);
+  format::EncodeFixed32(bomb.data() + 24, format::kMaxPagePayload);
+  format::EncodeFixed32(bomb.data(), format::MaskCrc(format::Crc32c(bomb.data() + 4, bomb.size() - 4)));
+  Write(root / "decode", "crafted-page-bomb", Sel(2, offb + bomb));
   index::HnswOptions ho;
   ho.dim = 4;
   ho.m = 4;

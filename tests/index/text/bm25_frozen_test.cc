@@ -91,6 +91,23 @@ TEST_CASE("an index attached to its frozen image ranks exactly like the original
   CheckSame(live, attached, rng, vocab + 50);
 }
 
+TEST_CASE("a frozen image whose document ids are far apart attaches and ranks like the original") {
+  // Ids near 2^63 and a few small ones: the check that every posting names a
+  // document of the image must not allocate by the size of the ids.
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 100;
+  Bm25Index live, attached;
+  const uint64_t far = (uint64_t{1} << 63) - 1000;
+  for (uint64_t id = 1; id <= 300; id++) {
+    REQUIRE(live.Add(id % 3 == 0 ? far + id : id, RandomDoc(rng, vocab)).ok());
+  }
+  Image image = Image::Of(live);
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, UINT64_MAX - 1).ok());
+  CHECK(attached.Contains(far + 3));
+  CHECK_FALSE(attached.Contains(far + 4));
+  CheckSame(live, attached, rng, vocab);
+}
+
 TEST_CASE("removing a document of a frozen image thaws it and ranks like the original") {
   std::mt19937_64 rng(test::Seed());
   const size_t vocab = 200;
