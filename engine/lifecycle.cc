@@ -170,10 +170,17 @@ Status Database::SetRetention(int64_t max_age_s, bool keep_cited) {
 void Database::Retention(int64_t* max_age_s, bool* keep_cited) const {
   *max_age_s = 0;
   *keep_cited = false;
-  if (const std::string* v = catalog_.Meta("retention.episodes.max_age_s")) {
+  // The open transaction's setting, else the file's.
+  auto meta = [this](const std::string& key) -> const std::string* {
+    for (auto it = pending_meta_.entries.rbegin(); it != pending_meta_.entries.rend(); ++it) {
+      if (it->first == key) return &it->second;
+    }
+    return catalog_.Meta(key);
+  };
+  if (const std::string* v = meta("retention.episodes.max_age_s")) {
     *max_age_s = std::strtoll(v->c_str(), nullptr, 10);
   }
-  if (const std::string* v = catalog_.Meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
+  if (const std::string* v = meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
 }
 
 // Commits one retention forget when an episode is older than the policy

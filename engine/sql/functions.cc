@@ -723,6 +723,11 @@ class RetentionCursor : public FunctionCursor {
       if (!age) return Status(kMisuse, "retention(): max_age_s must be an integer (seconds)");
       std::optional<int64_t> keep = IsNull(Arg(1)) ? std::optional<int64_t>(0) : ValueInt(Arg(1));
       if (!keep) return Status(kMisuse, "retention(): keep_cited must be 0 or 1");
+      // A table-valued function takes no part in an SQL transaction: like
+      // FORGET, setting the policy runs on its own.
+      if (!sqlite3_get_autocommit(table_->session()->conn())) {
+        return Status(kMisuse, "SET RETENTION cannot run inside BEGIN ... COMMIT; run it on its own");
+      }
       AGENTMEM_RETURN_IF_ERROR(db()->SetRetention(*age, *keep != 0));
     } else if (!IsNull(Arg(1))) {
       return Status(kMisuse, "retention(): keep_cited needs max_age_s");

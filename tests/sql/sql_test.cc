@@ -1252,6 +1252,18 @@ TEST_CASE("SET RETENTION and retention() set and read the retention policy") {
   CHECK(keep == 1);
   CHECK(Query(h.db, "set retention 3600;") == Rows{{"3600", "0"}});
   CHECK(Query(h.db, "SELECT max_age_s, keep_cited FROM retention(60, 1)") == Rows{{"60", "1"}});
+  // Like FORGET, it runs on its own, not inside BEGIN ... COMMIT.
+  Query(h.db, "BEGIN");
+  std::string why;
+  CHECK(Fails(h.db, "SET RETENTION 120", &why) == AGENTMEM_MISUSE);
+  CHECK(why.find("inside BEGIN") != std::string::npos);
+  CHECK(Query(h.db, "SELECT * FROM retention()") == Rows{{"60", "1"}});
+  Query(h.db, "ROLLBACK");
+  // Inside a C API transaction it joins it, and reads show it.
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  CHECK(Query(h.db, "SET RETENTION 120") == Rows{{"120", "0"}});
+  REQUIRE(agentmem_rollback(h.db) == AGENTMEM_OK);
+  CHECK(Query(h.db, "SELECT * FROM retention()") == Rows{{"60", "1"}});
   std::string msg;
   CHECK(Fails(h.db, "SET RETENTION 'a week'", &msg) != AGENTMEM_OK);
   CHECK(msg.find("SET RETENTION seconds [KEEP CITED]") != std::string::npos);
