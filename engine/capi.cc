@@ -53,6 +53,10 @@ struct agentmem_cursor {
   std::vector<int64_t> fact_sources;
   std::vector<eng::RecallHit> hits;
   agentmem_hit hit_row{};
+  // The episode and recall cursors read their rows as they step: they hold
+  // the handle's read snapshot (Database::BeginRead) from creation to close,
+  // so a forget committed meanwhile by another handle does not reach them.
+  bool pinned = false;
 };
 
 namespace {
@@ -258,9 +262,15 @@ int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,
     eng::RecallQuery q;
     AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
     std::vector<eng::RecallHit> hits;
-    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr));
-    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kHits, ppCur));
+    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
+    Status s = d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr);
+    if (s.ok()) s = NewCursor(db, agentmem_cursor::kHits, ppCur);
+    if (!s.ok()) {
+      d.EndRead();
+      return s;
+    }
     (*ppCur)->hits = std::move(hits);
+    (*ppCur)->pinned = true;
     db->open_cursors++;
     return Status::OK();
   });
@@ -473,9 +483,15 @@ int agentmem_episodes(agentmem_db* db, const char* user_id, const char* session_
     AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
     std::string session = session_id ? session_id : "";
     std::vector<uint64_t> ids;
-    AGENTMEM_RETURN_IF_ERROR(d.ListEpisodeIds(user_id, session_id ? &session : nullptr, &ids));
-    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kEpisodes, ppCur));
+    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
+    Status s = d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids);
+    if (s.ok()) s = NewCursor(db, agentmem_cursor::kEpisodes, ppCur);
+    if (!s.ok()) {
+      d.EndRead();
+      return s;
+    }
     (*ppCur)->ids = std::move(ids);
+    (*ppCur)->pinned = true;
     db->open_cursors++;
     return Status::OK();
   });
@@ -682,6 +698,7 @@ int agentmem_cursor_close(agentmem_cursor* cur) {
   if (IsLive(cur->owner)) {
     std::lock_guard<std::mutex> g(cur->owner->mu);
     cur->owner->open_cursors--;
+    if (cur->pinned && cur->owner->db) cur->owner->db->EndRead();
   }
   delete cur;
   return AGENTMEM_OK;

@@ -79,6 +79,10 @@ const T* FindPending(const std::vector<T>& v, uint64_t T::*key, uint64_t id) {
 
 }  // namespace
 
+const EpisodeRecord* Database::FindPendingEpisode(uint64_t id) const {
+  return FindPending(pending_episodes_, &EpisodeRecord::id, id);
+}
+
 Database::Database(std::string path, Options opts) : path_(std::move(path)), opts_(std::move(opts)) {
   env_ = opts_.env ? opts_.env : Env::Posix();
 }
@@ -429,7 +433,13 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
   AGENTMEM_RETURN_IF_ERROR(
       DecodeScanned(txn, Counters{next_episode_id_, next_fact_id_, next_block_version_}, &d));
   for (auto& [k, v] : d.meta) catalog_.SetMeta(k, v);
-  for (const auto& [r, loc] : d.episodes) catalog_.AddEpisode(r, loc);
+  for (const auto& [r, loc] : d.episodes) {
+    catalog_.AddEpisode(r, loc);
+    // An episode older than the policy's next due time brings it forward.
+    if (retention_due_ != INT64_MIN) {
+      retention_due_ = std::min(retention_due_, SaturatingAdd(r.ts, retention_due_age_s_));
+    }
+  }
   for (const auto& [r, loc] : d.blocks) catalog_.AddBlock(r, loc);
   for (const auto& [r, loc] : d.facts) {
     if (r.id < next_fact_id_ && !catalog_.FindFact(r.id)) {
@@ -615,7 +625,10 @@ Status Database::Commit() {
   explicit_txn_ = false;
   Status s = write_locked_ ? CommitPending() : Status::OK();
   ClearPending();
-  if (s.ok() && write_locked_) CheckpointAfterCommit();
+  if (s.ok() && write_locked_) {
+    RetentionAfterCommit();
+    CheckpointAfterCommit();
+  }
   ReleaseWriteLock();
   return s;
 }
@@ -634,7 +647,10 @@ Status Database::FinishWrite(Status s) {
   if (explicit_txn_) return s;  // the transaction decides at Commit()
   if (s.ok()) s = CommitPending();
   ClearPending();
-  if (s.ok()) CheckpointAfterCommit();
+  if (s.ok()) {
+    RetentionAfterCommit();
+    CheckpointAfterCommit();
+  }
   ReleaseWriteLock();
   return s;
 }
@@ -795,11 +811,11 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
     return StatusF(kTooBig, "episode text is %zu bytes; the limit is %llu (max_text_bytes)",
                    r.text.size(), static_cast<unsigned long long>(opts_.max_text_bytes));
   }
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.user_id, "user_id"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.session_id, "session_id"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.role, "role"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.text, "text"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.metadata, "metadata"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.session_id, "session_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.role, "role"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.text, "text"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.metadata, "metadata"));
   AGENTMEM_RETURN_IF_ERROR(CheckJson(r.metadata, "metadata"));
   if (!r.vector.empty() && r.vector.size() != space_.dim) {
     return StatusF(kMismatchDimension,
@@ -840,9 +856,9 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
 Status Database::SetBlock(BlockRecord r) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   if (r.name.empty()) return Status(kConstraint, "block name must not be empty");
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.user_id, "user_id"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.name, "block name"));
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(r.value, "block value"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.name, "block name"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.value, "block value"));
   if (r.value.size() > opts_.max_text_bytes) {
     return StatusF(kTooBig, "block value is %zu bytes; the limit is %llu (max_text_bytes)",
                    r.value.size(), static_cast<unsigned long long>(opts_.max_text_bytes));
@@ -865,9 +881,10 @@ Status CheckFact(const FactRecord& r) {
   if (r.subject.empty() || r.predicate.empty() || r.object.empty()) {
     return Status(kConstraint, "fact subject, predicate and object must not be empty");
   }
-  for (const std::string* f : {&r.user_id, &r.subject, &r.predicate, &r.object}) {
-    AGENTMEM_RETURN_IF_ERROR(CheckUtf8(*f, "fact field"));
-  }
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.subject, "fact subject"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.predicate, "fact predicate"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(r.object, "fact object"));
   if (!(r.confidence >= 0.0f && r.confidence <= 1.0f)) {
     return Status(kRange, "fact confidence must be between 0 and 1");
   }
@@ -981,7 +998,7 @@ Status Database::ImportFact(FactRecord r, uint64_t* id) {
 Status Database::DeclarePredicate(const std::string& predicate, bool single_valued) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   if (predicate.empty()) return Status(kConstraint, "predicate must not be empty");
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(predicate, "predicate"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(predicate, "predicate"));
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   pending_meta_.entries.emplace_back("fact.single_valued." + predicate, single_valued ? "1" : "0");
   return FinishWrite(Status::OK());
@@ -1077,6 +1094,21 @@ Status Database::ListEpisodeIds(std::string_view user_id, const std::string* ses
   for (const EpisodeRecord& r : pending_episodes_) {
     if (r.user_id == user_id && (!session_id || r.session_id == *session_id)) ids->push_back(r.id);
   }
+  return Status::OK();
+}
+
+Status Database::ListEpisodeIdsByTime(std::string_view user_id, const std::string* session_id,
+                                      std::vector<uint64_t>* ids) {
+  AGENTMEM_RETURN_IF_ERROR(ListEpisodeIds(user_id, session_id, ids));
+  std::vector<std::pair<int64_t, uint64_t>> by_time;
+  by_time.reserve(ids->size());
+  for (uint64_t id : *ids) {
+    const EpisodeEntry* e = catalog_.FindEpisode(id);
+    const EpisodeRecord* p = e ? nullptr : FindPendingEpisode(id);
+    by_time.emplace_back(e ? e->ts : p ? p->ts : 0, id);
+  }
+  std::sort(by_time.begin(), by_time.end());
+  for (size_t i = 0; i < by_time.size(); i++) (*ids)[i] = by_time[i].second;
   return Status::OK();
 }
 

@@ -70,6 +70,14 @@ struct ForgetReceipt {
   uint64_t residue = 0;         // of them, found (0: nothing of the forgotten data remains)
 };
 
+// ts (unix us) plus `seconds`, clamped to the int64 range.
+inline int64_t SaturatingAdd(int64_t ts, int64_t seconds) {
+  int64_t us = 0, out = 0;
+  if (__builtin_mul_overflow(seconds, int64_t{1000000}, &us)) return seconds > 0 ? INT64_MAX : INT64_MIN;
+  if (__builtin_add_overflow(ts, us, &out)) return us > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
 class Database {
  public:
   // Opens (and with opts.create, creates) the file at path. On failure *out is
@@ -140,6 +148,10 @@ class Database {
   Status GetEpisodeNoRefresh(uint64_t id, format::EpisodeRecord* out);
   Status ListEpisodeIds(std::string_view user_id, const std::string* session_id,
                         std::vector<uint64_t>* ids);
+  // The same ids ordered by event time (ts), ties by id: the order of
+  // agentmem_episodes().
+  Status ListEpisodeIdsByTime(std::string_view user_id, const std::string* session_id,
+                              std::vector<uint64_t>* ids);
   Status GetBlock(std::string_view user_id, std::string_view name, format::BlockRecord* out);
   Status ListBlocks(std::string_view user_id, std::vector<format::BlockRecord>* out);
   Status ListFacts(std::string_view user_id, const std::string* subject,
@@ -260,6 +272,12 @@ class Database {
   Status ApplyForget(const format::ForgetRecord& f);
   Status KeepCited(Selection* sel);
   Status ApplyRetention();
+  // After a commit: ApplyRetention() when the policy is set and its due time
+  // (retention_due_) has passed. Never the commit's error.
+  void RetentionAfterCommit();
+  void NoteRetentionDue(int64_t before, int64_t max_age_s);
+  // The pending episode with this id, or null.
+  const format::EpisodeRecord* FindPendingEpisode(uint64_t id) const;
   // Episodes forgotten since the file was last compacted (their records are
   // still in it).
   uint64_t ForgottenInFile() const;
@@ -327,6 +345,13 @@ class Database {
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()
+  // Retention on commit: when retention_due_ (unix us) has passed, some
+  // episode may have expired. Computed by ApplyRetention for the policy
+  // retention_due_age_s_ (another policy: due at once); every episode applied
+  // since may make it earlier. INT64_MIN: not known yet (due).
+  int64_t retention_due_ = INT64_MIN;
+  int64_t retention_due_age_s_ = 0;
+  bool retention_due_keep_ = false;
   std::string pending_graph_;
 
   // Decoded record pages, by offset (a small cache; cleared when full).

@@ -139,7 +139,9 @@ Status Database::ApplyForget(const ForgetRecord& f) {
 
 Status Database::Forget(const ForgetRecord& f, ForgetReceipt* receipt) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
-  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(f.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.session_id, "session_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.name, "block name"));
   const bool by_id = f.kind == ForgetKind::kEpisode || f.kind == ForgetKind::kFact;
   if (by_id && f.id == 0) return Status(kMisuse, "forget by id needs an id");
   // The decoder refuses such a record (format.md §5.9): committed, it would
@@ -168,10 +170,17 @@ Status Database::SetRetention(int64_t max_age_s, bool keep_cited) {
 void Database::Retention(int64_t* max_age_s, bool* keep_cited) const {
   *max_age_s = 0;
   *keep_cited = false;
-  if (const std::string* v = catalog_.Meta("retention.episodes.max_age_s")) {
+  // The open transaction's setting, else the file's.
+  auto meta = [this](const std::string& key) -> const std::string* {
+    for (auto it = pending_meta_.entries.rbegin(); it != pending_meta_.entries.rend(); ++it) {
+      if (it->first == key) return &it->second;
+    }
+    return catalog_.Meta(key);
+  };
+  if (const std::string* v = meta("retention.episodes.max_age_s")) {
     *max_age_s = std::strtoll(v->c_str(), nullptr, 10);
   }
-  if (const std::string* v = catalog_.Meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
+  if (const std::string* v = meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
 }
 
 // Commits one retention forget when an episode is older than the policy
@@ -184,11 +193,14 @@ Status Database::ApplyRetention() {
   if (max_age_s <= 0) return Status::OK();
   ForgetRecord f;
   f.kind = ForgetKind::kRetention;
-  f.before = Now() - max_age_s * 1000000;
+  f.before = SaturatingAdd(Now(), -max_age_s);
   Selection sel;
   Select(catalog_, f, &sel);
   AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
-  if (sel.episodes.empty()) return Status::OK();
+  if (sel.episodes.empty()) {
+    NoteRetentionDue(f.before, max_age_s);
+    return Status::OK();
+  }
   bool locked = false;
   AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
   if (!locked) return Status::OK();  // another handle writes; it applies the policy
@@ -196,11 +208,55 @@ Status Database::ApplyRetention() {
   sel = Selection{};
   Select(catalog_, f, &sel);
   AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
-  if (sel.episodes.empty()) return Status::OK();
+  if (sel.episodes.empty()) {
+    NoteRetentionDue(f.before, max_age_s);
+    return Status::OK();
+  }
   pending_forgets_.push_back(f);
   Status s = CommitPending();
   ClearPending();
+  if (s.ok()) NoteRetentionDue(f.before, max_age_s);
   return s;
+}
+
+// Every episode with an event time before `before` is forgotten, or kept
+// because a fact cites it: the policy is next due when the oldest of the
+// others expires.
+void Database::NoteRetentionDue(int64_t before, int64_t max_age_s) {
+  int64_t oldest = INT64_MAX;
+  for (const UserEntry& user : catalog_.users()) {
+    for (uint64_t id : user.episode_ids) {
+      const int64_t ts = catalog_.FindEpisode(id)->ts;
+      if (ts >= before) oldest = std::min(oldest, ts);
+    }
+  }
+  retention_due_ = oldest == INT64_MAX ? INT64_MAX : SaturatingAdd(oldest, max_age_s);
+  // At most one pass a minute (or per max_age, when shorter) for what ages
+  // out of the snapshot: a steady stream of episodes is not rescanned at
+  // every commit. Episodes committed with an older event time bring the
+  // next pass forward (ApplyScanned).
+  retention_due_ = std::max(retention_due_, SaturatingAdd(Now(), std::min<int64_t>(max_age_s, 60)));
+  retention_due_age_s_ = max_age_s;
+  bool keep_cited = false;
+  int64_t age = 0;
+  Retention(&age, &keep_cited);
+  retention_due_keep_ = keep_cited;
+}
+
+void Database::RetentionAfterCommit() {
+  if (bulk_ || !write_locked_ || explicit_txn_) return;
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  Retention(&max_age_s, &keep_cited);
+  if (max_age_s <= 0) return;
+  if (retention_due_ != INT64_MIN && max_age_s == retention_due_age_s_ &&
+      keep_cited == retention_due_keep_ && Now() < retention_due_) {
+    return;
+  }
+  // The caller's receipt holds what its own forget did.
+  const ForgetReceipt counts = forget_counts_;
+  ApplyRetention().IgnoreError();  // a failed write is sticky; nothing else is lost
+  forget_counts_ = counts;
 }
 
 uint64_t Database::ForgottenInFile() const {
@@ -294,6 +350,19 @@ Status Database::QueryFacts(const FactQuery& q, std::vector<FactRecord>* out) {
     return f.user_id == q.user_id && (!subject || f.subject == *subject) &&
            (!predicate || f.predicate == *predicate) && (!object || f.object == *object);
   });
+  // A fact's sources are the episodes it cites that are still remembered: a
+  // forgotten one is no longer reported (the record keeps its id until the
+  // fact is forgotten with its last source).
+  const uint64_t limit = episode_id_limit();
+  for (FactRecord& f : *out) {
+    auto& src = f.source_episode_ids;
+    src.erase(std::remove_if(src.begin(), src.end(),
+                             [&](uint64_t e) {
+                               return e < limit && !catalog_.FindEpisode(e) &&
+                                      !FindPendingEpisode(e);
+                             }),
+              src.end());
+  }
   if (q.all_versions) return Status::OK();
   const int64_t now = Now();
   const int64_t valid_at = q.valid_at ? q.valid_at : now;
@@ -318,6 +387,7 @@ bool Database::FileReplaced() const {
 
 Status Database::Reload() {
   ReleaseWriteLock();
+  retention_due_ = INT64_MIN;
   page_cache_.clear();
   fact_index_.reset();
   recall_.reset();

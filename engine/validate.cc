@@ -1,6 +1,7 @@
 // engine/validate.cc -- see validate.h.
 #include "engine/validate.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace agentmem::engine {
@@ -53,9 +54,53 @@ Status CheckUtf8(std::string_view s, const char* field) {
   return StatusF(kMismatchUtf8, "%s is not valid UTF-8", field);
 }
 
+namespace {
+// The deepest nesting of arrays and objects in s, which is valid JSON: the
+// brackets outside strings (a string's escapes never end it early).
+size_t JsonDepth(std::string_view s) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); i++) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        i++;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      depth--;
+    }
+  }
+  return deepest;
+}
+}  // namespace
+
 Status CheckJson(std::string_view s, const char* field) {
-  if (s.empty() || nlohmann::json::accept(s)) return Status::OK();
-  return StatusF(kMismatchJson, "%s is not valid JSON", field);
+  if (s.empty()) return Status::OK();
+  if (!nlohmann::json::accept(s)) return StatusF(kMismatchJson, "%s is not valid JSON", field);
+  if (size_t depth = JsonDepth(s); depth > kMaxJsonDepth) {
+    return StatusF(kTooBig, "%s nests arrays and objects %zu levels deep; the limit is %zu",
+                   field, depth, kMaxJsonDepth);
+  }
+  return Status::OK();
+}
+
+Status CheckNoNul(std::string_view s, const char* field) {
+  if (s.find('\0') == std::string_view::npos) return Status::OK();
+  return StatusF(kMismatch,
+                 "%s contains a NUL byte (U+0000), which agentmem refuses: strings are read back "
+                 "NUL-terminated",
+                 field);
+}
+
+Status CheckUtf8Text(std::string_view s, const char* field) {
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8(s, field));
+  return CheckNoNul(s, field);
 }
 
 }  // namespace agentmem::engine

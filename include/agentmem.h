@@ -24,6 +24,9 @@
 **      it is closed and the file reopened; fsync is never retried.
 **  (7) Strings are UTF-8 and NUL-terminated; invalid UTF-8 is refused with
 **      AGENTMEM_MISMATCH_UTF8. Times are unix microseconds (int64).
+**      A name or text holds no NUL byte: where one can arrive whole (SQL
+**      values, bound text with a length, JSON "\u0000" in an import) it is
+**      refused with AGENTMEM_MISMATCH, never stored or cut.
 **
 ** Caveats (read these):
 **  - sync=NORMAL gives up D: an OS crash or power loss may lose the most
@@ -205,7 +208,8 @@ typedef struct agentmem_episode {
 
 /* Remember one episode. user_id, session_id and role may be "" but not NULL;
 ** text must be non-NULL valid UTF-8 of at most max_text_bytes; metadata is
-** NULL/"" or a JSON object or value; vector is NULL (no vector yet) or dim
+** NULL/"" or a JSON object or value nested at most 64 levels of arrays and
+** objects deep (deeper: AGENTMEM_TOOBIG); vector is NULL (no vector yet) or dim
 ** floats matching the file's vector_dim. ts is the event time (0 = now).
 ** On AGENTMEM_OK, *pId (if pId is not NULL) receives the new id. On failure
 ** *pId is left unchanged and nothing is written; codes: AGENTMEM_MISUSE,
@@ -223,7 +227,7 @@ int agentmem_remember(agentmem_db *db, const char *user_id, const char *session_
 ** AGENTMEM_IOERR_*, AGENTMEM_MISUSE. */
 int agentmem_episode_get(agentmem_db *db, int64_t id, agentmem_episode **ppEp);
 
-/* Iterate one user's episodes in id order (the order they were remembered).
+/* Iterate one user's episodes by event time (ts), ties by id.
 ** session_id NULL means every session. On AGENTMEM_OK *ppCur is a cursor;
 ** step it with agentmem_cursor_step() and read rows with
 ** agentmem_cursor_episode(); finish it with agentmem_cursor_close(). On
@@ -269,7 +273,7 @@ typedef struct agentmem_fact {
   const char *predicate;
   const char *object;
   double confidence;
-  const int64_t *source_episode_ids;
+  const int64_t *source_episode_ids;  /* the cited episodes not forgotten since */
   int n_sources;
   int64_t valid_from;   /* valid time, unix microseconds */
   int64_t valid_to;     /* INT64_MAX = still valid */
@@ -353,7 +357,8 @@ int agentmem_forget_block(agentmem_db *db, const char *user_id, const char *name
 /* Retention, stored in the file for every handle: episodes whose event time
 ** (ts) is more than max_age_seconds in the past are forgotten -- except, with
 ** keep_cited, those that a live fact cites -- when a writable handle closes
-** and before a VACUUM copies the file (each time as one forget record).
+** and before a VACUUM copies the file, and after a writer's commit once the
+** policy is due (docs/lifecycle.md; each time as one forget record).
 ** max_age_seconds 0 keeps episodes forever (the default). Blocks and facts
 ** never expire. agentmem_retention_get reads the policy. */
 int agentmem_retention_set(agentmem_db *db, int64_t max_age_seconds, int keep_cited);

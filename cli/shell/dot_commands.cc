@@ -146,6 +146,8 @@ const DotCommand kCommands[] = {
     {".read", CmdRead, ".read FILE", "run the SQL and dot-commands of FILE"},
     {".recall", CmdRecall, ".recall USER QUERY [K] [MODE]",
      "recall with scores and both ranks (MODE: hybrid, bm25, vector)"},
+    {".retention", CmdRetention, ".retention [SECONDS [keep-cited]]",
+     "show or set the retention policy: forget episodes older than SECONDS (0: keep forever)"},
     {".schema", CmdSchema, ".schema [NAME]", "the columns of the tables and table functions"},
     {".stats", CmdStats, ".stats", "counts per user, file size and pages"},
     {".tables", CmdTables, ".tables", "the tables and table-valued functions"},

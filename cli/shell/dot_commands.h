@@ -30,6 +30,7 @@ bool CmdContext(Shell& sh, const Args& args);
 bool CmdProfile(Shell& sh, const Args& args);
 bool CmdExportUser(Shell& sh, const Args& args);
 bool CmdImportUser(Shell& sh, const Args& args);
+bool CmdRetention(Shell& sh, const Args& args);
 
 // The help text of every dot-command (".help").
 std::string DotHelp();

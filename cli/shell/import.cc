@@ -76,7 +76,14 @@ std::string TextField(const Json& obj, const std::string& key, const std::string
     if (required) throw BadLine{"missing \"" + key + "\""};
     return dflt;
   }
-  if (it->is_string()) return it->get<std::string>();
+  if (it->is_string()) {
+    // "\u0000" reads as a NUL byte, which the C API's strings would cut off
+    // there: refused, as the engine refuses it (include/agentmem.h, (7)).
+    if (it->get_ref<const std::string&>().find('\0') != std::string::npos) {
+      throw BadLine{"\"" + key + "\" contains a NUL byte (\\u0000), which agentmem refuses"};
+    }
+    return it->get<std::string>();
+  }
   if (it->is_number()) return it->dump();
   throw BadLine{"\"" + key + "\" must be a string, not " + it->dump()};
 }

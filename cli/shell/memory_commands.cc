@@ -1,7 +1,10 @@
-// cli/shell/memory_commands.cc -- .context, .profile, .export-user and
-// .import-user: context assembly, the profile and one user's export / import
-// (docs/memory.md), through agentmem_context / profile / export / import.
+// cli/shell/memory_commands.cc -- .context, .profile, .export-user,
+// .import-user and .retention: context assembly, the profile, one user's
+// export / import (docs/memory.md) and the retention policy
+// (docs/lifecycle.md), through agentmem_context / profile / export / import /
+// retention_set.
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,6 +126,41 @@ bool CmdImportUser(Shell& sh, const Args& args) {
     return sh.FailDb();
   }
   std::fprintf(sh.out, "added %lld records\n", static_cast<long long>(added));
+  std::fflush(sh.out);
+  return true;
+}
+
+bool CmdRetention(Shell& sh, const Args& args) {
+  const bool keep = args.size() == 3 && args[2] == "keep-cited";
+  if (args.size() > 3 || (args.size() == 3 && !keep)) {
+    sh.Fail("usage: .retention [SECONDS [keep-cited]]");
+    return false;
+  }
+  if (!NeedDb(sh)) return false;
+  if (args.size() >= 2) {
+    char* end = nullptr;
+    errno = 0;
+    long long seconds = std::strtoll(args[1].c_str(), &end, 10);
+    if (args[1].empty() || *end != '\0' || errno == ERANGE) {
+      sh.Fail(".retention: SECONDS must be an integer (0 keeps episodes forever), not \"" +
+              args[1] + "\"");
+      return false;
+    }
+    if (agentmem_retention_set(sh.db(), seconds, keep ? 1 : 0) != AGENTMEM_OK) {
+      return sh.FailDb(".retention");
+    }
+  }
+  int64_t max_age_s = 0;
+  int keep_cited = 0;
+  if (agentmem_retention_get(sh.db(), &max_age_s, &keep_cited) != AGENTMEM_OK) {
+    return sh.FailDb(".retention");
+  }
+  if (max_age_s == 0) {
+    std::fprintf(sh.out, "retention: off (episodes are kept forever)\n");
+  } else {
+    std::fprintf(sh.out, "retention: episodes older than %lld s are forgotten%s\n",
+                 static_cast<long long>(max_age_s), keep_cited ? ", except those a fact cites" : "");
+  }
   std::fflush(sh.out);
   return true;
 }

@@ -710,6 +710,48 @@ class VacuumTable : public FunctionTable {
   std::unique_ptr<VCursor> Open() override { return std::make_unique<VacuumCursor>(this); }
 };
 
+// retention(): the file's retention policy (max_age_s, keep_cited) as one
+// row; retention(max_age_s [, keep_cited]) sets it first (SET RETENTION).
+class RetentionCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    if (!IsNull(Arg(0))) {
+      std::optional<int64_t> age = ValueInt(Arg(0));
+      if (!age) return Status(kMisuse, "retention(): max_age_s must be an integer (seconds)");
+      std::optional<int64_t> keep = IsNull(Arg(1)) ? std::optional<int64_t>(0) : ValueInt(Arg(1));
+      if (!keep) return Status(kMisuse, "retention(): keep_cited must be 0 or 1");
+      // A table-valued function takes no part in an SQL transaction: like
+      // FORGET, setting the policy runs on its own.
+      if (!sqlite3_get_autocommit(table_->session()->conn())) {
+        return Status(kMisuse, "SET RETENTION cannot run inside BEGIN ... COMMIT; run it on its own");
+      }
+      AGENTMEM_RETURN_IF_ERROR(db()->SetRetention(*age, *keep != 0));
+    } else if (!IsNull(Arg(1))) {
+      return Status(kMisuse, "retention(): keep_cited needs max_age_s");
+    }
+    db()->Retention(&max_age_s_, &keep_cited_);
+    return Status::OK();
+  }
+  size_t Rows() const override { return 1; }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    sqlite3_result_int64(ctx, i == 0 ? max_age_s_ : keep_cited_ ? 1 : 0);
+    return Status::OK();
+  }
+
+ private:
+  int64_t max_age_s_ = 0;
+  bool keep_cited_ = false;
+};
+
+class RetentionTable : public FunctionTable {
+ public:
+  explicit RetentionTable(Session* s) : FunctionTable(s, 2, 2, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<RetentionCursor>(this); }
+};
+
 const std::string& RecallSchema() {
   static const std::string s =
       std::string("CREATE TABLE x(id INTEGER, user_id TEXT, session_id TEXT, role TEXT, "
@@ -756,6 +798,10 @@ std::vector<ModuleSpec> FunctionSpecs() {
        "for_session HIDDEN, before HIDDEN, for_id HIDDEN, for_name HIDDEN, purge HIDDEN)",
        false, Make<ForgetTable>},
       {"vacuum", nullptr, "CREATE TABLE x(" AGENTMEM_RECEIPT_SCHEMA ")", false, Make<VacuumTable>},
+      {"retention", nullptr,
+       "CREATE TABLE x(max_age_s INTEGER, keep_cited INTEGER, set_max_age_s HIDDEN, "
+       "set_keep_cited HIDDEN)",
+       false, Make<RetentionTable>},
       {"context", nullptr,
        "CREATE TABLE x(position INTEGER, kind TEXT, id INTEGER, name TEXT, text TEXT, "
        "tokens INTEGER, reason TEXT, for_user HIDDEN, for_query HIDDEN, budget HIDDEN)",

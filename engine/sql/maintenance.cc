@@ -94,6 +94,19 @@ Result<bool> RewriteMaintenance(const char* sql, const char* end, std::string* r
     *rest = stop;
     return true;
   }
+  if (t[0].text == "SET" && t.size() >= 2 && t[1].kind == Token::kWord && t[1].text == "RETENTION") {
+    // SET RETENTION seconds [KEEP CITED]
+    const bool keep = t.size() == 5 && t[3].kind == Token::kWord && t[3].text == "KEEP" &&
+                      t[4].kind == Token::kWord && t[4].text == "CITED";
+    if (!(t.size() == 3 || keep) ||
+        !(t[2].kind == Token::kNumber || t[2].kind == Token::kParam)) {
+      return Status(kError, "SET RETENTION: the form is SET RETENTION seconds [KEEP CITED] "
+                            "(seconds: an integer or a parameter; 0 keeps episodes forever)");
+    }
+    *rewritten = "SELECT * FROM retention(" + t[2].text + ", " + (keep ? "1" : "0") + ")";
+    *rest = stop;
+    return true;
+  }
   if (t[0].text != "FORGET") return false;
   auto bad = [](const std::string& why) {
     return Status(kError, "FORGET: " + why + "; the forms are " + kGrammar);

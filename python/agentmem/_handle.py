@@ -13,7 +13,7 @@ import os
 import threading
 
 from . import _capi
-from .errors import MissingFunctionError, ProgrammingError, from_code
+from .errors import MissingFunctionError, NulCharacterError, ProgrammingError, from_code
 
 
 def cstr(value, what="a string argument"):
@@ -27,7 +27,8 @@ def cstr(value, what="a string argument"):
     else:
         raise TypeError(f"{what} must be str, not {type(value).__name__}")
     if b"\0" in data:
-        raise ValueError(f"{what} contains a NUL character, which the C API cannot pass")
+        raise NulCharacterError(f"{what} contains a NUL character, which agentmem refuses "
+                                "(strings are read back NUL-terminated)")
     return data
 
 

@@ -65,6 +65,14 @@ class DataError(DatabaseError):
     """A value the engine refuses: wrong dimension, bad UTF-8 or JSON, too big, out of range."""
 
 
+class NulCharacterError(DataError, ValueError):
+    """A str argument holds a NUL character: refused before any C call, as the
+    engine refuses it in every name and text (AGENTMEM_MISMATCH)."""
+
+    def __init__(self, message):
+        super().__init__(message, 15)
+
+
 class OperationalError(DatabaseError):
     """SQL errors, I/O, a busy or read-only file, a file that cannot be opened."""
 

@@ -227,7 +227,7 @@ class Memory:
         return self._get_one("agentmem_episode_get", _capi.Episode, _episode, episode_id)
 
     def episodes_sync(self, user_id, session_id=None):
-        """A user's episodes in the order they were remembered (one session's when given)."""
+        """A user's episodes by event time (ts), ties by id (one session's when given)."""
         return self._cursor_rows("agentmem_episodes", "agentmem_cursor_episode", _episode,
                                  cstr(user_id, "user_id"), cstr(session_id, "session_id"))
 

@@ -217,3 +217,25 @@ TEST_CASE("export through a symbolic link writes the file it points to") {
   CHECK(r.status == 1);
   CHECK(r.err == "Error: .import: \".\" is a folder, not a file\n");
 }
+
+TEST_CASE("import refuses a NUL byte in a name or a text instead of cutting it there") {
+  TempDir dir;
+  WriteFileBytes(dir.File("nul.jsonl"),
+                 R"({"user_id":"alice\u0000evil","text":"x"})" "\n"
+                 R"({"user_id":"alice","text":"before\u0000after"})" "\n"
+                 R"({"kind":"block","user_id":"alice","name":"b","value":"v\u0000w"})" "\n"
+                 R"({"kind":"fact","user_id":"alice","subject":"a","predicate":"p\u0000q","object":"o"})" "\n"
+                 R"({"user_id":"alice","text":"fine","metadata":{"note":"a\u0000b"}})" "\n");
+  auto r = RunShell(dir.path(), {"a.agentmem", ".import nul.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.out == "imported 1 episodes, 0 block versions, 0 facts from nul.jsonl\n");
+  auto err = Lines(r.err);
+  REQUIRE(err.size() == 5);
+  CHECK(err[0] == "nul.jsonl:1: \"user_id\" contains a NUL byte (\\u0000), which agentmem refuses");
+  CHECK(err[1] == "nul.jsonl:2: \"text\" contains a NUL byte (\\u0000), which agentmem refuses");
+  CHECK(err[2].find("nul.jsonl:3: ") == 0);
+  CHECK(err[3].find("nul.jsonl:4: ") == 0);
+  // Metadata keeps it escaped in its JSON text: it round-trips whole.
+  r = RunShell(dir.path(), {"a.agentmem", "SELECT user_id, text, metadata FROM episodes"});
+  CHECK(r.out == "alice|fine|{\"note\":\"a\\u0000b\"}\n");
+}

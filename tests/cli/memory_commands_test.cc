@@ -2,6 +2,7 @@
 // .export-user and .import-user (docs/shell.md), run as a program.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -60,4 +61,47 @@ TEST_CASE("the shell exports a user to a file and imports it into another file, 
   auto missing = RunShell(dir.path(), {"b.agentmem"}, ".import-user nowhere.jsonl\n");
   CHECK(missing.status == 1);
   CHECK(missing.err.find("cannot read \"nowhere.jsonl\"") != std::string::npos);
+}
+
+TEST_CASE("the shell shows and sets the retention policy, which a commit applies") {
+  TempDir dir;
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    ".retention\n"
+                    "INSERT INTO episodes(user_id, text, ts) VALUES ('u', 'long ago', 1000000);\n"
+                    ".retention 3600 keep-cited\n"
+                    "SELECT count(*) FROM episodes;\n"
+                    ".retention 0\n");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out ==
+        "retention: off (episodes are kept forever)\n"
+        "retention: episodes older than 3600 s are forgotten, except those a fact cites\n"
+        "0\n"
+        "retention: off (episodes are kept forever)\n");
+  auto bad = RunShell(dir.path(), {"a.agentmem"}, ".retention a-week\n");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("SECONDS must be an integer") != std::string::npos);
+}
+
+TEST_CASE("the shell's .import-user refuses a NUL byte in a text instead of cutting it") {
+  TempDir dir;
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    "INSERT INTO episodes(user_id, text) VALUES ('alice', 'beforeXafter');\n"
+                    ".export-user alice\n");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  std::string jsonl = r.out;
+  const size_t at = jsonl.find("beforeXafter");
+  REQUIRE(at != std::string::npos);
+  jsonl.replace(at, 12, "before\\u0000after");
+  {
+    std::FILE* f = std::fopen((dir.path() + "/nul.jsonl").c_str(), "wb");
+    REQUIRE(f);
+    std::fwrite(jsonl.data(), 1, jsonl.size(), f);
+    std::fclose(f);
+  }
+  auto imp = RunShell(dir.path(), {"b.agentmem"},
+                      "INSERT INTO blocks(user_id, name, value) VALUES ('bob', 'n', 'v');\n"
+                      ".import-user nul.jsonl\n"
+                      "SELECT count(*) FROM episodes WHERE user_id = 'alice';\n");
+  CHECK(imp.err.find("NUL byte") != std::string::npos);
+  CHECK(imp.out.find("0\n") != std::string::npos);
 }

@@ -392,3 +392,65 @@ TEST_CASE("the vector space is recorded at creation and checked on open") {
   CHECK(std::string(agentmem_errmsg(db)).find("hosted-3-small/1536/ip") != std::string::npos);
   agentmem_close(db);
 }
+
+TEST_CASE("an episode cursor and a recall cursor keep their snapshot while another handle forgets") {
+  TempDir dir;
+  const std::string path = dir.File("pin.agentmem");
+  agentmem_db* a = nullptr;
+  agentmem_db* b = nullptr;
+  REQUIRE(agentmem_open(path.c_str(), &a) == AGENTMEM_OK);
+  REQUIRE(agentmem_open(path.c_str(), &b) == AGENTMEM_OK);
+  for (const char* t : {"tea in the morning", "tea at noon", "tea at night"}) Remember(a, "u", t);
+
+  agentmem_cursor* eps = nullptr;
+  REQUIRE(agentmem_episodes(a, "u", nullptr, &eps) == AGENTMEM_OK);
+  agentmem_cursor* hits = nullptr;
+  REQUIRE(agentmem_recall(a, "u", "tea", nullptr, &hits) == AGENTMEM_OK);
+  REQUIRE(agentmem_cursor_step(eps) == AGENTMEM_ROW);
+  CHECK(agentmem_cursor_episode(eps)->id == 1);
+
+  CHECK(agentmem_forget_episode(b, 2, 0, nullptr) == AGENTMEM_OK);
+  CHECK(agentmem_forget(b, "u", nullptr, 0, 0, nullptr) == AGENTMEM_OK);
+
+  std::vector<int64_t> seen;
+  int rc;
+  while ((rc = agentmem_cursor_step(eps)) == AGENTMEM_ROW) seen.push_back(agentmem_cursor_episode(eps)->id);
+  CHECK_MESSAGE(rc == AGENTMEM_DONE, agentmem_errmsg(a));
+  CHECK(seen == std::vector<int64_t>{2, 3});
+  size_t n = 0;
+  while ((rc = agentmem_cursor_step(hits)) == AGENTMEM_ROW) {
+    CHECK(std::string(agentmem_cursor_hit(hits)->text).find("tea") == 0);
+    n++;
+  }
+  CHECK_MESSAGE(rc == AGENTMEM_DONE, agentmem_errmsg(a));
+  CHECK(n == 3);
+  agentmem_cursor_close(eps);
+  agentmem_cursor_close(hits);
+
+  // Closed, they let the handle move on to the forget.
+  CHECK(EpisodeTexts(a, "u").empty());
+  agentmem_episode* ep = nullptr;
+  CHECK(agentmem_episode_get(a, 1, &ep) == AGENTMEM_NOTFOUND);
+  CHECK(agentmem_close(a) == AGENTMEM_OK);
+  CHECK(agentmem_close(b) == AGENTMEM_OK);
+}
+
+TEST_CASE("a user's episodes are listed by event time, ties by id") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  const int64_t t0 = 1700000000LL * 1000000;
+  const std::pair<const char*, int64_t> turns[] = {
+      {"third", t0 + 300}, {"first", t0 + 100}, {"second", t0 + 200}, {"first too", t0 + 100}};
+  for (const auto& [text, ts] : turns) {
+    REQUIRE(agentmem_remember(db, "u", "s", "user", text, ts, nullptr, nullptr, 0, nullptr) ==
+            AGENTMEM_OK);
+  }
+  CHECK(EpisodeTexts(db, "u") == std::vector<std::string>{"first", "first too", "second", "third"});
+  // Within a transaction, its own episodes take their place by time too.
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(db, "u", "s", "user", "zeroth", t0, nullptr, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  CHECK(EpisodeTexts(db, "u").front() == "zeroth");
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  agentmem_close(db);
+}

@@ -520,7 +520,7 @@ TEST_CASE("an episode imported with its id keeps it; ids only increase, with gap
   CHECK(Ids(db.get(), "u") == std::vector<uint64_t>{10, 11});
 }
 
-TEST_CASE("retention forgets old episodes at close and at VACUUM, keeping those a live fact cites") {
+TEST_CASE("retention forgets old episodes at commit, at close and at VACUUM, keeping those a live fact cites") {
   TempDir dir;
   const std::string path = dir.File("f.agentmem");
   agentmem::test::TestClock clock;
@@ -538,10 +538,11 @@ TEST_CASE("retention forgets old episodes at close and at VACUUM, keeping those 
     db->Retention(&age, &keep);
     CHECK(age == 5 * 365LL * 24 * 3600);
     CHECK(keep);
-    CHECK(Ids(db.get(), "a").size() == 5);  // nothing applied before the close
+    // Applied at the commit that set it. Older than 2025: ids[0..4], but
+    // ids[1] is cited.
+    CHECK(Ids(db.get(), "a") == std::vector<uint64_t>{ids[1], ids[5], ids[7], ids[9]});
     Ok(db->Close());
   }
-  // Older than 2025: ids[0..4], but ids[1] is cited.
   auto db = MustOpen(path, o);
   CHECK(Ids(db.get(), "a") == std::vector<uint64_t>{ids[1], ids[5], ids[7], ids[9]});
   CHECK(Ids(db.get(), "b") == std::vector<uint64_t>{ids[6], ids[8]});
@@ -759,4 +760,73 @@ TEST_CASE("VACUUM, PURGE and auto-vacuum keep the file's permissions, owner and 
     CHECK(!(agentmem::engine::Env::Posix()->Identify(path) == before_close));
     check("auto-vacuum");
   }
+TEST_CASE("a fact's sources leave out the episodes forgotten since it was asserted") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  auto db = MustOpen(path, Options{});
+  const uint64_t e1 = Remember(db.get(), "u", "s", "I moved to Osaka");
+  const uint64_t e2 = Remember(db.get(), "u", "s", "Osaka is home now");
+  const uint64_t fact = Assert(db.get(), "u", "u", "lives_in", "Osaka", k2020, {e1, e2});
+  ForgetRecord f;
+  f.kind = ForgetKind::kEpisode;
+  f.id = e1;
+  Ok(db->Forget(f, nullptr));
+  auto sources = [](Database* d) {
+    std::vector<FactRecord> facts;
+    Ok(d->ListFacts("u", nullptr, nullptr, &facts));
+    REQUIRE(facts.size() == 1);
+    return facts[0].source_episode_ids;
+  };
+  CHECK(sources(db.get()) == std::vector<uint64_t>{e2});
+  FactQuery q;
+  q.user_id = "u";
+  std::vector<FactRecord> current;
+  Ok(db->QueryFacts(q, &current));
+  REQUIRE(current.size() == 1);
+  CHECK(current[0].id == fact);
+  CHECK(current[0].source_episode_ids == std::vector<uint64_t>{e2});
+  Ok(db->Close());
+  db = MustOpen(path, Options{});
+  CHECK(sources(db.get()) == std::vector<uint64_t>{e2});
+  // Its last source forgotten, the fact goes with it.
+  f.id = e2;
+  Ok(db->Forget(f, nullptr));
+  std::vector<FactRecord> none;
+  Ok(db->ListFacts("u", nullptr, nullptr, &none));
+  CHECK(none.empty());
+}
+
+TEST_CASE("a writer that stays open applies due retention at its commits, not only at close") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  agentmem::test::TestClock clock;
+  clock.now = k2020;
+  Options o;
+  o.clock = clock.Fn();
+  auto writer = MustOpen(path, o);
+  auto reader = MustOpen(path, o);
+  const int64_t hour = 3600LL * 1000000;
+  Remember(writer.get(), "u", "s", "an old turn", clock.now - 2 * hour);
+  const uint64_t fresh = Remember(writer.get(), "u", "s", "a fresh turn", clock.now);
+  Ok(writer->SetRetention(3600, false));
+  CHECK(Ids(reader.get(), "u") == std::vector<uint64_t>{fresh});
+  // An episode remembered with an event time already past the policy goes at
+  // its own commit.
+  Remember(writer.get(), "u", "s", "imported from long ago", clock.now - 3 * hour);
+  CHECK(Ids(reader.get(), "u") == std::vector<uint64_t>{fresh});
+  // Two hours on, the next commit of any kind applies it to the fresh turn.
+  clock.now += 2 * hour;
+  const uint64_t later = Remember(writer.get(), "v", "s", "another user's turn", clock.now);
+  CHECK(Ids(reader.get(), "u").empty());
+  CHECK(Ids(reader.get(), "v") == std::vector<uint64_t>{later});
+  // A forget's receipt counts only what the forget itself did.
+  clock.now += 2 * hour;
+  ForgetRecord f;
+  f.kind = ForgetKind::kBlock;
+  f.user_id = "v";
+  f.name = "none";
+  ForgetReceipt r;
+  Ok(writer->Forget(f, &r));
+  CHECK(r.episodes == 0);
+  CHECK(Ids(reader.get(), "v").empty());
 }

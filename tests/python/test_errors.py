@@ -126,3 +126,44 @@ def test_every_primary_code_maps_to_a_dbapi_class():
         err = agentmem.errors.from_code(code, "m")
         assert isinstance(err, agentmem.DatabaseError), name
         assert err.name == name
+
+
+def test_a_nul_character_in_a_name_or_text_is_a_mismatch_on_every_path(mem, tmp_path):
+    for call in (lambda: mem.remember_sync("alice\0evil", "x"),
+                 lambda: mem.remember_sync("alice", "before\0after"),
+                 lambda: mem.set_block_sync("alice", "pro\0file", "v"),
+                 lambda: mem.add_fact_sync("alice", "alice", "likes", "tea\0coffee")):
+        with pytest.raises(agentmem.DataError) as e:
+            call()
+        assert e.value.code == CODES["AGENTMEM_MISMATCH"] and "NUL" in e.value.message
+    # Through SQL the value arrives whole, with its length: the engine refuses it.
+    with pytest.raises(agentmem.DataError) as e:
+        mem.connection.execute("INSERT INTO episodes(user_id, text) VALUES(?, 'x')",
+                               ("alice\0evil",))
+    assert e.value.primary == CODES["AGENTMEM_MISMATCH"]
+    # And through an import, where "\u0000" is a NUL once read.
+    with agentmem.Memory(str(tmp_path / "other.agentmem")) as other:
+        other.remember_sync("alice", "beforeXafter")
+        jsonl = other.export_sync("alice")
+    assert "beforeXafter" in jsonl
+    with pytest.raises(agentmem.DataError) as e:
+        mem.import_jsonl_sync(jsonl.replace("beforeXafter", "before\\u0000after"))
+    assert e.value.primary == CODES["AGENTMEM_MISMATCH"]
+    assert mem.episodes_sync("alice") == []
+    assert mem.connection.execute("SELECT count(*) FROM episodes").fetchone() == (0,)
+
+
+def test_metadata_nested_deeper_than_64_levels_is_refused_and_every_read_still_works(mem):
+    deep = 1
+    for _ in range(100):
+        deep = {"k": [deep]}
+    with pytest.raises(agentmem.DataError) as e:
+        mem.remember_sync("alice", "x", metadata=deep)
+    assert e.value.code == CODES["AGENTMEM_TOOBIG"] and "limit is 64" in e.value.message
+    with pytest.raises(agentmem.DataError):
+        mem.remember_sync("alice", "x", metadata="[" * 5000 + "]" * 5000)
+    ok = 1
+    for _ in range(32):
+        ok = {"k": [ok]}
+    mem.remember_sync("alice", "y", metadata=ok)
+    assert [ep.metadata for ep in mem.episodes_sync("alice")] == [ok]

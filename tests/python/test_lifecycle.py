@@ -182,7 +182,7 @@ def test_a_missing_lifecycle_function_is_named_in_the_error(mem, monkeypatch):
 
 @requires("agentmem_retention_set")
 @requires("agentmem_retention_get")
-def test_a_retention_policy_is_stored_in_the_file_and_applied_at_close(path):
+def test_a_retention_policy_is_stored_in_the_file_and_applied_by_the_commit_that_sets_it(path):
     with agentmem.Memory(path) as mem:
         assert mem.retention_sync() == (0, False)
         old = mem.remember_sync("alice", "an old turn", ts=T0)
@@ -190,7 +190,8 @@ def test_a_retention_policy_is_stored_in_the_file_and_applied_at_close(path):
         mem.add_fact_sync("alice", "alice", "said", "something", sources=[cited])
         new = mem.remember_sync("alice", "a turn of today")
         mem.set_retention_sync(datetime.timedelta(days=30), keep_cited=True)
-        assert mem.get_episode_sync(old) is not None  # applied at close, not at once
+        assert mem.get_episode_sync(old) is None  # applied after the commit, once due
+        assert [e.id for e in mem.episodes_sync("alice")] == [cited, new]
     with agentmem.Memory(path) as mem:
         assert mem.retention_sync() == (30 * 86400, True)
         assert [e.id for e in mem.episodes_sync("alice")] == [cited, new]

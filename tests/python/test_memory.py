@@ -268,3 +268,14 @@ def test_import_with_new_ids_merges_a_user_into_a_file_whose_ids_moved_on(mem, t
     assert episode.id > taken and episode.text == "I moved to Lisbon."
     assert other.facts_sync("alice")[0].source_episode_ids == (episode.id,)
     other.close()
+
+
+def test_episodes_come_by_event_time_and_facts_list_only_remembered_sources(mem):
+    t0 = 1_700_000_000_000_000
+    late = mem.remember_sync("alice", "later", ts=t0 + 300)
+    early = mem.remember_sync("alice", "earlier", ts=t0 + 100)
+    tie = mem.remember_sync("alice", "earlier too", ts=t0 + 100)
+    assert [e.id for e in mem.episodes_sync("alice")] == [early, tie, late]
+    fact = mem.add_fact_sync("alice", "alice", "likes", "tea", sources=[late, early])
+    mem.forget_episode_sync(late)
+    assert [f.source_episode_ids for f in mem.facts_sync("alice") if f.id == fact] == [(early,)]

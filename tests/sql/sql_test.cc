@@ -1188,3 +1188,93 @@ TEST_CASE("a statement reading episodes sees one snapshot while another handle f
   agentmem_finalize(st);
   CHECK(Query(a.db, "SELECT id FROM episodes WHERE user_id = 'u'") == Rows{{"1"}, {"2"}, {"4"}});
 }
+
+TEST_CASE("a NUL byte in a name or a text is refused by INSERT with AGENTMEM_MISMATCH") {
+  Db h;
+  std::string msg;
+  CHECK((Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES('alice'||char(0)||'evil', 'x')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK(msg.find("user_id contains a NUL byte") != std::string::npos);
+  CHECK((Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES('alice', 'before'||char(0)||'after')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK(msg.find("text contains a NUL byte") != std::string::npos);
+  CHECK((Fails(h.db, "INSERT INTO episodes(user_id, session_id, text) VALUES('a', 's'||char(0), 'x')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK((Fails(h.db, "INSERT INTO blocks(user_id, name, value) VALUES('a', 'n'||char(0), 'v')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK((Fails(h.db, "INSERT INTO blocks(user_id, name, value) VALUES('a', 'n', 'v'||char(0)||'w')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK((Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object) "
+                     "VALUES('a', 'a', 'likes', 'tea'||char(0)||'coffee')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK((Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object) "
+                     "VALUES('a', 'a', 'li'||char(0)||'kes', 'tea')",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK((Fails(h.db, "SELECT * FROM forget('user', 'alice'||char(0), NULL, NULL, NULL, NULL, 0)",
+               &msg) & 0xff) == AGENTMEM_MISMATCH);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+  CHECK(One(h.db, "SELECT count(*) FROM blocks") == "0");
+  CHECK(One(h.db, "SELECT count(*) FROM facts") == "0");
+  // Bound as a parameter with its length, the same.
+  agentmem_stmt* st = nullptr;
+  REQUIRE(agentmem_prepare(h.db, "INSERT INTO episodes(user_id, text) VALUES(?, 'x')", -1, &st,
+                           nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_bind_text(st, 1, "alice\0evil", 10) == AGENTMEM_OK);
+  CHECK((agentmem_step(st) & 0xff) == AGENTMEM_MISMATCH);
+  agentmem_finalize(st);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+}
+
+TEST_CASE("INSERT refuses metadata nested deeper than 64 levels with AGENTMEM_TOOBIG") {
+  Db h;
+  std::string deep(5000, '['), msg;
+  deep += std::string(5000, ']');
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text, metadata) VALUES('u', 'x', '" + deep + "')",
+              &msg) == AGENTMEM_TOOBIG);
+  CHECK(msg.find("the limit is 64") != std::string::npos);
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+  std::string ok = std::string(64, '[') + std::string(64, ']');
+  Query(h.db, "INSERT INTO episodes(user_id, text, metadata) VALUES('u', 'x', '" + ok + "')");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "1");
+}
+
+TEST_CASE("SET RETENTION and retention() set and read the retention policy") {
+  TempDir dir;
+  const std::string path = dir.File("r.agentmem");
+  Db h(path);
+  REQUIRE(h.rc == AGENTMEM_OK);
+  CHECK(Query(h.db, "SELECT * FROM retention()") == Rows{{"0", "0"}});
+  CHECK(Query(h.db, "SET RETENTION 2592000 KEEP CITED") == Rows{{"2592000", "1"}});
+  int64_t age = 0;
+  int keep = 0;
+  REQUIRE(agentmem_retention_get(h.db, &age, &keep) == AGENTMEM_OK);
+  CHECK(age == 2592000);
+  CHECK(keep == 1);
+  CHECK(Query(h.db, "set retention 3600;") == Rows{{"3600", "0"}});
+  CHECK(Query(h.db, "SELECT max_age_s, keep_cited FROM retention(60, 1)") == Rows{{"60", "1"}});
+  // Like FORGET, it runs on its own, not inside BEGIN ... COMMIT.
+  Query(h.db, "BEGIN");
+  std::string why;
+  CHECK(Fails(h.db, "SET RETENTION 120", &why) == AGENTMEM_MISUSE);
+  CHECK(why.find("inside BEGIN") != std::string::npos);
+  CHECK(Query(h.db, "SELECT * FROM retention()") == Rows{{"60", "1"}});
+  Query(h.db, "ROLLBACK");
+  // Inside a C API transaction it joins it, and reads show it.
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  CHECK(Query(h.db, "SET RETENTION 120") == Rows{{"120", "0"}});
+  REQUIRE(agentmem_rollback(h.db) == AGENTMEM_OK);
+  CHECK(Query(h.db, "SELECT * FROM retention()") == Rows{{"60", "1"}});
+  std::string msg;
+  CHECK(Fails(h.db, "SET RETENTION 'a week'", &msg) != AGENTMEM_OK);
+  CHECK(msg.find("SET RETENTION seconds [KEEP CITED]") != std::string::npos);
+  CHECK((Fails(h.db, "SET RETENTION -1", &msg) & 0xff) == AGENTMEM_RANGE);
+  // An episode already older than the policy goes at the commit that set it.
+  const int64_t old = (1700000000LL - 7200) * 1000000;
+  Query(h.db, "INSERT INTO episodes(user_id, text, ts) VALUES('u', 'long ago', " +
+                  std::to_string(old) + ")");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "0");
+  Query(h.db, "SET RETENTION 0");
+  Query(h.db, "INSERT INTO episodes(user_id, text, ts) VALUES('u', 'long ago', " +
+                  std::to_string(old) + ")");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "1");
+}
