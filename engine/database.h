@@ -195,6 +195,7 @@ class Database {
   const std::string& path() const { return path_; }
 
  private:
+  friend class Salvage;  // recover.cc: writes what it salvages through the commit path
   Database(std::string path, Options opts);
 
   Status OpenFile();
