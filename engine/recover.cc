@@ -129,7 +129,7 @@ class Salvage {
     if (!s.ok()) {
       if (!best) return s;
       r_->header_damaged = true;
-      Damage(0, format::kHeaderSize, s.ToString(), 0);
+      Damage(0, format::kHeaderSize, s.message(), 0);
       salt_ = best->salt;
     } else {
       salt_ = h.salt;
@@ -165,7 +165,7 @@ class Salvage {
           }
           if (!s.ok()) {  // checksum-valid, but not a usable commit record
             u.valid = false;
-            u.error = s.ToString();
+            u.error = s.message();
           }
         }
         units_.push_back(std::move(u));
@@ -175,7 +175,7 @@ class Salvage {
       // No valid page here: find where one starts again.
       Unit bad;
       bad.offset = pos;
-      bad.error = s.ToString();
+      bad.error = s.message();
       uint64_t next = pos + format::kPageAlign;
       for (; next + format::kPageHeaderSize <= size_; next += format::kPageAlign) {
         bool plausible = false;

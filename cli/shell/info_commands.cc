@@ -190,6 +190,7 @@ bool CmdCheck(Shell& sh, const Args& args) {
     sh.Fail("usage: .check");
     return false;
   }
+  if (!sh.db() && !sh.damage().empty()) return CmdCheckDamaged(sh);
   std::vector<std::string> cols, problems;
   if (!sh.Query("SELECT * FROM integrity_check()", &cols,
                 [&](const std::vector<Value>& row) { problems.push_back(row[0].text); })) {
