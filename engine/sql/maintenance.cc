@@ -94,6 +94,11 @@ Result<bool> RewriteMaintenance(const char* sql, const char* end, std::string* r
     *rest = stop;
     return true;
   }
+  if (t[0].text == "REINDEX" && t.size() == 1) {
+    *rewritten = "SELECT * FROM reindex()";
+    *rest = stop;
+    return true;
+  }
   if (t[0].text != "FORGET") return false;
   auto bad = [](const std::string& why) {
     return Status(kError, "FORGET: " + why + "; the forms are " + kGrammar);

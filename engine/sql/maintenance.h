@@ -11,13 +11,13 @@
 
 namespace agentmem::engine::sql {
 
-// If the statement starting at `sql` (up to `end`) is a FORGET or a bare
-// VACUUM, sets *rewritten to the equivalent SELECT and *rest to just past its
+// If the statement starting at `sql` (up to `end`) is a FORGET, a bare
+// VACUUM or a bare REINDEX, sets *rewritten to the equivalent SELECT and *rest to just past its
 // terminating ';' (or `end`), and returns true. A malformed FORGET gives
 // kError with the grammar in the message.
 //   FORGET USER u [SESSION s | BEFORE t] [PURGE]
 //   FORGET EPISODE id [PURGE]      FORGET FACT id [PURGE]
-//   FORGET BLOCK u name [PURGE]    VACUUM
+//   FORGET BLOCK u name [PURGE]    VACUUM    REINDEX
 // u, s, name: string literals or parameters; t, id: integers or parameters.
 Result<bool> RewriteMaintenance(const char* sql, const char* end, std::string* rewritten,
                                 const char** rest);
