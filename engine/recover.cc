@@ -20,6 +20,13 @@
 //      inserts the vectors again. The forget records on valid pages of a
 //      dropped transaction are applied too, at their place: a salvage never
 //      brings back what was forgotten, where it can tell.
+// A checkpoint (docs/format.md §5.8) names, for every record live before it,
+// the page and slot that hold it. With the newest whole one whose state
+// section decodes, a dropped transaction before it gives up every record on
+// its valid pages that the checkpoint names (the checkpoint proves that the
+// transaction was committed), and when the replay reaches the checkpoint,
+// every episode written so far that it does not name as live is forgotten in
+// the new file (a forget on a damaged page still counts).
 // Then the episode ids that the source's commits say were assigned, and that
 // neither a kept record nor a kept commit accounts for, are reported lost.
 #include "engine/recover.h"
@@ -27,11 +34,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_set>
 
 #include "engine/database.h"
 #include "engine/json_writer.h"
 #include "engine/scan.h"
+#include "format/checkpoint.h"
 #include "format/coding.h"
 #include "format/page.h"
 
@@ -85,6 +94,7 @@ class Salvage {
     reader_ = std::make_unique<PageReader>(file_.get(), size_, salt_);
     AGENTMEM_RETURN_IF_ERROR(ReadUnits());
     FormGroups();
+    AGENTMEM_RETURN_IF_ERROR(LoadCheckpoint());
     std::map<std::string, std::string> meta;
     AGENTMEM_RETURN_IF_ERROR(CollectMeta(&meta));
     if (!dst_path_.empty()) AGENTMEM_RETURN_IF_ERROR(CreateDestination(meta));
@@ -286,8 +296,90 @@ class Salvage {
     return Status::OK();
   }
 
+  // The newest whole checkpoint whose state section decodes.
+  Status LoadCheckpoint() {
+    for (size_t i = groups_.size(); i-- > 0;) {
+      const Group& g = groups_[i];
+      if (!g.kept || !g.checkpoint) continue;
+      for (size_t j = g.first; j < g.last; j++) {
+        DecodedPage page;
+        AGENTMEM_RETURN_IF_ERROR(reader_->Read(units_[j].offset, &page, /*checkpoint_payload=*/true));
+        const int64_t page_no = static_cast<int64_t>(page.header.page_no);
+        format::CheckpointSection kind;
+        std::string_view body;
+        if (!format::SplitSection(page.payload, page_no, &kind, &body).ok() ||
+            kind != format::CheckpointSection::kState) {
+          continue;
+        }
+        auto st = std::make_unique<format::CheckpointState>();
+        Status s = format::DecodeCheckpointState(body, page_no, st.get());
+        if (s.primary() == kNoMem) return s;
+        if (!s.ok()) break;
+        for (size_t e = 0; e < st->episodes.size(); e++) {
+          const auto& c = st->episodes[e];
+          if (c.page_offset != 0 && !c.forgotten) live_.insert({c.page_offset, c.slot});
+        }
+        for (const auto& b : st->blocks) live_.insert({b.page_offset, b.slot});
+        for (const auto& f : st->facts) live_.insert({f.page_offset, f.slot});
+        checkpoint_ = std::move(st);
+        checkpoint_group_ = i;
+        r_->checkpoint_offset = units_[g.first].offset;
+        return Status::OK();
+      }
+    }
+    return Status::OK();
+  }
+
+  // The records of a dropped transaction before the checkpoint that the
+  // checkpoint names as live, from its valid pages.
+  Status FromCheckpoint(const ScannedTxn& t, Database::DecodedTxn* d) {
+    std::vector<std::string_view> records;
+    for (const DecodedPage& page : t.pages) {
+      const auto type = static_cast<PageType>(page.header.type);
+      if (type != PageType::kEpisodes && type != PageType::kBlocks && type != PageType::kFacts) continue;
+      const int64_t page_no = static_cast<int64_t>(page.header.page_no);
+      if (!format::SplitRecords(page.payload, page.header.record_count, page_no, &records).ok()) continue;
+      for (uint32_t slot = 0; slot < records.size(); slot++) {
+        if (!live_.count({page.offset, slot})) continue;
+        RecordLoc loc{page.offset, slot};
+        if (type == PageType::kEpisodes) {
+          format::EpisodeRecord e;
+          if (format::DecodeEpisode(records[slot], page_no, &e).ok()) d->episodes.emplace_back(std::move(e), loc);
+        } else if (type == PageType::kBlocks) {
+          format::BlockRecord b;
+          if (format::DecodeBlock(records[slot], page_no, &b).ok()) d->blocks.emplace_back(std::move(b), loc);
+        } else {
+          format::FactRecord f;
+          if (format::DecodeFact(records[slot], page_no, &f).ok()) d->facts.emplace_back(std::move(f), loc);
+        }
+      }
+    }
+    r_->records_from_checkpoint += d->episodes.size() + d->blocks.size() + d->facts.size();
+    return Status::OK();
+  }
+
+  // At the checkpoint: what it does not name as live is forgotten.
+  Status ForgetPerCheckpoint() {
+    Database::DecodedTxn d;
+    for (uint64_t id : written_) {
+      if (id > checkpoint_->episodes.size()) break;
+      const auto& c = checkpoint_->episodes[id - 1];
+      if (c.page_offset != 0 && !c.forgotten) continue;
+      if (dst_ && !dst_->catalog_.FindEpisode(id)) continue;  // forgotten already
+      format::ForgetRecord f;
+      f.kind = format::ForgetKind::kEpisode;
+      f.id = id;
+      d.forgets.push_back(std::move(f));
+    }
+    r_->forgets_from_checkpoint = d.forgets.size();
+    return d.forgets.empty() ? Status::OK() : Write(d);
+  }
+
   // Pass 3.
   Status CollectMeta(std::map<std::string, std::string>* meta) {
+    if (checkpoint_) {
+      for (const auto& [k, v] : checkpoint_->meta) (*meta)[k] = v;
+    }
     std::vector<std::string_view> records;
     for (const Group& g : groups_) {
       if (!g.kept) continue;
@@ -394,9 +486,10 @@ class Salvage {
 
   // Pass 4.
   Status Replay() {
-    for (Group& g : groups_) {
+    for (size_t i = 0; i < groups_.size(); i++) {
+      Group& g = groups_[i];
       if (g.checkpoint) {
-        r_->checkpoint_offset = units_[g.first].offset;
+        if (checkpoint_ && i == checkpoint_group_) AGENTMEM_RETURN_IF_ERROR(ForgetPerCheckpoint());
         continue;
       }
       ScannedTxn t;
@@ -413,9 +506,11 @@ class Salvage {
         g.kept = false;  // checksums matched, records did not decode
         g.reason = "its records do not decode: " + s.ToString();
       }
-      // A dropped transaction: only its forget records, from its valid pages.
+      // A dropped transaction: what the checkpoint after it names as live,
+      // and its forget records, from its valid pages.
       if (!g.committed) continue;
       Database::DecodedTxn d;
+      if (checkpoint_ && i < checkpoint_group_) AGENTMEM_RETURN_IF_ERROR(FromCheckpoint(t, &d));
       std::vector<std::string_view> records;
       for (DecodedPage& page : t.pages) {
         if (page.header.type != static_cast<uint8_t>(PageType::kForget)) continue;
@@ -427,7 +522,9 @@ class Salvage {
         }
       }
       r_->forgets_from_dropped += d.forgets.size();
-      if (!d.forgets.empty()) AGENTMEM_RETURN_IF_ERROR(Write(d));
+      if (!d.forgets.empty() || !d.episodes.empty() || !d.blocks.empty() || !d.facts.empty()) {
+        AGENTMEM_RETURN_IF_ERROR(Write(d));
+      }
     }
     return Status::OK();
   }
@@ -538,6 +635,9 @@ class Salvage {
   std::unordered_set<uint64_t> facts_;  // fact ids written
   std::vector<uint64_t> written_;       // episode ids written, increasing
   std::unique_ptr<Database> dst_;
+  std::unique_ptr<format::CheckpointState> checkpoint_;  // the one used, if any
+  size_t checkpoint_group_ = 0;
+  std::set<std::pair<uint64_t, uint32_t>> live_;  // (page offset, slot) it names as live
 };
 
 Status Recover(const std::string& src, const std::string& dst, const Options& opts,
@@ -623,6 +723,10 @@ std::string RecoverReportJson(const RecoverReport& r) {
   w.Uint(r.forgets_from_dropped);
   w.Key("settings_lost");
   w.Bool(r.settings_lost);
+  w.Key("records_from_checkpoint");
+  w.Uint(r.records_from_checkpoint);
+  w.Key("forgets_from_checkpoint");
+  w.Uint(r.forgets_from_checkpoint);
   w.Key("checkpoint_page");
   if (r.checkpoint_offset) {
     page(r.checkpoint_offset);

@@ -43,7 +43,11 @@ struct RecoverReport {
   std::vector<Dropped> dropped;
   uint64_t forgets_from_dropped = 0;  // forget records of dropped transactions, still applied
   bool settings_lost = false;  // no file settings survived: defaults were used
-  uint64_t checkpoint_offset = 0;  // the newest whole checkpoint (0: none)
+  uint64_t checkpoint_offset = 0;  // the newest whole checkpoint whose state decodes (0: none)
+  // Records of dropped transactions before it that it names as live, written;
+  // and episodes written that it names as forgotten or absent, forgotten.
+  uint64_t records_from_checkpoint = 0;
+  uint64_t forgets_from_checkpoint = 0;
   // Written into the new file (before the forgets it holds apply).
   uint64_t episodes_written = 0, block_versions_written = 0, fact_records_written = 0;
   // Episode ids the source had assigned and this salvage could not keep,

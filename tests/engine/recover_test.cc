@@ -299,6 +299,134 @@ TEST_CASE("a damaged commit page drops its transaction and keeps the next one") 
   REQUIRE(db->Close().ok());
 }
 
+// Episodes 1-9 in three transactions and a forget of episode 1, written with
+// checkpoint_bytes 1 (so checkpoints follow commits and the close), then
+// episodes 10-15 in two more. Gives the episodes page and the text page of
+// episodes 4-6 (commit 4), and the forget page; all lie before the last
+// checkpoint.
+struct CheckpointedFile {
+  uint64_t episodes_4_6 = 0, text_4_6 = 0, forget_page = 0;
+};
+
+CheckpointedFile BuildCheckpointedFile(Env* env, TestClock* clock) {
+  Options o = Opts(env, clock);
+  o.checkpoint_bytes = 1;
+  auto add = [](Database* db, uint64_t t) {
+    REQUIRE(db->Begin().ok());
+    for (int i = 0; i < 3; i++) {
+      EpisodeRecord e;
+      e.user_id = "alice";
+      e.role = "user";
+      e.text = Text(t, i);
+      uint64_t id = 0;
+      REQUIRE(db->Remember(e, &id).ok());
+    }
+    REQUIRE(db->Commit().ok());
+  };
+  {
+    std::unique_ptr<Database> db = MustOpen(kSrc, o);
+    for (uint64_t t = 1; t <= 3; t++) add(db.get(), t);
+    format::ForgetRecord f;
+    f.kind = format::ForgetKind::kEpisode;
+    f.id = 1;
+    REQUIRE(db->Forget(f, nullptr).ok());
+    REQUIRE(db->Close().ok());
+  }
+  o.checkpoint_bytes = 0;
+  {
+    std::unique_ptr<Database> db = MustOpen(kSrc, o);
+    for (uint64_t t = 4; t <= 5; t++) add(db.get(), t);
+    REQUIRE(db->Close().ok());
+  }
+  const std::string bytes = ReadAll(env, kSrc);
+  format::FileHeader fh;
+  REQUIRE(format::DecodeFileHeader(bytes, &fh).ok());
+  std::vector<uint64_t> episodes, texts;
+  uint64_t last_checkpoint = 0;
+  CheckpointedFile out;
+  for (uint64_t pos = format::kFirstPageOffset; pos < bytes.size();) {
+    format::PageHeader h;
+    REQUIRE(format::PeekPageHeader(std::string_view(bytes).substr(pos, 32), pos, fh.salt, &h).ok());
+    if (h.type == static_cast<uint8_t>(PageType::kEpisodes)) episodes.push_back(pos);
+    if (h.type == static_cast<uint8_t>(PageType::kText)) texts.push_back(pos);
+    if (h.type == static_cast<uint8_t>(PageType::kForget)) out.forget_page = pos;
+    if (h.type == static_cast<uint8_t>(PageType::kCheckpoint)) last_checkpoint = pos;
+    pos += format::PaddedPageSize(h.length);
+  }
+  REQUIRE(episodes.size() == 5);
+  REQUIRE(texts.size() == 5);
+  out.episodes_4_6 = episodes[1];
+  out.text_4_6 = texts[1];
+  REQUIRE(out.forget_page != 0);
+  REQUIRE(out.forget_page < last_checkpoint);
+  return out;
+}
+
+TEST_CASE("with a checkpoint, a transaction damaged outside its episodes page loses no episode") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  const CheckpointedFile f = BuildCheckpointedFile(env.get(), &clock);
+  Flip(env.get(), kSrc, f.text_4_6 + 40);
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(r.checkpoint_offset != 0);
+  REQUIRE(r.dropped.size() == 1);
+  CHECK(r.dropped[0].commit_seq == 4);
+  CHECK(r.dropped[0].episodes.empty());
+  CHECK(r.records_from_checkpoint == 3);  // episodes 4-6, named by the checkpoint
+  CHECK(r.episodes_lost_count == 0);
+  std::unique_ptr<Database> db = MustOpen(kDst, Opts(env.get(), &clock));
+  std::set<uint64_t> want;
+  for (uint64_t id = 2; id <= 15; id++) want.insert(id);  // 1 was forgotten
+  CHECK(Episodes(db.get()) == want);
+  engine::RecallQuery q;
+  q.user_id = "alice";
+  q.text = Text(2, 1);
+  q.k = 1;
+  q.mode = engine::RecallMode::kBm25;
+  std::vector<engine::RecallHit> hits;
+  REQUIRE(db->Recall(q, &hits, nullptr).ok());
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == 5);  // its text was indexed again from the record
+  REQUIRE(db->Close().ok());
+}
+
+TEST_CASE("with a checkpoint, a damaged episodes page loses exactly its episodes") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  const CheckpointedFile f = BuildCheckpointedFile(env.get(), &clock);
+  Flip(env.get(), kSrc, f.episodes_4_6 + 40);
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(Lost(r) == std::vector<uint64_t>{4, 5, 6});
+  REQUIRE(r.dropped.size() == 1);
+  CHECK(r.dropped[0].episodes == std::vector<uint64_t>{4, 5, 6});
+  std::unique_ptr<Database> db = MustOpen(kDst, Opts(env.get(), &clock));
+  std::set<uint64_t> want = {2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  CHECK(Episodes(db.get()) == want);
+  REQUIRE(db->Close().ok());
+}
+
+TEST_CASE("a forget on a damaged page still applies when a checkpoint after it says so") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  const CheckpointedFile f = BuildCheckpointedFile(env.get(), &clock);
+  Flip(env.get(), kSrc, f.forget_page + 40);
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  REQUIRE(r.dropped.size() == 1);
+  CHECK(r.forgets_from_checkpoint == 1);
+  CHECK(r.episodes_lost_count == 0);
+  std::unique_ptr<Database> db = MustOpen(kDst, Opts(env.get(), &clock));
+  EpisodeRecord e;
+  CHECK(db->GetEpisode(1, &e).code() == kNotFound);  // forgotten, never brought back
+  CHECK(Episodes(db.get()).size() == 14);
+  REQUIRE(db->Close().ok());
+}
+
 TEST_CASE("recover refuses an existing destination and a missing source") {
   std::unique_ptr<Env> env = engine::NewMemEnv();
   TestClock clock;
