@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -97,6 +98,7 @@ TEST_CASE(".recover of a sound file copies it and says nothing was lost") {
   r = RunShell(dir.path(), {"missing.agentmem", ".check"});
   CHECK(r.status == 1);
   CHECK(r.err.find("cannot open \"missing.agentmem\"") != std::string::npos);
+  CHECK(::access(dir.File("missing.agentmem").c_str(), F_OK) != 0);  // not created
 }
 
 }  // namespace

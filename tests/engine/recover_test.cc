@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "agentmem.h"
 #include "engine/database.h"
 #include "engine/env/env.h"
 #include "engine/recover.h"
@@ -439,6 +440,61 @@ TEST_CASE("recover refuses an existing destination and a missing source") {
   s = engine::Recover("/mem/none.agentmem", "/mem/new.agentmem", Opts(env.get(), &clock), &r);
   CHECK(s.primary() == kCantOpen);
   CHECK_FALSE(env->Exists("/mem/new.agentmem"));
+}
+
+TEST_CASE("a damaged file header: the salt comes from a superblock and nothing is lost") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  BuildFile(env.get(), &clock);
+  Flip(env.get(), kSrc, 40);  // the header's flags: its checksum fails
+  {
+    std::unique_ptr<Database> db;
+    CHECK(Database::Open(kSrc, Opts(env.get(), &clock), &db).code() == kCorruptHeader);
+  }
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(r.header_damaged);
+  REQUIRE(r.damage.size() == 1);
+  CHECK(r.damage[0].offset == 0);
+  CHECK(r.dropped.empty());
+  CHECK(r.episodes_lost_count == 0);
+  std::unique_ptr<Database> db = MustOpen(kDst, Opts(env.get(), &clock));
+  CHECK(Episodes(db.get()).size() == 15);
+  REQUIRE(db->Close().ok());
+}
+
+TEST_CASE("agentmem_recover reports as JSON, and a failure as a message (on real files)") {
+  TempDir dir;
+  TestClock clock;
+  const std::string src = dir.File("src.agentmem"), dst = dir.File("dst.agentmem");
+  {
+    std::unique_ptr<Database> db = MustOpen(src, Opts(Env::Posix(), &clock));
+    EpisodeRecord e;
+    e.user_id = "bob";
+    e.text = "hello";
+    uint64_t id = 0;
+    REQUIRE(db->Remember(e, &id).ok());
+    REQUIRE(db->Close().ok());
+  }
+  char* report = nullptr;
+  REQUIRE(agentmem_recover(src.c_str(), nullptr, &report) == AGENTMEM_OK);
+  REQUIRE(report != nullptr);
+  CHECK(std::string(report).find("\"clean\":true") != std::string::npos);
+  CHECK(std::string(report).find("\"destination\":null") != std::string::npos);
+  agentmem_free(report);
+  REQUIRE(agentmem_recover(src.c_str(), dst.c_str(), nullptr) == AGENTMEM_OK);
+  CHECK(agentmem_recover(src.c_str(), dst.c_str(), &report) == AGENTMEM_CANTOPEN_EXISTS);
+  REQUIRE(report != nullptr);
+  CHECK(std::string(report).find("exists") != std::string::npos);
+  agentmem_free(report);
+  CHECK(agentmem_recover(nullptr, dst.c_str(), &report) == AGENTMEM_MISUSE);
+  agentmem_free(report);
+  const std::string junk = dir.File("junk");
+  WriteFileBytes(junk, std::string(5000, 'j'));
+  CHECK(agentmem_recover(junk.c_str(), dir.File("out").c_str(), &report) == AGENTMEM_NOTADB);
+  agentmem_free(report);
+  CHECK_FALSE(Env::Posix()->Exists(dir.File("out")));
 }
 
 TEST_CASE("the recovered file has the permission bits of its source (on real files)") {
