@@ -358,6 +358,23 @@ class Salvage {
     return Status::OK();
   }
 
+  // The episode ids on the valid pages of a dropped transaction: the source
+  // gave them, even when no readable commit says so.
+  void NoteIds(const ScannedTxn& t) {
+    std::vector<std::string_view> records;
+    for (const DecodedPage& page : t.pages) {
+      if (page.header.type != static_cast<uint8_t>(PageType::kEpisodes)) continue;
+      const int64_t page_no = static_cast<int64_t>(page.header.page_no);
+      if (!format::SplitRecords(page.payload, page.header.record_count, page_no, &records).ok()) continue;
+      for (std::string_view rec : records) {
+        format::EpisodeRecord e;
+        if (format::DecodeEpisode(rec, page_no, &e).ok() && e.id != UINT64_MAX) {
+          max_next_.episode = std::max(max_next_.episode, e.id + 1);
+        }
+      }
+    }
+  }
+
   // At the checkpoint: what it does not name as live is forgotten.
   Status ForgetPerCheckpoint() {
     Database::DecodedTxn d;
@@ -510,6 +527,7 @@ class Salvage {
       // and its forget records, from its valid pages.
       if (!g.committed) continue;
       Database::DecodedTxn d;
+      NoteIds(t);
       if (checkpoint_ && i < checkpoint_group_) AGENTMEM_RETURN_IF_ERROR(FromCheckpoint(t, &d));
       std::vector<std::string_view> records;
       for (DecodedPage& page : t.pages) {
@@ -569,6 +587,12 @@ class Salvage {
       if (before != 0 && before < c.next_episode_id) known.emplace_back(before, c.next_episode_id);
     }
     for (uint64_t id : written_) known.emplace_back(id, id + 1);
+    if (checkpoint_) {  // ids it names as absent or forgotten are not lost
+      for (uint64_t id = 1; id <= checkpoint_->episodes.size(); id++) {
+        const auto& c = checkpoint_->episodes[id - 1];
+        if (c.page_offset == 0 || c.forgotten) known.emplace_back(id, id + 1);
+      }
+    }
     std::sort(known.begin(), known.end());
     uint64_t at = 1;
     auto lose = [&](uint64_t first, uint64_t end) {
