@@ -98,6 +98,19 @@ bool CmdCheckDamaged(Shell& sh) {
   return false;
 }
 
+void PrintDamage(Shell& sh) {
+  if (sh.path().empty() || sh.path() == ":memory:") return;
+  Json r;
+  std::string error;
+  char* text = nullptr;
+  int rc = agentmem_recover(sh.path().c_str(), nullptr, &text);
+  if (rc == AGENTMEM_OK && text) r = Json::parse(text, nullptr, false);
+  agentmem_free(text);
+  if (rc != AGENTMEM_OK || r.is_discarded() || r.value("clean", true)) return;
+  PrintLoss(sh.out, r);
+  std::fflush(sh.out);
+}
+
 bool CmdRecover(Shell& sh, const Args& args) {
   if (args.size() != 2) {
     sh.Fail("usage: .recover NEWFILE");

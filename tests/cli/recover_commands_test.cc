@@ -86,6 +86,33 @@ TEST_CASE(".recover keeps every episode not on the damaged page and names the lo
   CHECK(r.err.find("new.agentmem exists") != std::string::npos);
 }
 
+TEST_CASE(".check lists all damage of a file that opens through a checkpoint after it") {
+  TempDir dir;
+  std::vector<uint64_t> pages;
+  for (int t = 1; t <= 5; t++) {
+    // checkpoint_bytes=1: the close of the third write folds the log.
+    const char* opts = t == 3 ? "page_size=16384&checkpoint_bytes=1" : "page_size=16384&checkpoint_bytes=0";
+    ShellResult r = RunShell(dir.path(), {"-options", opts, "t.agentmem",
+                                          "INSERT INTO episodes(user_id, text) VALUES('alice', 'turn " +
+                                              std::to_string(t) + "')"});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+  }
+  const std::string bytes = ReadFileBytes(dir.File("t.agentmem"));
+  for (uint64_t pos = 4096; pos + 32 <= bytes.size();) {
+    if (bytes[pos + 4] == 1) pages.push_back(pos);
+    pos += (32 + format::DecodeFixed32(bytes.data() + pos + 12) + 15) & ~uint64_t{15};
+  }
+  REQUIRE(pages.size() == 5);
+  Damage(dir, pages[0] + 40);  // before the checkpoint: the file still opens
+  Damage(dir, pages[1] + 40);
+  ShellResult r = RunShell(dir.path(), {"t.agentmem", "SELECT count(*) FROM episodes"});
+  CHECK(r.status == 0);
+  r = RunShell(dir.path(), {"t.agentmem", ".check"});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("page " + std::to_string(pages[0] / 16) + ": ") != std::string::npos);
+  CHECK(r.out.find("page " + std::to_string(pages[1] / 16) + ": ") != std::string::npos);
+}
+
 TEST_CASE(".recover of a sound file copies it and says nothing was lost") {
   TempDir dir;
   MakeFile(dir);
