@@ -447,8 +447,12 @@ class Salvage {
     }
     o.tokenizer_given = false;
     dst_opts_ = o;
-    AGENTMEM_RETURN_IF_ERROR(Database::Open(dst_path_, o, &dst_));
-    Status s = env_->CopyPermissions(src_, dst_path_);
+    Status s = Database::Open(dst_path_, o, &dst_);
+    if (!s.ok()) {  // the path did not exist when this began: what is there now is ours
+      if (env_->Exists(dst_path_)) env_->Delete(dst_path_).IgnoreError();
+      return s;
+    }
+    s = env_->CopyPermissions(src_, dst_path_);
     if (!s.ok()) {
       dst_->Close().IgnoreError();
       dst_.reset();
