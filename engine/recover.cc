@@ -143,6 +143,7 @@ class Salvage {
       salt_ = best->salt;
     } else {
       salt_ = h.salt;
+      page_size_ = h.page_size;
     }
     if (best) vouched_ = best->durable_through;
     return Status::OK();
@@ -425,6 +426,7 @@ class Salvage {
     o.checkpoint_bytes = 0;   // written at the end
     o.auto_vacuum = false;
     o.salt = 0;
+    if (page_size_ != 0) o.page_size = page_size_;  // the source's packing target
     auto get = [&](const char* k) -> const std::string* {
       auto it = meta.find(k);
       return it == meta.end() ? nullptr : &it->second;
@@ -446,7 +448,6 @@ class Salvage {
       o.tokenizer = parsed.value();
     }
     o.tokenizer_given = false;
-    dst_opts_ = o;
     Status s = Database::Open(dst_path_, o, &dst_);
     if (!s.ok()) {  // the path did not exist when this began: what is there now is ours
       if (env_->Exists(dst_path_)) env_->Delete(dst_path_).IgnoreError();
@@ -647,12 +648,13 @@ class Salvage {
   static constexpr size_t kMaxIds = 10000;
 
   std::string src_, dst_path_;
-  Options opts_, dst_opts_;
+  Options opts_;
   RecoverReport* r_;
   Env* env_ = nullptr;
   std::unique_ptr<File> file_;
   uint64_t size_ = 0;
   uint64_t salt_ = 0;
+  uint32_t page_size_ = 0;  // the source header's (0: the header is damaged)
   uint64_t vouched_ = 0;
   std::unique_ptr<PageReader> reader_;
   std::vector<Unit> units_;
