@@ -1,7 +1,12 @@
 // engine/capi_lifecycle.cc -- the C ABI of forgetting and compaction
 // (include/agentmem.h, "forgetting") over engine::Database (lifecycle.cc).
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
 #include "agentmem.h"
 #include "engine/capi_internal.h"
+#include "engine/recover.h"
 
 namespace eng = agentmem::engine;
 namespace fmt = agentmem::format;
@@ -111,4 +116,41 @@ int agentmem_retention_get(agentmem_db* db, int64_t* pMaxAgeSeconds, int* pKeepC
     *pKeepCited = keep ? 1 : 0;
     return Status::OK();
   });
+}
+
+namespace {
+
+// A malloc'd copy for agentmem_free(); NULL when memory ran out.
+char* CopyOut(const std::string& text) {
+  char* p = static_cast<char*>(std::malloc(text.size() + 1));
+  if (p) std::memcpy(p, text.c_str(), text.size() + 1);
+  return p;
+}
+
+}  // namespace
+
+int agentmem_recover(const char* zSrc, const char* zDst, char** pzReport) {
+  if (pzReport) *pzReport = nullptr;
+  if (!zSrc || (zDst && !*zDst)) {
+    if (pzReport) *pzReport = CopyOut(zSrc ? "recover: the new file's name is empty" : "recover: zSrc is NULL");
+    return AGENTMEM_MISUSE;
+  }
+  try {
+    eng::RecoverReport report;
+    Status s = eng::Recover(zSrc, zDst ? zDst : "", eng::Options{}, &report);
+    if (!s.ok()) {
+      if (pzReport) *pzReport = CopyOut(s.message());
+      return s.code();
+    }
+    if (pzReport) {
+      *pzReport = CopyOut(eng::RecoverReportJson(report));
+      if (!*pzReport) return AGENTMEM_NOMEM;
+    }
+    return AGENTMEM_OK;
+  } catch (const std::bad_alloc&) {
+    return AGENTMEM_NOMEM;
+  } catch (const std::exception& e) {
+    if (pzReport) *pzReport = CopyOut(std::string("internal error: ") + e.what());
+    return AGENTMEM_INTERNAL;
+  }
 }

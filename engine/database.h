@@ -44,6 +44,13 @@ struct Stats {
 
 struct Selection;  // what a forget names (lifecycle.cc)
 
+// What REINDEX did (reindex.cc).
+struct ReindexReceipt {
+  uint64_t episodes = 0;           // live episodes indexed
+  uint64_t vectors = 0;            // of them, with a vector in the graph
+  uint64_t checkpoint_offset = 0;  // the checkpoint that commits both indexes
+};
+
 // Which facts a query returns (docs/lifecycle.md, "Facts on two time axes").
 struct FactQuery {
   std::string user_id;
@@ -140,6 +147,11 @@ class Database {
   // expire. Stored in the file, for every handle.
   Status SetRetention(int64_t max_age_s, bool keep_cited);
   void Retention(int64_t* max_age_s, bool* keep_cited) const;
+  // Builds the BM25 index and the HNSW graph again from the episode records
+  // and commits them in a checkpoint that the next superblock points at
+  // (reindex.cc). REQUIRES: no open transaction. On failure the handle keeps
+  // its indexes and the file is as it was.
+  Status Reindex(ReindexReceipt* receipt);
   // Forget, then Vacuum with the forgotten texts and vectors as needles.
   Status Purge(const format::ForgetRecord& f, ForgetReceipt* receipt);
 
@@ -210,6 +222,7 @@ class Database {
   const std::string& path() const { return path_; }
 
  private:
+  friend class Salvage;  // recover.cc: writes what it salvages through the commit path
   Database(std::string path, Options opts);
 
   Status OpenFile();

@@ -220,4 +220,36 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
   return Status::OK();
 }
 
+struct PageReader::Impl {
+  Impl(File* f, uint64_t size, uint64_t s) : file(f), window(f, size), salt(s) {}
+  File* file;
+  Window window;
+  uint64_t salt;
+};
+
+PageReader::PageReader(File* file, uint64_t file_size, uint64_t salt)
+    : impl_(std::make_unique<Impl>(file, file_size, salt)) {}
+PageReader::~PageReader() = default;
+
+Status PageReader::Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload) {
+  AGENTMEM_RETURN_IF_ERROR(ReadPage(&impl_->window, pos, impl_->salt, out));
+  if (!checkpoint_payload || out->header.type != static_cast<uint8_t>(PageType::kCheckpoint)) {
+    return Status::OK();
+  }
+  std::string whole;
+  AGENTMEM_RETURN_IF_ERROR(
+      impl_->file->ReadAt(pos, format::PaddedPageSize(out->header.length), &whole));
+  return format::DecodePage(whole, pos, impl_->salt, &out->header, &out->payload);
+}
+
+Status PageReader::Plausible(uint64_t pos, bool* plausible) {
+  std::string_view head;
+  AGENTMEM_RETURN_IF_ERROR(impl_->window.View(pos, format::kPageHeaderSize, &head));
+  *plausible = head.size() == format::kPageHeaderSize &&
+               format::IsKnownPageType(static_cast<uint8_t>(head[4])) &&
+               format::DecodeFixed32(head.data() + 8) == static_cast<uint32_t>(impl_->salt) &&
+               format::DecodeFixed64(head.data() + 16) == format::PageNoOf(pos);
+  return Status::OK();
+}
+
 }  // namespace agentmem::engine

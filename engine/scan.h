@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,25 @@ struct ScanResult {
 Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint64_t seq,
                uint64_t vouched_through, const std::function<Status(ScannedTxn&)>& apply,
                ScanResult* result);
+
+// Reads and validates single pages at any 16-byte aligned offset, through the
+// scan's read window (salvage: engine/recover.cc walks a damaged file page by
+// page and looks for the next valid page after damage).
+class PageReader {
+ public:
+  PageReader(File* file, uint64_t file_size, uint64_t salt);
+  ~PageReader();
+  // The page at `pos`, validated as the scan validates it (docs/format.md
+  // §4.6). A checkpoint page's payload is left empty unless `checkpoint_payload`.
+  // Errors: kCorrupt* (no valid page there), kIoErr*.
+  Status Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload = false);
+  // Whether the 32 bytes at `pos` could start a valid page (salt, page
+  // number, known type): the cheap filter before Read() when resynchronising.
+  Status Plausible(uint64_t pos, bool* plausible);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace agentmem::engine

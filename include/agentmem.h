@@ -372,6 +372,32 @@ int agentmem_retention_get(agentmem_db *db, int64_t *pMaxAgeSeconds, int *pKeepC
 ** writer holds the lock past the busy timeout. pReceipt may be NULL. */
 int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
 
+/* Salvage a damaged file (docs/recovery.md). Reads zSrc without writing to
+** it and without opening it as a database: every page that passes its
+** checksum is read, scanning past damage to the next valid page; every
+** committed transaction whose pages are all valid and whose commit page
+** matches them is written, in order, into the new file zDst through the
+** normal commit path (so both indexes are built again). Ids, versions and
+** both time axes are kept; forget records found on valid pages of a dropped
+** transaction still apply. zDst must not exist (AGENTMEM_CANTOPEN_EXISTS); it
+** gets zSrc's permission bits. zDst NULL: only read and report (what `.check`
+** prints for a file that does not open).
+**
+** On AGENTMEM_OK (the scan ran; with zDst, the new file is whole) *pzReport,
+** when pzReport is not NULL, holds a JSON object to free with agentmem_free():
+** "clean" (true: nothing lost), "damaged" (one entry per run of bad bytes:
+** page, offset, bytes, commit_seq of its transaction or null, error),
+** "transactions_kept", "transactions_dropped" (first_page, commit_page,
+** commit_seq, reason, and the episode ids lost with it), "episodes_lost"
+** (ids and [first, last] ranges), "episodes_lost_count", "torn_bytes" and
+** the rest listed in docs/recovery.md. Damage is not an error: the report
+** says what was lost. On failure -- AGENTMEM_CANTOPEN, AGENTMEM_NOTADB,
+** AGENTMEM_FORMAT_VERSION, AGENTMEM_CORRUPT_HEADER (neither the header nor a
+** superblock gives the file's salt), AGENTMEM_IOERR_*, AGENTMEM_MISUSE,
+** AGENTMEM_NOMEM -- *pzReport holds an English message (free it the same
+** way) or NULL, and no new file is left behind. */
+int agentmem_recover(const char *zSrc, const char *zDst, char **pzReport);
+
 /* ---------------------------------------------------------------- recall */
 
 #define AGENTMEM_RECALL_HYBRID 0  /* BM25 and vector lists, fused (default) */

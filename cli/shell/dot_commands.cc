@@ -144,6 +144,8 @@ const DotCommand kCommands[] = {
      "a summary of USER's memory as JSON: counts, sessions, time span, top facts"},
     {".quit", CmdQuit, ".quit", "leave the shell"},
     {".read", CmdRead, ".read FILE", "run the SQL and dot-commands of FILE"},
+    {".recover", CmdRecover, ".recover NEWFILE",
+     "salvage what is whole of this file into NEWFILE and report what was lost"},
     {".recall", CmdRecall, ".recall USER QUERY [K] [MODE]",
      "recall with scores and both ranks (MODE: hybrid, bm25, vector)"},
     {".retention", CmdRetention, ".retention [SECONDS [keep-cited]]",

@@ -17,6 +17,10 @@ bool CmdSchema(Shell& sh, const Args& args);
 bool CmdStats(Shell& sh, const Args& args);
 bool CmdCheck(Shell& sh, const Args& args);
 bool CmdVacuum(Shell& sh, const Args& args);
+// recover_commands.cc
+bool CmdRecover(Shell& sh, const Args& args);
+bool CmdCheckDamaged(Shell& sh);  // .check of a file that did not open
+void PrintDamage(Shell& sh);      // every damaged run of the file, when there is one
 // recall_commands.cc
 bool CmdRecall(Shell& sh, const Args& args);
 bool CmdExplain(Shell& sh, const Args& args);

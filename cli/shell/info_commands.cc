@@ -190,6 +190,7 @@ bool CmdCheck(Shell& sh, const Args& args) {
     sh.Fail("usage: .check");
     return false;
   }
+  if (!sh.db() && !sh.damage().empty()) return CmdCheckDamaged(sh);
   std::vector<std::string> cols, problems;
   if (!sh.Query("SELECT * FROM integrity_check()", &cols,
                 [&](const std::vector<Value>& row) { problems.push_back(row[0].text); })) {
@@ -198,6 +199,7 @@ bool CmdCheck(Shell& sh, const Args& args) {
   for (const auto& p : problems) std::fprintf(sh.out, "%s\n", p.c_str());
   std::fflush(sh.out);
   if (problems.size() == 1 && problems[0] == "ok") return true;
+  PrintDamage(sh);  // damage before a checkpoint lets the file open: list all of it
   sh.Fail("integrity check found " + Thousands(static_cast<int64_t>(problems.size())) +
           (problems.size() == 1 ? " problem" : " problems"));
   return false;

@@ -33,6 +33,25 @@ bool RunArguments(Shell& sh, const CommandLine& cl) {
   return true;
 }
 
+// Whether the command line names a file and runs only .check and .recover,
+// which also work on a file too damaged to open.
+bool SalvageOnly(const CommandLine& cl) {
+  if (cl.file.empty() || cl.file == ":memory:" || cl.sql.empty()) return false;
+  auto salvage = [](const std::string& c) {
+    size_t at = c.find_first_not_of(" \t\r\n");
+    if (at == std::string::npos) return false;
+    std::string word = c.substr(at, c.find_first_of(" \t\r\n", at) - at);
+    return word == ".check" || word == ".recover";
+  };
+  for (const auto& c : cl.cmds) {
+    if (!salvage(c)) return false;
+  }
+  for (const auto& c : cl.sql) {
+    if (!salvage(c)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +76,12 @@ int main(int argc, char** argv) {
   sh.bail = cl.bail;
   sh.open_settings.readonly = cl.readonly;
   sh.open_settings.options = cl.options;
-  if (!sh.Open(cl.file.empty() ? ":memory:" : cl.file)) return 1;
+  if (SalvageOnly(cl)) {
+    // .check and .recover read a damaged file that does not open.
+    if (!sh.OpenForSalvage(cl.file)) return 1;
+  } else if (!sh.Open(cl.file.empty() ? ":memory:" : cl.file)) {
+    return 1;
+  }
   if (cl.file.empty() && sh.interactive) {
     std::printf("Connected to a private in-memory database; \".open FILE\" opens a file.\n");
   }

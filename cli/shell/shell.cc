@@ -98,6 +98,7 @@ bool Shell::Open(const std::string& path) {
   if (rc != AGENTMEM_OK) {
     std::string msg = db ? agentmem_errmsg(db) : agentmem_errstr(rc);
     agentmem_close(db);
+    if ((rc & 0xff) == AGENTMEM_CORRUPT) msg += " (.check lists the damage; .recover NEWFILE salvages the rest)";
     Fail("cannot open \"" + path + "\": " + msg);
     return false;
   }
@@ -154,6 +155,26 @@ bool Shell::CreateFile() {
   agentmem_close(db_);
   db_ = db;
   not_created_ = false;
+  return true;
+}
+
+bool Shell::OpenForSalvage(const std::string& path) {
+  agentmem_db* db = nullptr;
+  const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
+  int rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READONLY, options);
+  if (rc == AGENTMEM_OK) {
+    db_ = db;
+    path_ = path;
+    return true;
+  }
+  std::string msg = db ? agentmem_errmsg(db) : agentmem_errstr(rc);
+  agentmem_close(db);
+  if ((rc & 0xff) != AGENTMEM_CORRUPT) {
+    Fail("cannot open \"" + path + "\": " + msg);
+    return false;
+  }
+  path_ = path;
+  damage_ = msg;
   return true;
 }
 

@@ -46,6 +46,11 @@ class Shell {
   // Creates that file and makes it the current database. False (reported)
   // on failure.
   bool CreateFile();
+  // Opens path read-only for .check and .recover only: a file that fails to
+  // open as damaged (AGENTMEM_CORRUPT_*) becomes the current path with no
+  // handle, and damage() holds why. Returns false (reported) otherwise.
+  bool OpenForSalvage(const std::string& path);
+  const std::string& damage() const { return damage_; }
   agentmem_db* db() const { return db_; }
 
   // Runs every ';'-separated statement of sql and prints the results in the
@@ -93,6 +98,7 @@ class Shell {
 
   agentmem_db* db_ = nullptr;
   std::string path_;
+  std::string damage_;  // why path_ did not open (OpenForSalvage)
   size_t failures_ = 0;
   bool not_created_ = false;
 };

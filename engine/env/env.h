@@ -121,6 +121,13 @@ class Env {
     return {};
   }
 
+  // Gives `path` the permission bits of `like` (a salvaged copy is as private
+  // as its source). An Env without permissions does nothing.
+  virtual Status CopyPermissions(const std::string& like, const std::string& path) {
+    (void)like, (void)path;
+    return Status::OK();
+  }
+
   // The process-wide POSIX Env. Never deleted.
   static Env* Posix();
 };

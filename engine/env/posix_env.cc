@@ -208,6 +208,13 @@ class PosixEnv : public Env {
     return SyncDirectory(to);
   }
 
+  Status CopyPermissions(const std::string& like, const std::string& path) override {
+    struct stat st;
+    if (::stat(like.c_str(), &st) != 0) return Errno(kIoErr, "cannot stat", like, errno);
+    if (::chmod(path.c_str(), st.st_mode & 07777) != 0) return Errno(kIoErr, "cannot chmod", path, errno);
+    return Status::OK();
+  }
+
   FileId Identify(const std::string& path) override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return {};

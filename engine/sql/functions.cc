@@ -752,6 +752,34 @@ class RetentionTable : public FunctionTable {
   std::unique_ptr<VCursor> Open() override { return std::make_unique<RetentionCursor>(this); }
 };
 
+// reindex(): what REINDEX runs (Database::Reindex).
+class ReindexCursor : public FunctionCursor {
+ public:
+  using FunctionCursor::FunctionCursor;
+
+ protected:
+  Status Run() override {
+    if (!sqlite3_get_autocommit(table_->session()->conn())) {
+      return Status(kMisuse, "REINDEX cannot run inside BEGIN ... COMMIT; run it on its own");
+    }
+    r_ = ReindexReceipt{};
+    return db()->Reindex(&r_);
+  }
+  size_t Rows() const override { return 1; }
+  Status RowColumn(sqlite3_context* ctx, int i) override {
+    const uint64_t values[] = {r_.episodes, r_.vectors, format::PageNoOf(r_.checkpoint_offset)};
+    sqlite3_result_int64(ctx, static_cast<int64_t>(values[i]));
+    return Status::OK();
+  }
+  ReindexReceipt r_;
+};
+
+class ReindexTable : public FunctionTable {
+ public:
+  explicit ReindexTable(Session* s) : FunctionTable(s, 3, 0, 0) {}
+  std::unique_ptr<VCursor> Open() override { return std::make_unique<ReindexCursor>(this); }
+};
+
 const std::string& RecallSchema() {
   static const std::string s =
       std::string("CREATE TABLE x(id INTEGER, user_id TEXT, session_id TEXT, role TEXT, "
@@ -802,6 +830,8 @@ std::vector<ModuleSpec> FunctionSpecs() {
        "CREATE TABLE x(max_age_s INTEGER, keep_cited INTEGER, set_max_age_s HIDDEN, "
        "set_keep_cited HIDDEN)",
        false, Make<RetentionTable>},
+      {"reindex", nullptr, "CREATE TABLE x(episodes INTEGER, vectors INTEGER, checkpoint_page INTEGER)",
+       false, Make<ReindexTable>},
       {"context", nullptr,
        "CREATE TABLE x(position INTEGER, kind TEXT, id INTEGER, name TEXT, text TEXT, "
        "tokens INTEGER, reason TEXT, for_user HIDDEN, for_query HIDDEN, budget HIDDEN)",

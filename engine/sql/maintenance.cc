@@ -94,6 +94,11 @@ Result<bool> RewriteMaintenance(const char* sql, const char* end, std::string* r
     *rest = stop;
     return true;
   }
+  if (t[0].text == "REINDEX" && t.size() == 1) {
+    *rewritten = "SELECT * FROM reindex()";
+    *rest = stop;
+    return true;
+  }
   if (t[0].text == "SET" && t.size() >= 2 && t[1].kind == Token::kWord && t[1].text == "RETENTION") {
     // SET RETENTION seconds [KEEP CITED]
     const bool keep = t.size() == 5 && t[3].kind == Token::kWord && t[3].text == "KEEP" &&

@@ -12,12 +12,12 @@
 namespace agentmem::engine::sql {
 
 // If the statement starting at `sql` (up to `end`) is a FORGET, a bare
-// VACUUM or a SET RETENTION, sets *rewritten to the equivalent SELECT and *rest to just past its
+// VACUUM, a bare REINDEX or a SET RETENTION, sets *rewritten to the equivalent SELECT and *rest to just past its
 // terminating ';' (or `end`), and returns true. A malformed FORGET gives
 // kError with the grammar in the message.
 //   FORGET USER u [SESSION s | BEFORE t] [PURGE]
 //   FORGET EPISODE id [PURGE]      FORGET FACT id [PURGE]
-//   FORGET BLOCK u name [PURGE]    VACUUM
+//   FORGET BLOCK u name [PURGE]    VACUUM    REINDEX
 //   SET RETENTION seconds [KEEP CITED]   (retention(seconds, keep))
 // u, s, name: string literals or parameters; t, id: integers or parameters.
 Result<bool> RewriteMaintenance(const char* sql, const char* end, std::string* rewritten,

@@ -158,7 +158,8 @@ Status Session::Prepare(const char* sql, int n, sqlite3_stmt** stmt, const char*
   ClearError();
   denied_.clear();
   const char* rest = nullptr;
-  // FORGET and VACUUM become calls of forget() and vacuum() (maintenance.h).
+  // FORGET, VACUUM and REINDEX become calls of forget(), vacuum() and
+  // reindex() (maintenance.h).
   const char* sql_end = n < 0 ? sql + std::strlen(sql) : sql + n;
   std::string rewritten;
   const char* after = nullptr;
@@ -189,8 +190,8 @@ Status Session::Prepare(const char* sql, int n, sqlite3_stmt** stmt, const char*
       refused = "VACUUM takes no arguments here: the .agentmem file is compacted whole";
     } else if (word == "REINDEX") {
       refused =
-          "REINDEX is not available yet: the BM25 and vector indexes of an .agentmem file "
-          "are kept current by every commit, and VACUUM writes them anew";
+          "REINDEX takes no arguments here: it rebuilds both indexes of the .agentmem file "
+          "(BM25 and vector) whole";
     }
     if (refused) {
       sqlite3_finalize(*stmt);

@@ -50,8 +50,8 @@ class Session {
 
   // Compiles the first statement of sql (n < 0: up to the NUL). *stmt is null
   // when sql holds only white space or comments. Statements that SQLite would
-  // run as an in-memory no-op but that an .agentmem file does not support yet
-  // (VACUUM, REINDEX) are refused here with a message that says so.
+  // run as an in-memory no-op on a named table or index (VACUUM main, REINDEX
+  // episodes) are refused here with a message that says so.
   Status Prepare(const char* sql, int n, sqlite3_stmt** stmt, const char** tail);
   // One sqlite3_step: kRow, kDone, or the error (the engine's Status when a
   // virtual table failed on one).

@@ -5,6 +5,9 @@
 // error but never crashes; and when a write is then acknowledged, a reopen
 // shows it exactly, together with the episode count read before.
 //
+// The same bytes are salvaged too (engine/recover.h): never a crash, and when
+// the salvage succeeds, the new file opens and checks clean.
+//
 // The seeds (tests/fuzz/corpus/open/) are small real files, so mutations get
 // past the header and checksums often enough to reach the scan and decoders.
 #include <memory>
@@ -13,6 +16,7 @@
 
 #include "engine/database.h"
 #include "engine/env/env.h"
+#include "engine/recover.h"
 #include "tests/fuzz/fuzz.h"
 
 namespace {
@@ -76,6 +80,26 @@ AGENTMEM_FUZZ_TARGET(open) {
   ro.read_only = true;
   ro.create = false;
   std::unique_ptr<Database> db;
+  {
+    constexpr const char* kSaved = "/fuzz/saved.agentmem";
+    engine::Options so;
+    so.env = env.get();
+    engine::RecoverReport report;
+    Status r = engine::Recover(kPath, kSaved, so, &report);
+    AGENTMEM_FUZZ_CHECK(r.ok() || !env->Exists(kSaved), "a failed salvage left its new file: %s",
+                        r.ToString().c_str());
+    if (r.ok()) {
+      engine::Options sro = ro;
+      Status o = Database::Open(kSaved, sro, &db);
+      AGENTMEM_FUZZ_CHECK(o.ok(), "the salvaged file does not open: %s", o.ToString().c_str());
+      std::vector<std::string> problems;
+      Status c = db->Check(&problems);
+      AGENTMEM_FUZZ_CHECK(c.ok() && problems.empty(), "the salvaged file does not check clean: %s %s",
+                          c.ToString().c_str(), problems.empty() ? "" : problems[0].c_str());
+      db.reset();
+      env->Delete(kSaved).IgnoreError();
+    }
+  }
   if (!Database::Open(kPath, ro, &db).ok()) return 0;
   ReadAll(db.get());
   db.reset();

@@ -1062,8 +1062,28 @@ TEST_CASE("FORGET and VACUUM statements forget, compact and return a receipt") {
   CHECK(Fails(h.db, "BEGIN; FORGET USER 'ann' PURGE", &msg) == AGENTMEM_MISUSE);
   Query(h.db, "ROLLBACK");
   CHECK(Fails(h.db, "  /* c */ vacuum main", &msg) == AGENTMEM_ERROR);
-  CHECK(Fails(h.db, "REINDEX", &msg) == AGENTMEM_ERROR);
-  CHECK(msg.find("REINDEX is not available yet") != std::string::npos);
+  CHECK(Fails(h.db, "REINDEX episodes", &msg) == AGENTMEM_ERROR);
+  CHECK(msg.find("REINDEX takes no arguments here") != std::string::npos);
+}
+
+TEST_CASE("REINDEX rebuilds both indexes and returns what it indexed") {
+  TempDir dir;
+  Db h(dir.File("r.agentmem"));
+  REQUIRE(h.rc == AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('ann', 'ann likes quiet mornings'), "
+              "('ann', 'ann rides a bicycle to work'), ('ann', 'ann reads in the evening')");
+  Query(h.db, "FORGET EPISODE 1");
+  const Rows r = Query(h.db, "REINDEX;");
+  REQUIRE(r.size() == 1);
+  CHECK(r[0][0] == "2");  // live episodes
+  CHECK(r[0][1] == "2");  // with vectors
+  CHECK(r[0][2] != "0");  // the checkpoint's first page
+  CHECK(Query(h.db, "SELECT id FROM recall('bicycle', 'ann', 1, 'bm25')") == Rows{{"2"}});
+  CHECK(Query(h.db, "SELECT episodes FROM reindex()") == Rows{{"2"}});
+  CHECK(Query(h.db, "SELECT * FROM integrity_check()") == Rows{{"ok"}});
+  std::string msg;
+  CHECK(Fails(h.db, "BEGIN; REINDEX", &msg) == AGENTMEM_MISUSE);
+  Query(h.db, "ROLLBACK");
 }
 
 TEST_CASE("no SQLite database file is ever created") {
