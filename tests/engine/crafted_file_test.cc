@@ -22,14 +22,7 @@
 #include "engine/env/env.h"
 #include "engine/memory.h"
 #include "tests/util/crafted.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CRAFTED_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CRAFTED_SANITIZED 1
-#endif
-#endif
+#include "tests/util/peak_memory.h"
 
 namespace agentmem::test {
 namespace {
@@ -38,30 +31,6 @@ using engine::Database;
 
 constexpr const char* kPath = "/mem/crafted.agentmem";
 constexpr long kBoundKib = 256 * 1024;
-
-long StatusKib(const char* field) {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  long kib = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::strncmp(line, field, n) == 0) kib = std::strtol(line + n, nullptr, 10);
-  }
-  std::fclose(f);
-  return kib;
-}
-
-// Sanitizers and valgrind keep freed memory and shadow bytes of their own:
-// there the cases run for their outcome, and the bound is not asserted.
-bool MemoryMeasurable() {
-#ifdef CRAFTED_SANITIZED
-  return false;
-#else
-  const char* preload = std::getenv("LD_PRELOAD");
-  return !(preload && std::strstr(preload, "valgrind"));
-#endif
-}
 
 struct ChildRun {
   bool finished = false;  // the child reported (did not crash or run out of memory)
@@ -73,7 +42,7 @@ struct ChildRun {
 // where it starts, so that a regression fails here instead of taking the
 // machine's memory. Under a sanitizer it runs in this process.
 ChildRun InChild(const std::function<std::string()>& work) {
-#ifdef CRAFTED_SANITIZED
+#ifdef AGENTMEM_TEST_SANITIZED
   // No bound to measure here (see MemoryMeasurable), and ThreadSanitizer
   // stops a forked child that starts threads: run it in this process.
   ChildRun inline_run;
@@ -88,13 +57,10 @@ ChildRun InChild(const std::function<std::string()>& work) {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
-    if (FILE* c = std::fopen("/proc/self/clear_refs", "w")) {  // peak := current
-      std::fputs("5", c);
-      std::fclose(c);
-    }
-    const long start = StatusKib("VmRSS:");
+    long start = ResetPeakKib();
+    if (start < 0) start = ProcStatusKib("VmRSS:");  // the peak starts at the fork
     if (MemoryMeasurable()) {
-      const long vm = StatusKib("VmSize:");
+      const long vm = ProcStatusKib("VmSize:");
       rlimit r{};
       r.rlim_cur = r.rlim_max = static_cast<rlim_t>(vm + (1L << 20)) * 1024;
       setrlimit(RLIMIT_AS, &r);
@@ -105,7 +71,7 @@ ChildRun InChild(const std::function<std::string()>& work) {
     } catch (const std::exception& e) {
       out = std::string("exception: ") + e.what();
     }
-    const std::string msg = std::to_string(StatusKib("VmHWM:") - start) + "\n" + out;
+    const std::string msg = std::to_string(PeakGrowthKib(start)) + "\n" + out;
     size_t done = 0;
     while (done < msg.size()) {
       const ssize_t n = write(fds[1], msg.data() + done, msg.size() - done);

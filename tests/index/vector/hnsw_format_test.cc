@@ -14,6 +14,7 @@
 #include "format/crc32c.h"
 #include "index/vector/hnsw.h"
 #include "tests/index/vector/vector_test_util.h"
+#include "tests/util/peak_memory.h"
 
 namespace agentmem::index {
 namespace {
@@ -412,4 +413,46 @@ TEST_CASE("a delta without vectors applies with the vectors its caller gives, as
 }
 
 }  // namespace
+TEST_CASE("a delta without vectors is refused before room is made for the vectors its header counts") {
+  // 4,096 new nodes of dimension 65,536 in 72 KiB of records: room for their
+  // vectors would be a gigabyte. None has a vector to supply, and the image
+  // is refused having allocated about its own size.
+  constexpr uint32_t kDim = 65536, kNodes = 4096;
+  HnswOptions o;
+  o.dim = kDim;
+  auto g = HnswIndex::Create(o);
+  REQUIRE(g.ok());
+  std::string image = "AHNS";
+  format::PutFixed16(&image, 1);
+  image.push_back(1);  // cosine
+  image.push_back(1);  // no vectors
+  for (uint32_t v : {kDim, o.m, o.ef_construction, 0u, kNodes, 0u, 0u, kNodes}) {
+    format::PutFixed32(&image, v);
+  }
+  format::PutFixed64(&image, 0);  // body_length, below
+  const size_t body = image.size();
+  for (uint32_t node = 0; node < kNodes; node++) {
+    format::PutFixed32(&image, node);
+    format::PutFixed64(&image, node + 1);
+    image.push_back(0);  // level
+    image.push_back(0);  // flags
+    format::PutFixed16(&image, 0);  // no links
+  }
+  EncodeFixed64(image.data() + 40, image.size() - body);
+  format::PutFixed32(&image, format::MaskCrc(format::Crc32c(image.data(), image.size())));
+  int lookups = 0;
+  const long start = test::ResetPeakKib();
+  Status s = (*g)->ApplyDelta(image, [&](uint64_t) -> const float* {
+    lookups++;
+    return nullptr;
+  });
+  const long grown = test::PeakGrowthKib(start);
+  CHECK(s.code() == kCorruptIndex);
+  CHECK(s.message().find("no usable vector") != std::string::npos);
+  CHECK(lookups == 1);
+  CHECK((*g)->size() == 0);
+  MESSAGE("peak memory grew " << grown << " KiB");
+  if (start >= 0 && test::MemoryMeasurable()) CHECK(grown < 64 * 1024);
+}
+
 }  // namespace agentmem::index
