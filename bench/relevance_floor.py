@@ -20,12 +20,17 @@ how many vector hits (k = 10) a question asked of the wrong conversation gets.
 
 usage: python3 bench/relevance_floor.py [--data DIR] [--set locomo|realtalk]
                                         [--options "key=value&..."] [--floors 0.1,0.2]
+                                        [--embedder MODULE_OR_FILE.py:FUNCTION]
+--embedder measures your own model: FUNCTION(list[str]) -> vectors, registered with
+Memory(embedder=...) (docs/recall.md, "Your own embedder"), to choose its min_similarity.
 Needs the library (make build) and AGENTMEM_DATA_DIR or --data (default
 /work/shared/data or ../shared/data).
 """
 
 import argparse
 import collections
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -57,6 +62,7 @@ def main():
     ap.add_argument("--set", default="locomo")
     ap.add_argument("--options", default="", help="open options, e.g. embedder=NAME")
     ap.add_argument("--floors", default="0,0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6")
+    ap.add_argument("--embedder", help="an embedding function, module:function or file.py:function")
     a = ap.parse_args()
     root = data_dir(a.data) / a.set
     options = dict(kv.split("=", 1) for kv in a.options.split("&") if kv)
@@ -70,6 +76,15 @@ def main():
                  if q.get("category") != 5 and q["evidence_turn_ids"]]
     convs = list(turns)
 
+    if a.embedder:
+        where, _, name = a.embedder.rpartition(":")
+        if where.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(where).stem, where)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        options["embedder"] = getattr(module, name)
     mem = agentmem.Memory(":memory:", **options)
     ids = {}  # (conv, turn_id) -> episode id
     for conv in convs:

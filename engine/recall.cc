@@ -31,9 +31,13 @@ namespace agentmem::engine {
 
 namespace {
 
-// The cosine a vector hit of the built-in hashing embedder needs to match by
-// default (docs/recall.md, "Relevance and thresholds").
-constexpr double kHashSimilarityFloor = 0.22;
+// The cosine a vector hit of a built-in embedder needs to match by default:
+// the 99th percentile of the similarities of a question to the turns of
+// another conversation, LoCoMo and REALTALK, rounded up to 0.01
+// (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
+constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
+constexpr double kGloveSimilarityFloor = 0.91;  // agentmem-glove-v1
+constexpr std::string_view kGloveName = "agentmem-glove-v1";
 
 const char* ModeName(RecallMode m) {
   switch (m) {
@@ -346,6 +350,8 @@ double RecallIndex::DefaultSimilarityFloor(const std::string& embedder, index::M
   double cos_floor;
   if (embedder == index::HashEmbedder::kName) {
     cos_floor = kHashSimilarityFloor;
+  } else if (embedder == kGloveName) {
+    cos_floor = kGloveSimilarityFloor;
   } else {
     return -INFINITY;
   }
