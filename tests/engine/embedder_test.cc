@@ -324,3 +324,32 @@ TEST_CASE("destroy runs when the embedder is replaced, removed, and at close") {
   CHECK(first.destroyed == 2);
   CHECK(second.destroyed == 1);
 }
+
+TEST_CASE("an import of lines without vectors embeds them with the model, once") {
+  TempDir dir;
+  agentmem_db* plain = OpenModelFile(dir.path() + "/plain.agentmem");  // no model: no vectors
+  REQUIRE(RememberText(plain, "olive oil") == AGENTMEM_OK);
+  REQUIRE(RememberText(plain, "an iota") == AGENTMEM_OK);
+  char* jsonl = nullptr;
+  REQUIRE(agentmem_export(plain, "u", &jsonl) == AGENTMEM_OK);
+  CHECK(std::string(jsonl).find("\"embedding\"") == std::string::npos);
+  CHECK(agentmem_close(plain) == AGENTMEM_OK);
+
+  agentmem_db* db = OpenModelFile(dir.path() + "/m.agentmem");
+  Model m;
+  REQUIRE(Register(db, &m) == AGENTMEM_OK);
+  int64_t added = 0;
+  REQUIRE(agentmem_import(db, jsonl, &added) == AGENTMEM_OK);
+  CHECK(added == 2);
+  CHECK(m.batches == std::vector<int>{2});
+  CHECK(VectorOf(db, 1) == Expected("olive oil"));
+  CHECK(VectorOf(db, 2) == Expected("an iota"));
+  // Importing it again adds nothing: a line without a vector takes the model's.
+  REQUIRE(agentmem_import(db, jsonl, &added) == AGENTMEM_OK);
+  CHECK(added == 0);
+  REQUIRE(agentmem_import_v2(db, jsonl, AGENTMEM_IMPORT_NEW_IDS, &added) == AGENTMEM_OK);
+  CHECK(added == 0);
+  CHECK(m.batches == std::vector<int>{2});
+  agentmem_free(jsonl);
+  CHECK(agentmem_close(db) == AGENTMEM_OK);
+}
