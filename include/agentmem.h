@@ -230,7 +230,10 @@ int agentmem_begin(agentmem_db *db);
 ** appended, then (sync=FULL) one fdatasync. Returns AGENTMEM_OK when the
 ** transaction is durable per the sync mode; AGENTMEM_MISUSE with no open
 ** transaction; AGENTMEM_IOERR_* / AGENTMEM_FULL on failure, after which the
-** transaction is in doubt and the handle is read-only until reopened. */
+** transaction is in doubt and the handle is read-only until reopened. When a
+** registered embedder (agentmem_create_embedder) fails on the texts still
+** waiting for their vectors, its code is returned, nothing is written and
+** the transaction is rolled back. */
 int agentmem_commit(agentmem_db *db);
 
 /* Discard the open transaction. Returns AGENTMEM_OK, or AGENTMEM_MISUSE with
@@ -254,13 +257,16 @@ typedef struct agentmem_episode {
 
 /* Remember one episode. user_id, session_id and role may be "" but not NULL;
 ** text must be non-NULL valid UTF-8 of at most max_text_bytes; metadata is
-** NULL/"" or a JSON object or value; vector is NULL (no vector yet) or dim
+** NULL/"" or a JSON object or value; vector is NULL (the file's built-in
+** embedder, or the model registered with agentmem_create_embedder(), embeds
+** text; with an external embedder and none registered, no vector) or dim
 ** floats matching the file's vector_dim. ts is the event time (0 = now).
 ** On AGENTMEM_OK, *pId (if pId is not NULL) receives the new id. On failure
 ** *pId is left unchanged and nothing is written; codes: AGENTMEM_MISUSE,
 ** AGENTMEM_MISMATCH_UTF8, AGENTMEM_MISMATCH_JSON,
 ** AGENTMEM_MISMATCH_DIMENSION, AGENTMEM_TOOBIG, AGENTMEM_READONLY,
-** AGENTMEM_BUSY, AGENTMEM_IOERR_*, AGENTMEM_FULL. Outside an explicit
+** AGENTMEM_BUSY, AGENTMEM_IOERR_*, AGENTMEM_FULL, and a registered embedder's
+** codes (agentmem_create_embedder). Outside an explicit
 ** transaction the episode is committed before this returns. */
 int agentmem_remember(agentmem_db *db, const char *user_id, const char *session_id,
                       const char *role, const char *text, int64_t ts,
