@@ -4,6 +4,7 @@
 // std::bad_alloc to AGENTMEM_NOMEM and anything else to AGENTMEM_INTERNAL.
 // Handles are checked against a registry of live handles, so a closed or
 // foreign pointer gets AGENTMEM_MISUSE instead of a crash.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -229,6 +230,12 @@ Status BuildQuery(const char* user_id, const char* query, const agentmem_recall_
   q->half_life_s = o->half_life_s;
   q->min_score = o->min_score;
   q->rrf_k = o->rrf_k;
+  if (o->version >= 2) {
+    if (std::isnan(o->min_bm25)) return Status(agentmem::kRange, "min_bm25 must be a number");
+    q->fill = o->fill != 0;
+    q->min_similarity = o->min_similarity;
+    q->min_bm25 = o->min_bm25;
+  }
   return Status::OK();
 }
 
@@ -252,6 +259,7 @@ void agentmem_recall_options_init(agentmem_recall_options* o) {
   o->ts_from = INT64_MIN;
   o->ts_to = INT64_MAX;
   o->rrf_k = 60;
+  o->min_similarity = NAN;
 }
 
 int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,

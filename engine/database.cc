@@ -251,6 +251,74 @@ Status Database::EnsureRecallIndex() {
   }
   recall_ = std::make_unique<RecallIndex>(tok, s.dim, metric.value(),
                                           s.embedder == index::HashEmbedder::kName);
+  recall_->set_similarity_floor(RecallIndex::DefaultSimilarityFloor(s.embedder, metric.value()));
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ the application's embedder
+
+Status Database::SetEmbedder(const VectorSpace& space, std::unique_ptr<Embedder>* e) {
+  if (closed_) return Status(kMisuse, "database is closed");
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  if (!(space == space_)) {
+    return StatusF(kMismatch,
+                   "vector space mismatch: the file records %s/%u/%s, the embedder is %s/%u/%s",
+                   space_.embedder.c_str(), space_.dim, space_.metric.c_str(),
+                   space.embedder.c_str(), space.dim, space.metric.c_str());
+  }
+  if (recall_->builtin_embedder()) {
+    return StatusF(kMisuse,
+                   "the file's embedder %s is built into agentmem; register an embedder on a "
+                   "file created with embedder=NAME for your model",
+                   space_.embedder.c_str());
+  }
+  if (!pending_embed_.empty()) {
+    return Status(kMisuse,
+                  "the open transaction holds texts the current embedder has not embedded "
+                  "yet; commit or roll back before replacing it");
+  }
+  embedder_ = std::move(*e);  // the one replaced is destroyed here
+  return Status::OK();
+}
+
+Status Database::EmbedTexts(const std::vector<std::string_view>& texts,
+                            const std::vector<std::vector<float>*>& vectors) {
+  const size_t dim = space_.dim;
+  std::vector<float> out(texts.size() * dim);
+  for (size_t at = 0; at < texts.size(); at += Embedder::kEmbedBatch) {
+    size_t n = std::min(Embedder::kEmbedBatch, texts.size() - at);
+    std::vector<std::string_view> batch(texts.begin() + static_cast<long>(at),
+                                        texts.begin() + static_cast<long>(at + n));
+    float* dst = out.data() + at * dim;
+    Status s = embedder_->Embed(batch, dst);
+    if (!s.ok()) {
+      return Status(s.code(), "embedder " + space_.embedder + " failed: " + s.message());
+    }
+    for (size_t i = 0; i < n * dim; i++) {
+      if (!std::isfinite(dst[i])) {
+        return StatusF(kRange, "embedder %s returned a NaN or infinite value (text %zu of %zu)",
+                       space_.embedder.c_str(), i / dim + 1, n);
+      }
+    }
+  }
+  for (size_t i = 0; i < vectors.size(); i++) {
+    vectors[i]->assign(out.begin() + static_cast<long>(i * dim),
+                       out.begin() + static_cast<long>((i + 1) * dim));
+  }
+  return Status::OK();
+}
+
+Status Database::EmbedPending() {
+  if (pending_embed_.empty()) return Status::OK();
+  if (!embedder_) return Status(kInternal, "episodes wait for an embedder that is gone");
+  std::vector<std::string_view> texts;
+  std::vector<std::vector<float>*> vectors;
+  for (size_t i : pending_embed_) {
+    texts.push_back(pending_episodes_[i].text);
+    vectors.push_back(&pending_episodes_[i].vector);
+  }
+  AGENTMEM_RETURN_IF_ERROR(EmbedTexts(texts, vectors));
+  pending_embed_.clear();
   return Status::OK();
 }
 
@@ -272,6 +340,7 @@ Status Database::Close() {
   }
   ReleaseWriteLock();
   file_.reset();
+  embedder_.reset();  // the application's destroy callback runs here
   return s;
 }
 
@@ -665,6 +734,7 @@ Status Database::FinishWrite(Status s) {
 void Database::CheckpointAfterCommit() { MaybeCheckpoint(false).IgnoreError(); }
 
 void Database::ClearPending() {
+  pending_embed_.clear();
   pending_forgets_.clear();
   pending_graph_.clear();
   pending_episodes_.clear();
@@ -762,6 +832,7 @@ Status Database::CommitPending() {
       pending_meta_.entries.empty() && pending_forgets_.empty() && pending_graph_.empty()) {
     return Status::OK();
   }
+  AGENTMEM_RETURN_IF_ERROR(EmbedPending());  // before a byte is written
   std::string buf;
   uint32_t pages = 0;
   AGENTMEM_RETURN_IF_ERROR(EncodePending(&buf, &pages));
@@ -828,6 +899,13 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   if (r.vector.empty() && recall_->builtin_embedder()) {  // (recall_ exists from open on)
     r.vector = recall_->Embed(r.text);  // the built-in embedder fills in
   }
+  // The application's embedder: a lone write embeds its text now, before
+  // the write lock; a transaction's texts are embedded in batches.
+  bool embed_later = r.vector.empty() && embedder_ != nullptr;
+  if (embed_later && !explicit_txn_) {
+    AGENTMEM_RETURN_IF_ERROR(EmbedTexts({r.text}, {&r.vector}));
+    embed_later = false;
+  }
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
   const uint64_t limit = episode_id_limit();
   if (r.id != 0 && r.id < limit) {
@@ -848,6 +926,17 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   if (r.ts == 0) r.ts = r.created_at;
   uint64_t assigned = r.id;
   pending_episodes_.push_back(std::move(r));
+  if (embed_later) {
+    pending_embed_.push_back(pending_episodes_.size() - 1);
+    if (pending_embed_.size() >= Embedder::kEmbedBatch) {
+      Status e = EmbedPending();
+      if (!e.ok()) {  // this call fails and leaves no episode behind
+        pending_embed_.pop_back();
+        pending_episodes_.pop_back();
+        return e;  // (in a transaction: FinishWrite would only return it)
+      }
+    }
+  }
   Status s = FinishWrite(Status::OK());
   if (s.ok() && id) *id = assigned;
   return s;
@@ -1184,6 +1273,10 @@ Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   RecallQuery query = q;
   if (query.now == 0) query.now = Now();
+  if (query.vector.empty() && query.mode != RecallMode::kBm25 && embedder_ &&
+      !recall_->builtin_embedder()) {
+    AGENTMEM_RETURN_IF_ERROR(EmbedTexts({query.text}, {&query.vector}));
+  }
   if (metadata_key.empty()) return recall_->Recall(query, hits, plan);
   // Read as tokens, not nlohmann::json trees (engine/json_reader.h): the
   // trees' destructor allocates, so running out of memory here would be

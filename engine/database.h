@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/catalog.h"
+#include "engine/embedder.h"
 #include "engine/env/env.h"
 #include "engine/fact_index.h"
 #include "engine/options.h"
@@ -217,6 +218,15 @@ class Database {
   void Poison() noexcept;
   bool poisoned() const { return poisoned_; }
 
+  // Registers the application's embedding model for this handle (replacing
+  // one registered before; null removes it). `space` must be the file's
+  // vector space (else kMismatch) and the file's embedder must not be a
+  // built-in one (else kMisuse); refused (kMisuse) while the open transaction
+  // holds texts the current embedder has not embedded yet. On success the
+  // Database owns *e (moved from); on failure *e is left to the caller.
+  Status SetEmbedder(const VectorSpace& space, std::unique_ptr<Embedder>* e);
+  bool has_embedder() const { return embedder_ != nullptr; }
+
   const VectorSpace& space() const { return space_; }
   const Options& options() const { return opts_; }
   const std::string& path() const { return path_; }
@@ -280,6 +290,12 @@ class Database {
   Status ImportCheckpointState(const format::CheckpointState& st);
   int64_t Now() const;
   Status EnsureRecallIndex();
+  // Embeds texts[i] into (*vectors[i]) with embedder_, kEmbedBatch at a time;
+  // on failure no vector is changed.
+  Status EmbedTexts(const std::vector<std::string_view>& texts,
+                    const std::vector<std::vector<float>*>& vectors);
+  // Embeds the pending episodes that wait for their vectors (pending_embed_).
+  Status EmbedPending();
   uint64_t NextFactId() const;
   // ---- forgetting and compaction (lifecycle.cc)
   Status ApplyForget(const format::ForgetRecord& f);
@@ -344,6 +360,10 @@ class Database {
   uint64_t syncs_ = 0;
   Status sticky_;  // set by a failed write or sync; refuses further writes
   std::vector<format::EpisodeRecord> pending_episodes_;
+  // Indexes into pending_episodes_ of the episodes whose vector embedder_
+  // computes at the next batch (a transaction's texts are embedded together).
+  std::vector<size_t> pending_embed_;
+  std::unique_ptr<Embedder> embedder_;  // the application's model (SetEmbedder)
   std::vector<format::BlockRecord> pending_blocks_;
   std::vector<format::FactRecord> pending_facts_;
   format::MetaRecord pending_meta_;

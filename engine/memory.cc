@@ -598,6 +598,10 @@ class Importer {
     } else {
       r.vector = DefaultVector(builtin_, r.text);
     }
+    // A line without a vector on a file whose model is the application's
+    // (agentmem_create_embedder): the file's vector is that model's, whatever
+    // it is, so a present episode is compared without its vector.
+    const bool any_vector = r.vector.empty() && db_->has_embedder();
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: episode id 0", line_no);
     auto [it, fresh] = episodes_.try_emplace(r.id, r);
     if (!fresh) {
@@ -605,10 +609,11 @@ class Importer {
       return StatusF(kConstraint, "import line %zu: episode %llu appears twice, different",
                      line_no, static_cast<unsigned long long>(r.id));
     }
-    if (new_ids_) return CheckEpisodeByContent(std::move(r));
+    if (new_ids_) return CheckEpisodeByContent(std::move(r), any_vector);
     EpisodeRecord have;
     Status s = db_->GetEpisode(r.id, &have);
     if (s.ok()) {
+      if (any_vector) have.vector.clear();
       if (have == r) {
         plan_.skipped++;
         return Status::OK();
@@ -628,21 +633,25 @@ class Importer {
     return Status::OK();
   }
 
-  // Everything of an episode but its id, as one string.
-  static std::string ContentKey(const EpisodeRecord& e) {
-    std::string key;
+  // Everything of an episode but its id (and, without `with_vector`, its
+  // vector), as one string.
+  static std::string ContentKey(const EpisodeRecord& e, bool with_vector = true) {
+    std::string key = with_vector ? "v" : "t";
     for (const std::string* f : {&e.session_id, &e.role, &e.text, &e.metadata}) {
       key += std::to_string(f->size()) + ':' + *f;
     }
     key += std::to_string(e.ts) + ':' + std::to_string(e.created_at) + ':';
-    key.append(reinterpret_cast<const char*>(e.vector.data()), e.vector.size() * sizeof(float));
+    if (with_vector) {
+      key.append(reinterpret_cast<const char*>(e.vector.data()),
+                 e.vector.size() * sizeof(float));
+    }
     return key;
   }
 
   // New ids: the episode is present when one of the user's episodes has the
   // same content; else it is written under the next id. id_map_ records what
   // its exported id becomes (0 until written).
-  Status CheckEpisodeByContent(EpisodeRecord r) {
+  Status CheckEpisodeByContent(EpisodeRecord r, bool any_vector) {
     auto [users, fresh] = contents_.try_emplace(r.user_id);
     if (fresh) {
       std::vector<uint64_t> ids;
@@ -651,9 +660,10 @@ class Importer {
         EpisodeRecord e;
         AGENTMEM_RETURN_IF_ERROR(db_->GetEpisode(id, &e));
         users->second.emplace(ContentKey(e), id);
+        if (db_->has_embedder()) users->second.emplace(ContentKey(e, false), id);
       }
     }
-    auto found = users->second.find(ContentKey(r));
+    auto found = users->second.find(ContentKey(r, !any_vector));
     if (found != users->second.end()) {
       id_map_[r.id] = found->second;
       plan_.skipped++;

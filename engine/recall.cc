@@ -6,11 +6,13 @@
 //      partition's), MaxScore skipping, candidates enforced by a filter;
 //   3. vector top-k: an exact SIMD scan of the candidates' vectors;
 //   4. the union of both lists, fused by reciprocal rank fusion, weighted by
-//      recency when asked, cut at min_score;
-//   5. if fewer than k hits remain and more candidates exist, the remaining
-//      candidates fill the list in id order, i.e. the order they were
-//      remembered (marked `fill`, score 0) -- the reference BM25's rule for
-//      zero-score documents.
+//      recency when asked; hits that match neither list's threshold (a BM25
+//      score > 0 and >= min_bm25, a similarity >= min_similarity or the
+//      embedder's floor) are dropped, the rest cut at min_score;
+//   5. only with `fill`: if fewer than k hits remain and more candidates
+//      exist, the remaining candidates fill the list in id order, i.e. the
+//      order they were remembered (marked `fill`, score 0) -- the reference
+//      BM25's rule for zero-score documents.
 #include "engine/recall.h"
 
 #include "format/coding.h"
@@ -28,6 +30,14 @@
 namespace agentmem::engine {
 
 namespace {
+
+// The cosine a vector hit of a built-in embedder needs to match by default:
+// the 99th percentile of the similarities of a question to the turns of
+// another conversation, LoCoMo and REALTALK, rounded up to 0.01
+// (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
+constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
+constexpr double kGloveSimilarityFloor = 0.91;  // agentmem-glove-v1
+constexpr std::string_view kGloveName = "agentmem-glove-v1";
 
 const char* ModeName(RecallMode m) {
   switch (m) {
@@ -53,9 +63,10 @@ std::string RecallPlan::ToJson() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "{\"mode\":\"%s\",\"partition\":%llu,\"filtered\":%llu,\"bm25_hits\":%zu,"
-                "\"vector_hits\":%zu,\"fused\":%zu,\"filled\":%zu,",
+                "\"vector_hits\":%zu,\"fused\":%zu,\"filled\":%zu,\"unmatched\":%zu,",
                 mode.c_str(), static_cast<unsigned long long>(partition),
-                static_cast<unsigned long long>(filtered), bm25_hits, vector_hits, fused, filled);
+                static_cast<unsigned long long>(filtered), bm25_hits, vector_hits, fused, filled,
+                unmatched);
   return std::string(buf) + "\"bm25\":\"" + JsonEscape(bm25_path) + "\",\"vector\":\"" +
          JsonEscape(vector_path) + "\"}";
 }
@@ -342,6 +353,28 @@ Status RecallIndex::VectorQuery(const RecallQuery& q, std::vector<float>* out) c
   return Status::OK();
 }
 
+double RecallIndex::DefaultSimilarityFloor(const std::string& embedder, index::Metric metric) {
+  // Cosine floors measured on LoCoMo (docs/recall.md, "Relevance and
+  // thresholds"). The built-in embedders' vectors have unit length, so the
+  // dot product is the cosine and the squared L2 distance is 2 - 2 cos.
+  double cos_floor;
+  if (embedder == index::HashEmbedder::kName) {
+    cos_floor = kHashSimilarityFloor;
+  } else if (embedder == kGloveName) {
+    cos_floor = kGloveSimilarityFloor;
+  } else {
+    return -INFINITY;
+  }
+  return metric == index::Metric::kL2 ? -(2.0 - 2.0 * cos_floor) : cos_floor;
+}
+
+bool RecallIndex::Matches(const RecallQuery& q, const RecallHit& h) const {
+  double floor = q.min_similarity;
+  if (std::isnan(floor)) floor = q.fill ? -INFINITY : similarity_floor_;
+  return (h.bm25_rank > 0 && h.bm25_score > 0 && h.bm25_score >= q.min_bm25) ||
+         (h.vector_rank > 0 && h.vector_score >= floor);
+}
+
 double RecallIndex::Similarity(float distance) const {
   return metric_ == index::Metric::kL2 ? -static_cast<double>(distance)
                                        : 1.0 - static_cast<double>(distance);
@@ -598,6 +631,10 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
   }
   for (auto& [id, h] : fused) {
+    if (!Matches(q, h)) {
+      plan.unmatched++;
+      continue;
+    }
     if (q.half_life_s > 0) {
       double age_s = std::max<double>(0, static_cast<double>(now - attrs_.Find(id)->ts) / 1e6);
       h.score *= std::exp2(-age_s / q.half_life_s);
@@ -611,7 +648,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   plan.fused = hits->size();
 
   // Fill: k is guaranteed when the filtered partition holds k episodes.
-  if (hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
+  if (q.fill && hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
     std::unordered_set<uint64_t> have;
     for (const RecallHit& h : *hits) have.insert(h.id);
     for (auto it = candidates.begin(); it != candidates.end() && hits->size() < q.k; ++it) {

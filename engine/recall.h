@@ -11,6 +11,7 @@
 // Thread safety: none; the owning Database serialises access.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,6 +48,16 @@ struct RecallQuery {
   int64_t ts_to = INT64_MAX;
   double half_life_s = 0;  // recency weighting; 0 = off
   double min_score = 0;    // fused score below this is dropped
+  // Relevance (docs/recall.md, "Relevance and thresholds"): a hit matches when
+  // it is in the BM25 list with a score > 0 and >= min_bm25, or in the vector
+  // list with a similarity >= min_similarity (NaN: the file's embedder's
+  // floor, RecallIndex::similarity_floor()). Hits that match neither are
+  // dropped, unless `fill`.
+  double min_similarity = NAN;
+  double min_bm25 = 0;
+  // Today's always-k rule: no default floor, and when fewer than k hits are
+  // left the remaining candidates fill the list in id order (score 0).
+  bool fill = false;
   int rrf_k = 60;
   int64_t now = 0;  // for recency weighting; 0 = the clock
   // A further predicate on episode ids (the metadata filter, which needs the
@@ -75,6 +86,7 @@ struct RecallPlan {
   size_t vector_hits = 0;
   size_t fused = 0;
   size_t filled = 0;
+  size_t unmatched = 0;    // hits of the lists dropped: under every threshold
   std::string ToJson() const;
 };
 
@@ -148,6 +160,12 @@ class RecallIndex {
   // REQUIRES: builtin_embedder().
   std::vector<float> Embed(std::string_view text) const;
   bool builtin_embedder() const { return embedder_.has_value(); }
+  // The similarity a vector hit needs to match when the query sets no
+  // min_similarity: measured per embedder (docs/recall.md), -infinity (every
+  // vector hit matches) for an embedder without a measured floor.
+  static double DefaultSimilarityFloor(const std::string& embedder, index::Metric metric);
+  void set_similarity_floor(double floor) { similarity_floor_ = floor; }
+  double similarity_floor() const { return similarity_floor_; }
   const float* VectorOf(uint64_t id) const;
 
   // The writer's side of the graph: inserts the vectors of a transaction's
@@ -192,6 +210,8 @@ class RecallIndex {
   void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
+  // Whether a fused hit matches the query's thresholds (RecallQuery).
+  bool Matches(const RecallQuery& q, const RecallHit& h) const;
   // Records the graph node of each episode inserted since the last call.
   void SyncNodes();
 
@@ -199,6 +219,7 @@ class RecallIndex {
   uint32_t dim_;
   index::Metric metric_;
   std::optional<index::HashEmbedder> embedder_;
+  double similarity_floor_ = -INFINITY;
   IdTable<EpisodeAttrs> attrs_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;

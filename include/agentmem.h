@@ -171,6 +171,55 @@ const char *agentmem_errmsg(agentmem_db *db);
 /* Free memory that agentmem returned to the caller. NULL is a no-op. */
 void agentmem_free(void *p);
 
+/* ---------------------------------------------------------------- your own embedder */
+
+/* Metrics of agentmem_create_embedder(), as the open option vector_metric. */
+#define AGENTMEM_METRIC_COSINE 0
+#define AGENTMEM_METRIC_IP     1
+#define AGENTMEM_METRIC_L2     2
+
+/* The most texts one call of an agentmem_embed_fn is given. */
+#define AGENTMEM_EMBED_BATCH_MAX 64
+
+/* An application's embedding model. Embeds the n texts azText[0..n-1]
+** (1 <= n <= AGENTMEM_EMBED_BATCH_MAX; UTF-8, NUL-terminated, owned by the
+** library and valid during the call) into aOut: n * dim floats, text i's
+** vector at aOut + i * dim. Returns AGENTMEM_OK, or an error code that fails
+** the call that needed the vectors (a code that is not an agentmem error
+** becomes AGENTMEM_ERROR); a message may then be copied into zErr, a buffer
+** of nErr bytes (it is NUL-terminated by the library if the callback leaves
+** it unterminated). The callback runs with the handle's mutex held: it must
+** not call agentmem functions on the same handle. */
+typedef int (*agentmem_embed_fn)(void *ctx, int n, const char *const *azText, int dim,
+                                 float *aOut, char *zErr, int nErr);
+
+/* Register the application's embedding model on db, like
+** sqlite3_create_function(): from then on every episode written without a
+** vector -- agentmem_remember() with vector NULL, an SQL INSERT without
+** embedding, agentmem_import() of a line without one -- gets fn's vector of
+** its text, and every recall without a query vector (agentmem_recall() in
+** hybrid and vector modes, SQL recall(), agentmem_context()) fn's vector of
+** the query. A write outside a transaction embeds its text at once; in a
+** transaction texts are embedded AGENTMEM_EMBED_BATCH_MAX at a time, when
+** that many wait and at commit (docs/recall.md, "Your own embedder").
+**
+** name, dim and metric (AGENTMEM_METRIC_*) must be the file's vector space
+** (the open options embedder, vector_dim, vector_metric that created it),
+** else AGENTMEM_MISMATCH; a file whose embedder is built in
+** (agentmem-hash-v1) refuses with AGENTMEM_MISUSE. A later registration
+** replaces this one; fn NULL removes it (name, dim and metric are then still
+** checked). destroy (may be NULL) is called with ctx when the registration
+** is replaced or removed and at agentmem_close(); it is not called when this
+** function fails, and ctx then stays the caller's. Refused with
+** AGENTMEM_MISUSE while the open transaction holds texts not yet embedded.
+**
+** When fn fails, returns a NaN or infinite value, the call that needed the
+** vectors fails with fn's code (AGENTMEM_RANGE for a non-finite value) and a
+** message naming the embedder, and writes nothing: agentmem_remember()
+** leaves no episode, agentmem_commit() rolls the whole transaction back. */
+int agentmem_create_embedder(agentmem_db *db, const char *name, int dim, int metric,
+                             agentmem_embed_fn fn, void *ctx, void (*destroy)(void *));
+
 /* ---------------------------------------------------------------- transactions */
 
 /* Start an explicit transaction. Without one, every write is its own
@@ -184,7 +233,10 @@ int agentmem_begin(agentmem_db *db);
 ** appended, then (sync=FULL) one fdatasync. Returns AGENTMEM_OK when the
 ** transaction is durable per the sync mode; AGENTMEM_MISUSE with no open
 ** transaction; AGENTMEM_IOERR_* / AGENTMEM_FULL on failure, after which the
-** transaction is in doubt and the handle is read-only until reopened. */
+** transaction is in doubt and the handle is read-only until reopened. When a
+** registered embedder (agentmem_create_embedder) fails on the texts still
+** waiting for their vectors, its code is returned, nothing is written and
+** the transaction is rolled back. */
 int agentmem_commit(agentmem_db *db);
 
 /* Discard the open transaction. Returns AGENTMEM_OK, or AGENTMEM_MISUSE with
@@ -209,13 +261,16 @@ typedef struct agentmem_episode {
 /* Remember one episode. user_id, session_id and role may be "" but not NULL;
 ** text must be non-NULL valid UTF-8 of at most max_text_bytes; metadata is
 ** NULL/"" or a JSON object or value nested at most 64 levels of arrays and
-** objects deep (deeper: AGENTMEM_TOOBIG); vector is NULL (no vector yet) or dim
+** objects deep (deeper: AGENTMEM_TOOBIG); vector is NULL (the file's built-in
+** embedder, or the model registered with agentmem_create_embedder(), embeds
+** text; with an external embedder and none registered, no vector) or dim
 ** floats matching the file's vector_dim. ts is the event time (0 = now).
 ** On AGENTMEM_OK, *pId (if pId is not NULL) receives the new id. On failure
 ** *pId is left unchanged and nothing is written; codes: AGENTMEM_MISUSE,
 ** AGENTMEM_MISMATCH_UTF8, AGENTMEM_MISMATCH_JSON,
 ** AGENTMEM_MISMATCH_DIMENSION, AGENTMEM_TOOBIG, AGENTMEM_READONLY,
-** AGENTMEM_BUSY, AGENTMEM_IOERR_*, AGENTMEM_FULL. Outside an explicit
+** AGENTMEM_BUSY, AGENTMEM_IOERR_*, AGENTMEM_FULL, and a registered embedder's
+** codes (agentmem_create_embedder). Outside an explicit
 ** transaction the episode is committed before this returns. */
 int agentmem_remember(agentmem_db *db, const char *user_id, const char *session_id,
                       const char *role, const char *text, int64_t ts,
@@ -404,7 +459,7 @@ int agentmem_recover(const char *zSrc, const char *zDst, char **pzReport);
 #define AGENTMEM_RECALL_BM25   1  /* lexical only */
 #define AGENTMEM_RECALL_VECTOR 2  /* semantic only */
 
-#define AGENTMEM_RECALL_OPTIONS_VERSION 1
+#define AGENTMEM_RECALL_OPTIONS_VERSION 2
 
 /* Options of agentmem_recall(). Initialise with agentmem_recall_options_init()
 ** (which sets `version` and every default) before changing fields; fields are
@@ -418,7 +473,8 @@ typedef struct agentmem_recall_options {
   const char *role;           /* only this role (NULL: every role) */
   int64_t ts_from;            /* only event times >= ts_from (INT64_MIN: no bound) */
   int64_t ts_to;              /* only event times <  ts_to   (INT64_MAX: no bound) */
-  const float *query_vector;  /* NULL: the built-in embedder embeds the query text */
+  const float *query_vector;  /* NULL: the built-in or registered embedder
+                                 (agentmem_create_embedder) embeds the query text */
   int query_dim;
   double half_life_s;         /* recency weighting: the fused score halves every
                                  half_life_s seconds of age (0: off) */
@@ -430,6 +486,17 @@ typedef struct agentmem_recall_options {
                                  string needs its quotes: "\"chat\"". NULL: no filter.
                                  Reads each candidate's record: slower on big
                                  partitions than the other filters. */
+  /* version 2 (a version 1 struct gets these defaults) */
+  int fill;                   /* 1: always k hits -- no default similarity floor,
+                                 and when fewer than k match, the other episodes
+                                 of the filtered partition fill the list in id
+                                 order with score 0 and both ranks 0 (default 0) */
+  double min_similarity;      /* a vector hit matches when its vector_score is
+                                 >= this; NAN (the default): the floor measured
+                                 for the file's embedder (docs/recall.md), none
+                                 for an external one; -INFINITY: no floor */
+  double min_bm25;            /* a BM25 hit matches when its bm25_score is > 0
+                                 and >= this (default 0) */
 } agentmem_recall_options;
 
 void agentmem_recall_options_init(agentmem_recall_options *opts);
@@ -439,10 +506,13 @@ void agentmem_recall_options_init(agentmem_recall_options *opts);
 ** the smaller id. bm25_score
 ** is the Okapi BM25 score within the user's partition; vector_score is the
 ** similarity to the query (cosine: cos; ip: dot product; l2: minus the
-** squared distance). A rank is 1-based; 0 means "not in that list". When
-** fewer than k episodes match and the filtered partition holds more, the
-** others fill the list in id order (the order they were remembered) with
-** score 0 and both ranks 0. */
+** squared distance). A rank is 1-based; 0 means "not in that list". Only
+** episodes that match come back: a BM25 hit (bm25_score > 0 and >= min_bm25)
+** or a vector hit whose vector_score reaches min_similarity (by default the
+** floor of the file's embedder), so a query that matches nothing gives no
+** hits. With fill = 1, when fewer than k episodes match and the filtered
+** partition holds more, the others fill the list in id order (the order
+** they were remembered) with score 0 and both ranks 0. */
 typedef struct agentmem_hit {
   int64_t id;
   const char *user_id;
@@ -460,13 +530,14 @@ typedef struct agentmem_hit {
 /* Recall what the database remembers about `query` for `user_id`, best first.
 ** opts NULL means the defaults. Filters (session, role, time) apply inside
 ** both searches, so k hits come back whenever the filtered partition holds k
-** episodes. A committed episode is found by the next recall, in this and in
+** matching episodes (k episodes with fill = 1). A committed episode is found by the next recall, in this and in
 ** every other process. On AGENTMEM_OK *ppCur is a cursor over the hits: read
 ** them with agentmem_cursor_hit(). On failure *ppCur is NULL; codes:
 ** AGENTMEM_MISUSE (NULL arguments, bad mode, version, or a vector-mode query
 ** on a file whose vectors come from an external embedder without a query
-** vector), AGENTMEM_MISMATCH_DIMENSION, AGENTMEM_RANGE, AGENTMEM_CORRUPT_*,
-** AGENTMEM_IOERR_*. Episodes written in the handle's open transaction are
+** vector and without agentmem_create_embedder()), AGENTMEM_MISMATCH_DIMENSION,
+** AGENTMEM_RANGE (also min_bm25 NaN), AGENTMEM_CORRUPT_*, AGENTMEM_IOERR_*,
+** and the codes of a registered embedder that fails on the query. Episodes written in the handle's open transaction are
 ** not searched until it commits. */
 int agentmem_recall(agentmem_db *db, const char *user_id, const char *query,
                     const agentmem_recall_options *opts, agentmem_cursor **ppCur);
@@ -597,7 +668,8 @@ typedef struct agentmem_context_item {
 /* Assemble the context for user_id, query and token_budget: the user's pinned
 ** blocks (pinned_order >= 0, in that order), then current facts (valid now and
 ** not superseded, most relevant to the query first), then episodes by hybrid
-** recall of the query, each at most once. Items are taken in that order; one
+** recall of the query -- only those that match it, as agentmem_recall()'s
+** defaults decide -- each at most once. Items are taken in that order; one
 ** whose tokens exceed what is left of the budget is skipped and later, smaller
 ** ones may still fit, so the tokens never sum to more than token_budget.
 ** On AGENTMEM_OK *paItems is an array of *pnItems items in context order, one

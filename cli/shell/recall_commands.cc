@@ -2,21 +2,56 @@
 // .explain (the recall plan), through agentmem_recall / agentmem_explain_recall.
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "shell/dot_commands.h"
 #include "shell/text.h"
 
 namespace agentmem::shell {
 namespace {
 
-// Parses ".recall USER QUERY [K] [MODE]" into the options.
+// A finite number, or -inf / "-infinity" (min_similarity: no floor).
+bool ParseThreshold(const std::string& s, double* out) {
+  if (s == "-inf" || s == "-infinity") {
+    *out = -INFINITY;
+    return true;
+  }
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// Parses ".recall USER QUERY [K] [MODE] [fill] [min_similarity=X] [min_bm25=X]"
+// into the options.
 bool ParseRecallArgs(Shell& sh, const Args& args, agentmem_recall_options* o) {
   agentmem_recall_options_init(o);
-  if (args.size() < 3 || args.size() > 5) {
-    sh.Fail("usage: " + args[0] + " USER QUERY [K] [hybrid|bm25|vector]");
+  if (args.size() < 3 || args.size() > 8) {
+    sh.Fail("usage: " + args[0] +
+            " USER QUERY [K] [hybrid|bm25|vector] [fill] [min_similarity=X] [min_bm25=X]");
     return false;
   }
   for (size_t i = 3; i < args.size(); i++) {
     int64_t k;
+    const std::string& a = args[i];
+    if (a == "fill") {
+      o->fill = 1;
+      continue;
+    }
+    if (a.rfind("min_similarity=", 0) == 0 || a.rfind("min_bm25=", 0) == 0) {
+      bool sim = a[4] == 's';
+      std::string value = a.substr(a.find('=') + 1);
+      if (!ParseThreshold(value, sim ? &o->min_similarity : &o->min_bm25)) {
+        sh.Fail(std::string(sim ? "min_similarity" : "min_bm25") + " must be a number, not \"" +
+                value + "\"");
+        return false;
+      }
+      continue;
+    }
     if (ParseInt(args[i], &k)) {
       if (k < 1 || k > 10000) {
         sh.Fail("k must be between 1 and 10000, not " + args[i]);
@@ -30,7 +65,8 @@ bool ParseRecallArgs(Shell& sh, const Args& args, agentmem_recall_options* o) {
     } else if (args[i] == "vector") {
       o->mode = AGENTMEM_RECALL_VECTOR;
     } else {
-      sh.Fail("unknown recall mode \"" + args[i] + "\" (hybrid, bm25 or vector)");
+      sh.Fail("unknown recall argument \"" + args[i] +
+              "\" (K, hybrid, bm25, vector, fill, min_similarity=X or min_bm25=X)");
       return false;
     }
   }
@@ -77,7 +113,10 @@ bool CmdRecall(Shell& sh, const Args& args) {
   printer->End();
   agentmem_cursor_close(cur);
   if (rc != AGENTMEM_DONE) return sh.FailDb();
-  if (n == 0 && human) std::fprintf(sh.out, "(no episodes for user \"%s\")\n", args[1].c_str());
+  if (n == 0 && human) {
+    std::fprintf(sh.out, "(no episode of user \"%s\" matches; \"fill\" lists the others)\n",
+                 args[1].c_str());
+  }
   std::fflush(sh.out);
   return true;
 }

@@ -120,12 +120,13 @@ class FunctionCursor : public VCursor {
 // The arguments of recall() and explain_recall(), in order.
 enum RecallArg { kRaQuery, kRaUser, kRaK, kRaMode, kRaSession, kRaRole, kRaTsFrom, kRaTsTo,
                  kRaMetaKey, kRaMetaValue, kRaHalfLife, kRaMinScore, kRaQueryVector, kRaAllUsers,
-                 kRaCount };
+                 kRaFill, kRaMinSimilarity, kRaMinBm25, kRaCount };
 
 constexpr const char* kRecallArgs =
     "query HIDDEN, for_user HIDDEN, k HIDDEN, mode HIDDEN, for_session HIDDEN, for_role HIDDEN, "
     "ts_from HIDDEN, ts_to HIDDEN, metadata_key HIDDEN, metadata_value HIDDEN, "
-    "half_life_s HIDDEN, min_score HIDDEN, query_embedding HIDDEN, all_users HIDDEN";
+    "half_life_s HIDDEN, min_score HIDDEN, query_embedding HIDDEN, all_users HIDDEN, "
+    "fill HIDDEN, min_similarity HIDDEN, min_bm25 HIDDEN";
 
 struct RecallRequest {
   RecallQuery query;
@@ -198,6 +199,18 @@ Status BuildRecall(const char* fn, sqlite3_value* const* a, RecallRequest* r) {
   }
   if (!IsNull(a[kRaMinScore])) {
     AGENTMEM_RETURN_IF_ERROR(NumberArg(a[kRaMinScore], fn, "min_score", &q.min_score));
+  }
+  if (!IsNull(a[kRaFill])) {
+    std::optional<int64_t> fill = ValueInt(a[kRaFill]);
+    if (!fill || (*fill != 0 && *fill != 1)) return StatusF(kMismatch, "%s(): fill must be 0 or 1", fn);
+    q.fill = *fill == 1;
+  }
+  if (!IsNull(a[kRaMinSimilarity])) {
+    AGENTMEM_RETURN_IF_ERROR(
+        NumberArg(a[kRaMinSimilarity], fn, "min_similarity", &q.min_similarity));
+  }
+  if (!IsNull(a[kRaMinBm25])) {
+    AGENTMEM_RETURN_IF_ERROR(NumberArg(a[kRaMinBm25], fn, "min_bm25", &q.min_bm25));
   }
   std::string what = std::string(fn) + "() query_embedding";
   AGENTMEM_RETURN_IF_ERROR(VectorArg(a[kRaQueryVector], what.c_str(), &q.vector));

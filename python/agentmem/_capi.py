@@ -38,7 +38,7 @@ OK, ROW, DONE, MISUSE, NOTFOUND = 0, 100, 101, 10, 14
 
 OPEN_READONLY, OPEN_READWRITE, OPEN_CREATE = 0x01, 0x02, 0x04
 RECALL_MODES = {"hybrid": 0, "bm25": 1, "vector": 2}
-RECALL_OPTIONS_VERSION = 1
+RECALL_OPTIONS_VERSION = 2
 COLUMN_INTEGER, COLUMN_FLOAT, COLUMN_TEXT, COLUMN_BLOB, COLUMN_NULL = 1, 2, 3, 4, 5
 
 
@@ -69,7 +69,9 @@ class RecallOptions(ctypes.Structure):
                 ("ts_from", c_int64), ("ts_to", c_int64),
                 ("query_vector", P(ctypes.c_float)), ("query_dim", c_int),
                 ("half_life_s", c_double), ("min_score", c_double), ("rrf_k", c_int),
-                ("metadata_key", c_char_p), ("metadata_value", c_char_p)]
+                ("metadata_key", c_char_p), ("metadata_value", c_char_p),
+                # version 2
+                ("fill", c_int), ("min_similarity", c_double), ("min_bm25", c_double)]
 
 
 class Hit(ctypes.Structure):
@@ -104,6 +106,11 @@ class ContextItem(ctypes.Structure):
 CONTEXT_KINDS = {1: "block", 2: "fact", 3: "episode"}
 
 pp = P(c_void_p)  # agentmem_db ** / agentmem_cursor ** / agentmem_stmt **
+
+# agentmem_embed_fn: (ctx, n, texts, dim, out, err, err_size) -> result code
+EMBED_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, P(c_char_p), c_int, P(ctypes.c_float),
+                            P(ctypes.c_char), c_int)
+METRICS = {"cosine": 0, "ip": 1, "l2": 2}
 
 # name: (restype, argtypes). Every function the package calls; a name missing
 # from the loaded library is simply not declared (see Library.has()).
@@ -180,6 +187,8 @@ PROTOTYPES = {
     "agentmem_export": (c_int, [c_void_p, c_char_p, P(c_void_p)]),
     "agentmem_import": (c_int, [c_void_p, c_char_p, P(c_int64)]),
     "agentmem_import_v2": (c_int, [c_void_p, c_char_p, c_int, P(c_int64)]),
+    "agentmem_create_embedder": (c_int, [c_void_p, c_char_p, c_int, c_int, EMBED_FN, c_void_p,
+                                         c_void_p]),
 }
 
 

@@ -59,6 +59,7 @@ class Handle:
         self.lib = _capi.lib()
         self.fn = self.lib.fn
         self.lock = threading.RLock()
+        self.embedder = None  # a registered _embedder.CallbackEmbedder (Memory(embedder=fn))
         self.path = path if path == ":memory:" else os.fspath(path)
         flags = _capi.OPEN_READONLY if readonly else _capi.OPEN_READWRITE
         if create and not readonly:
@@ -81,7 +82,10 @@ class Handle:
         if code & 0xFF != rc & 0xFF:  # the handle's record is not this call's
             code, message = rc, None
         message = message.decode("utf-8", "replace") if message else self.lib.errstr(code)
-        return from_code(code, message)
+        err = from_code(code, message)
+        if self.embedder is not None:  # the embedding function's own exception, if it failed
+            err.__cause__ = self.embedder.take_error()
+        return err
 
     def check(self, rc):
         """Raise the handle's error unless rc is AGENTMEM_OK; REQUIRES: self.lock held."""

@@ -17,14 +17,15 @@ import json
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
-from . import _capi
+from . import _capi, _embedder
 from ._handle import Handle, cstr, text
 from .dbapi import Connection
 from .errors import MissingFunctionError, NotFoundError
 
 SCHEME = "agentmem:"
 RECALL_OPTIONS = {"k", "mode", "session_id", "role", "ts_from", "ts_to", "half_life_s",
-                  "min_score", "rrf_k", "query_vector", "metadata", "all_users"}
+                  "min_score", "rrf_k", "query_vector", "metadata", "all_users", "fill",
+                  "min_similarity", "min_bm25"}
 
 
 # ---------------------------------------------------------------- records
@@ -191,12 +192,53 @@ class Memory:
     Memory(path, **open_options) opens (creating) the file; resolve(url) does
     the same from "agentmem:./bot.agentmem". `connection` is a DB-API
     connection on the same handle, for SQL (docs/sql.md).
+
+    embedder: a function fn(list[str]) -> one vector per text (lists of floats
+    or an array shaped (n, dim); sentence-transformers' model.encode fits as
+    is), registered with agentmem_create_embedder: episodes remembered without
+    a vector and recalls without a query_vector call it. The file's vector
+    space is (embedder_name, vector_dim, vector_metric): embedder_name
+    defaults to fn's `name` attribute or its qualified name, vector_dim to the
+    model's dimension (one probe call of fn when it cannot tell), vector_metric
+    to "cosine"; an existing file must record the same, or the open fails
+    (DataError). A string embedder is the open option: the name alone.
     """
 
-    def __init__(self, path, *, readonly=False, create=True, executor=None, **options):
+    def __init__(self, path, *, readonly=False, create=True, executor=None, embedder=None,
+                 embedder_name=None, **options):
+        callback = None
+        if callable(embedder):
+            name = embedder_name or _embedder.default_name(embedder)
+            dim = options.get("vector_dim")
+            dim = int(dim) if dim is not None else _embedder.probe_dimension(embedder)
+            metric = options.get("vector_metric") or "cosine"
+            if metric not in _capi.METRICS:
+                raise ValueError(f"vector_metric must be one of {', '.join(_capi.METRICS)}, "
+                                 f"not {metric!r}")
+            options = dict(options, embedder=name, vector_dim=dim, vector_metric=metric)
+            callback = _embedder.CallbackEmbedder(embedder, dim)
+        else:
+            if embedder_name is not None:
+                raise TypeError("embedder_name names a callable embedder=; pass one")
+            if embedder is not None:
+                options = dict(options, embedder=embedder)
         self._handle = Handle(path, readonly=readonly, create=create, options=options)
         self.connection = Connection(self._handle)
         self.executor = executor
+        if callback is not None:
+            try:
+                self._handle.call("agentmem_create_embedder", cstr(options["embedder"], "embedder"),
+                                  callback.dim, _capi.METRICS[metric], callback.c_function,
+                                  None, None, method="Memory(embedder=fn)")
+            except BaseException:
+                self.close()
+                raise
+            self._handle.embedder = callback
+
+    @property
+    def embedder(self):
+        """The registered embedding function's wrapper (calls, error), or None."""
+        return self._handle.embedder
 
     @property
     def path(self):
@@ -238,8 +280,13 @@ class Memory:
         Options (keywords): mode="hybrid" | "bm25" | "vector"; session_id, role;
         ts_from, ts_to (event time in [ts_from, ts_to)); half_life_s (recency
         weighting); min_score; rrf_k; query_vector (floats, for files with an
-        external embedder); metadata=(key, value): episodes whose metadata holds
-        the JSON-able value at key (a key or a JSON pointer "/a/b"); all_users.
+        external embedder and no embedder= function); metadata=(key, value):
+        episodes whose metadata holds the JSON-able value at key (a key or a
+        JSON pointer "/a/b"); all_users. Only episodes that match come back (a
+        BM25 hit, or a vector similarity at the embedder's floor): min_bm25,
+        min_similarity (cosine / dot product / minus squared L2; float("-inf")
+        = no floor) set the thresholds; fill=True gives always k hits, the
+        unmatched ones after the matches in id order with score 0.
         """
         opts, keep = self._recall_options(dict(options, k=k))
         cur = ctypes.c_void_p()
@@ -285,6 +332,11 @@ class Memory:
             opts.ts_to = micros(a["ts_to"])
         opts.half_life_s = a.get("half_life_s") or 0.0
         opts.min_score = a.get("min_score") or 0.0
+        opts.fill = int(bool(a.get("fill")))
+        if a.get("min_similarity") is not None:
+            opts.min_similarity = float(a["min_similarity"])
+        if a.get("min_bm25") is not None:
+            opts.min_bm25 = float(a["min_bm25"])
         if a.get("rrf_k") is not None:
             opts.rrf_k = a["rrf_k"]
         keep = None

@@ -243,11 +243,14 @@ TEST_CASE("recall shows scores and both ranks") {
   MakeSample(dir.File("s.agentmem"));
   auto r = RunShell(dir.path(), {"s.agentmem", ".recall ana 'sourdough starter' 2"});
   CHECK(r.status == 0);
+  CHECK(Lines(r.out).size() == 5);  // rule, header, rule, the one hit that matches, rule
+  r = RunShell(dir.path(), {"s.agentmem", ".recall ana 'sourdough starter' 2 fill"});
+  CHECK(r.status == 0);
   auto lines = Lines(r.out);
   REQUIRE(lines.size() == 6);  // rule, header, rule, 2 hits, rule
   CHECK(lines[1].find("| # | id | score  | bm25_rank | bm25_score | vector_rank |") == 0);
   CHECK(lines[3].find("| 1 |  1 | 0.0") == 0);
-  r = RunShell(dir.path(), {"-json", "s.agentmem", ".recall ana 'sourdough starter' 2 bm25"});
+  r = RunShell(dir.path(), {"-json", "s.agentmem", ".recall ana 'sourdough starter' 2 bm25 fill"});
   auto j = nlohmann::json::parse(r.out);
   REQUIRE(j.size() == 2);
   CHECK(j[0]["id"] == 1);
@@ -256,6 +259,18 @@ TEST_CASE("recall shows scores and both ranks") {
   r = RunShell(dir.path(), {"s.agentmem", ".recall ana x 0"});
   CHECK(r.status == 1);
   CHECK(r.err == "Error: k must be between 1 and 10000, not 0\n");
+  // Thresholds: min_similarity=-inf lists every vector neighbour, min_bm25 cuts BM25 hits.
+  r = RunShell(dir.path(), {"-json", "s.agentmem", ".recall ana 'sourdough starter' vector min_similarity=-inf"});
+  CHECK(nlohmann::json::parse(r.out).size() == 2);
+  r = RunShell(dir.path(), {"-json", "s.agentmem", ".recall ana 'sourdough starter' bm25 min_bm25=1000"});
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).empty());
+  r = RunShell(dir.path(), {"s.agentmem", ".recall ana zeppelin"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("(no episode of user \"ana\" matches") != std::string::npos);
+  r = RunShell(dir.path(), {"s.agentmem", ".recall ana x min_similarity=high"});
+  CHECK(r.status == 1);
+  CHECK(r.err == "Error: min_similarity must be a number, not \"high\"\n");
   r = RunShell(dir.path(), {"s.agentmem", ".explain ana 'sourdough starter'"});
   CHECK(r.status == 0);
   CHECK(nlohmann::json::parse(r.out).is_object());
@@ -283,7 +298,7 @@ TEST_CASE("recall through SQL in json mode gives the ids of the C API in the sam
   while (agentmem_cursor_step(cur) == AGENTMEM_ROW) api_ids.push_back(agentmem_cursor_hit(cur)->id);
   agentmem_cursor_close(cur);
   agentmem_close(db);
-  CHECK(shell_ids.size() == 2);
+  CHECK(shell_ids.size() == 1);  // the other of ana's turns does not match
   CHECK(shell_ids == api_ids);
 }
 
@@ -361,7 +376,7 @@ TEST_CASE("parameters are bound by name and position and a missing one is an err
                     "SELECT id FROM recall('sourdough starter', :user, @k);\n");
   CHECK(r.status == 0);
   CHECK(r.err == "");
-  CHECK(r.out == ":user = 'ana'\n?2 = 'it''s'\n@k = 2\n2|it's\n1\n2\n");
+  CHECK(r.out == ":user = 'ana'\n?2 = 'it''s'\n@k = 2\n2|it's\n1\n");
   r = RunShell(dir.path(), {"s.agentmem", "SELECT :a, ?, ':b', @c -- :d"});
   CHECK(r.status == 1);
   CHECK(r.out == "");

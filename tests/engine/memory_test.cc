@@ -268,6 +268,29 @@ TEST_CASE("an item that does not fit is skipped and a later smaller one still fi
   agentmem_close(db);
 }
 
+TEST_CASE("context assembly includes no episode that does not match the query") {
+  agentmem_db* db = Open(":memory:");
+  for (int i = 0; i < 40; i++) {
+    int64_t id = 0;
+    std::string text = "we planted tomatoes in row " + std::to_string(i);
+    REQUIRE(agentmem_remember(db, "u", "s", "user", text.c_str(), 0, nullptr, nullptr, 0, &id) ==
+            AGENTMEM_OK);
+  }
+  Block(db, "u", "persona", "a gardener", 0);
+  // Nothing matches: the pinned block alone, however large the budget.
+  std::vector<Item> items = Context(db, "u", "zeppelin harbour", 100000);
+  REQUIRE(items.size() == 1);
+  CHECK(items[0].kind == AGENTMEM_CONTEXT_BLOCK);
+  // A query that matches some gets those, each matched by a list.
+  items = Context(db, "u", "tomatoes row 12", 100000);
+  REQUIRE(items.size() > 1);
+  CHECK(items[1].text == "we planted tomatoes in row 12");
+  for (const Item& it : items) {
+    if (it.kind == AGENTMEM_CONTEXT_EPISODE) CHECK(it.reason.find("bm25 -, vector -") == std::string::npos);
+  }
+  agentmem_close(db);
+}
+
 TEST_CASE("context assembly never exceeds the budget and never repeats an item") {
   if (kData.empty()) {
     MESSAGE("shared data absent: skipped");

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/recall.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
@@ -91,7 +92,7 @@ TEST_CASE("every hit reports its fused score, both list scores and both ranks") 
   Remember(db, "u", "s", "Ben trains for a marathon every Sunday.");
   Remember(db, "u", "s", "Mushroom risotto needs good stock.");
   auto hits = Recall(db, "u", "vegetarian mushrooms");
-  REQUIRE(hits.size() == 3);
+  REQUIRE(hits.size() == 2);  // the marathon matches neither list: not returned
   for (size_t i = 0; i < hits.size(); i++) {
     const Hit& h = hits[i];
     double expect = 0;
@@ -105,6 +106,12 @@ TEST_CASE("every hit reports its fused score, both list scores and both ranks") 
   CHECK(hits[0].bm25_rank == 1);
   CHECK(hits[0].vector_rank == 1);
   CHECK(hits[0].vector_score > 0.2);
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID);
+  o.fill = 1;
+  hits = Recall(db, "u", "vegetarian mushrooms", &o);
+  REQUIRE(hits.size() == 3);
+  CHECK(hits[2].text == "Ben trains for a marathon every Sunday.");
+  CHECK(hits[2].bm25_rank == 0);  // fill: every vector neighbour, no floor
   agentmem_close(db);
 }
 
@@ -126,7 +133,7 @@ TEST_CASE("recall never crosses users unless all users are asked for") {
   agentmem_close(db);
 }
 
-TEST_CASE("filters apply inside the search and k hits come back when k exist") {
+TEST_CASE("filters apply inside the search and with fill k hits come back when k exist") {
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
   REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
@@ -143,6 +150,8 @@ TEST_CASE("filters apply inside the search and k hits come back when k exist") {
   for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
     agentmem_recall_options o = Opts(mode, 10);
     o.session_id = "small";
+    CHECK(Recall(db, "u", "bread loaf", &o).empty());  // no tomato row matches
+    o.fill = 1;
     auto hits = Recall(db, "u", "bread loaf", &o);
     CHECK(hits.size() == 10);
     for (const Hit& h : hits) CHECK(h.session == "small");
@@ -168,6 +177,8 @@ TEST_CASE("bm25 mode scores only lexical matches and vector mode only vectors") 
   Remember(db, "u", "s", "the quick brown fox");
   Remember(db, "u", "s", "a lazy dog sleeps");
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 2);
+  CHECK(Recall(db, "u", "fox", &o).size() == 1);  // the dog does not match
+  o.fill = 1;
   auto hits = Recall(db, "u", "fox", &o);
   REQUIRE(hits.size() == 2);
   CHECK(hits[0].bm25_rank == 1);
@@ -175,14 +186,148 @@ TEST_CASE("bm25 mode scores only lexical matches and vector mode only vectors") 
   CHECK(hits[1].bm25_rank == 0);  // fill: no lexical match, kept to reach k
   CHECK(hits[1].score == 0);
   o = Opts(AGENTMEM_RECALL_VECTOR, 2);
+  o.min_similarity = -INFINITY;
   hits = Recall(db, "u", "fox", &o);
   REQUIRE(hits.size() == 2);
   for (const Hit& h : hits) {
     CHECK(h.bm25_rank == 0);
     CHECK(h.vector_rank > 0);
   }
+  o.fill = 1;
   o.min_score = 0.5;  // no RRF score reaches 0.5: nothing, and no fill either
   CHECK(Recall(db, "u", "fox", &o).empty());
+  agentmem_close(db);
+}
+
+TEST_CASE("a query that matches no episode returns no rows unless fill is asked for") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  for (int i = 0; i < 30; i++) {
+    Remember(db, "u", "s", "we planted tomatoes in row " + std::to_string(i));
+  }
+  for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
+    agentmem_recall_options o = Opts(mode, 10);
+    CAPTURE(mode);
+    CHECK(Recall(db, "u", "zeppelin", &o).empty());
+    CHECK(Recall(db, "u", "", &o).empty());
+    o.fill = 1;
+    auto hits = Recall(db, "u", "zeppelin", &o);
+    REQUIRE(hits.size() == 10);  // vector neighbours without a floor; BM25: id order
+    if (mode == AGENTMEM_RECALL_BM25) {
+      for (size_t i = 0; i < hits.size(); i++) CHECK(hits[i].id == static_cast<int64_t>(i + 1));
+    }
+  }
+  // A matching query still gets its matches, and only them.
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID, 10);
+  auto hits = Recall(db, "u", "tomatoes row 7", &o);
+  REQUIRE(!hits.empty());
+  CHECK(hits[0].text == "we planted tomatoes in row 7");
+  for (const Hit& h : hits) CHECK((h.bm25_rank > 0 || h.vector_score >= 0.22));
+  // The plan counts the hits dropped as unmatched.
+  char* plan = nullptr;
+  o.mode = AGENTMEM_RECALL_VECTOR;
+  REQUIRE(agentmem_explain_recall(db, "u", "zeppelin", &o, &plan) == AGENTMEM_OK);
+  auto j = nlohmann::json::parse(plan);
+  agentmem_free(plan);
+  CHECK(j["vector_hits"] == 10);
+  CHECK(j["unmatched"] == 10);
+  CHECK(j["hits"].empty());
+  agentmem_close(db);
+}
+
+TEST_CASE("min_similarity and min_bm25 decide which hits of each list match") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  Remember(db, "u", "s", "sourdough starter needs feeding twice a day");
+  Remember(db, "u", "s", "my sourdough loaf came out flat");
+  Remember(db, "u", "s", "the marathon is on Sunday");
+  Remember(db, "u", "s", "starters and main courses at the wedding");
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 10);
+  o.min_similarity = -INFINITY;  // no floor: every vector neighbour
+  auto all = Recall(db, "u", "sourdough starter", &o);
+  REQUIRE(all.size() == 4);
+  for (double floor : {-1.0, 0.0, 0.1, 0.3, 0.5, 0.9, 1.5}) {
+    o.min_similarity = floor;
+    auto hits = Recall(db, "u", "sourdough starter", &o);
+    size_t want = 0;
+    for (const Hit& h : all) want += h.vector_score >= floor;
+    CHECK(hits.size() == want);
+    for (const Hit& h : hits) CHECK(h.vector_score >= floor);
+  }
+  // BM25: min_bm25 keeps the hits scoring at least that much.
+  o = Opts(AGENTMEM_RECALL_BM25, 10);
+  auto bm25 = Recall(db, "u", "sourdough starter", &o);
+  REQUIRE(bm25.size() == 2);
+  o.min_bm25 = (bm25[0].bm25_score + bm25[1].bm25_score) / 2;
+  auto top = Recall(db, "u", "sourdough starter", &o);
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].id == bm25[0].id);
+  // Hybrid: a hit stays when either list lets it match, with its fused score
+  // from both lists as before.
+  o = Opts(AGENTMEM_RECALL_HYBRID, 10);
+  o.min_bm25 = 1e9;
+  o.min_similarity = 1.5;
+  CHECK(Recall(db, "u", "sourdough starter", &o).empty());
+  o.min_similarity = -INFINITY;
+  auto hyb = Recall(db, "u", "sourdough starter", &o);
+  CHECK(hyb.size() == 4);
+  for (const Hit& h : hyb) {
+    double expect = 0;
+    if (h.bm25_rank) expect += 1.0 / (60 + h.bm25_rank);
+    if (h.vector_rank) expect += 1.0 / (60 + h.vector_rank);
+    CHECK(h.score == doctest::Approx(expect));
+  }
+  // A NaN min_bm25 is refused; NaN min_similarity is the default floor.
+  o.min_bm25 = NAN;
+  agentmem_cursor* cur = nullptr;
+  CHECK(agentmem_recall(db, "u", "x", &o, &cur) == AGENTMEM_RANGE);
+  CHECK(cur == nullptr);
+  agentmem_close(db);
+}
+
+TEST_CASE("the built-in embedder's floor is on the scale of the file's metric") {
+  // agentmem-hash-v1 vectors have unit length: ip = cos, -l2 = 2 cos - 2.
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "agentmem-hash-v1", agentmem::index::Metric::kCosine) == doctest::Approx(0.22));
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "agentmem-hash-v1", agentmem::index::Metric::kInnerProduct) == doctest::Approx(0.22));
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "agentmem-hash-v1", agentmem::index::Metric::kL2) == doctest::Approx(-1.56));
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "agentmem-glove-v1", agentmem::index::Metric::kCosine) == doctest::Approx(0.91));
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "my-model", agentmem::index::Metric::kCosine) == -INFINITY);
+  for (const char* metric : {"cosine", "ip", "l2"}) {
+    CAPTURE(metric);
+    agentmem_db* db = nullptr;
+    std::string options = std::string("vector_metric=") + metric;
+    REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                             options.c_str()) == AGENTMEM_OK);
+    for (int i = 0; i < 20; i++) Remember(db, "u", "s", "row " + std::to_string(i) + " of beans");
+    Remember(db, "u", "s", "zeppelins over the harbour");
+    agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 30);
+    auto hits = Recall(db, "u", "a zeppelin over the harbour", &o);
+    REQUIRE(!hits.empty());
+    CHECK(hits.size() < 21);
+    CHECK(hits[0].text == "zeppelins over the harbour");
+    o.fill = 1;
+    CHECK(Recall(db, "u", "a zeppelin over the harbour", &o).size() == 21);
+    agentmem_close(db);
+  }
+}
+
+TEST_CASE("a version 1 options struct gets the defaults of the fields added later") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  Remember(db, "u", "s", "the quick brown fox");
+  Remember(db, "u", "s", "a lazy dog sleeps");
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 2);
+  o.version = 1;
+  o.fill = 1;  // not read: a version 1 caller does not know the field
+  CHECK(Recall(db, "u", "fox", &o).size() == 1);
+  o.version = AGENTMEM_RECALL_OPTIONS_VERSION + 1;
+  agentmem_cursor* cur = nullptr;
+  CHECK(agentmem_recall(db, "u", "fox", &o, &cur) == AGENTMEM_MISUSE);
   agentmem_close(db);
 }
 
@@ -265,7 +410,7 @@ TEST_CASE("another process sees a committed episode in its next recall") {
   REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
   Remember(db, "u", "s", "nothing to see");
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 1);
-  CHECK(Recall(db, "u", "zeppelin", &o)[0].bm25_rank == 0);
+  CHECK(Recall(db, "u", "zeppelin", &o).empty());
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -391,6 +536,7 @@ void Evaluate(const std::string& set, int mode, Metrics* m, int* scored, int* ra
     }
     // The full ranking (k = every turn), read until the first 10 sessions are known.
     agentmem_recall_options o = Opts(mode, static_cast<int>(docs[conv].size()));
+    o.fill = 1;  // the reference ranks every turn: zero scores follow in turn order
     agentmem_cursor* cur = nullptr;
     REQUIRE(agentmem_recall(db, conv.c_str(), q["question"].get<std::string>().c_str(), &o,
                             &cur) == AGENTMEM_OK);
@@ -603,6 +749,8 @@ TEST_CASE("a user with 5 episodes among thousands gets exactly those, in every m
   REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
   for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
     agentmem_recall_options o = Opts(mode, 10);
+    CHECK(Recall(db, "me", "gardens and tomatoes", &o).empty());  // none of mine matches
+    o.fill = 1;
     auto hits = Recall(db, "me", "gardens and tomatoes", &o);
     std::set<int64_t> got;
     for (const Hit& h : hits) got.insert(h.id);

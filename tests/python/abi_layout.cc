@@ -37,6 +37,8 @@ int main() {
   FIELD(agentmem_recall_options, half_life_s); FIELD(agentmem_recall_options, min_score);
   FIELD(agentmem_recall_options, rrf_k); FIELD(agentmem_recall_options, metadata_key);
   FIELD(agentmem_recall_options, metadata_value);
+  FIELD(agentmem_recall_options, fill); FIELD(agentmem_recall_options, min_similarity);
+  FIELD(agentmem_recall_options, min_bm25);
   SIZE(agentmem_hit);
   FIELD(agentmem_hit, id); FIELD(agentmem_hit, user_id); FIELD(agentmem_hit, session_id);
   FIELD(agentmem_hit, role); FIELD(agentmem_hit, text); FIELD(agentmem_hit, ts);

@@ -90,9 +90,13 @@ def test_recall_runs_as_a_table_valued_function_with_its_scores(conn):
     insert_turns(conn)
     rows = conn.execute("SELECT id, score, bm25_rank, vector_rank FROM recall(?, ?, 3)",
                         ("where does she live lisbon", "alice")).fetchall()
+    assert [r[0] for r in rows] == [1]  # only what matches
+    assert rows[0][2:] == (1, 1)
+    rows = conn.execute("SELECT id, score, bm25_rank, vector_rank FROM recall WHERE query = ? "
+                        "AND for_user = ? AND k = 3 AND fill = 1",
+                        ("where does she live lisbon", "alice")).fetchall()
     assert [r[0] for r in rows] == [1, 2]
     assert rows[0][1] > rows[1][1] > 0
-    assert rows[0][2:] == (1, 1)
 
 
 def test_an_embedding_goes_in_as_a_float32_buffer(tmp_path):

@@ -51,6 +51,8 @@ def test_recall_scored_returns_hybrid_matches_with_both_scores_best_first(mem):
     a = mem.remember_sync("alice", "I moved to Lisbon last spring.")
     b = mem.remember_sync("alice", "My sister visits in June.")
     hits = mem.recall_scored_sync("alice", "where does she live lisbon")
+    assert [h.id for h in hits] == [a]  # the sister's visit does not match
+    hits = mem.recall_scored_sync("alice", "where does she live lisbon", fill=True)
     assert [h.id for h in hits] == [a, b]
     top = hits[0]
     assert top.bm25_rank == 1 and top.vector_rank == 1
@@ -220,7 +222,7 @@ def test_context_puts_pinned_blocks_then_facts_then_episodes_within_the_budget(m
     mem.set_block_sync("alice", "profile", "Lives in Lisbon.", pinned_order=0)
     mem.add_fact_sync("alice", "alice", "lives_in", "Lisbon")
     mem.remember_sync("alice", "I moved to Lisbon last spring.")
-    items = mem.context_sync("alice", "where does she live", 1000)
+    items = mem.context_sync("alice", "where in Lisbon does she live", 1000)
     assert [i.kind for i in items] == ["block", "fact", "episode"]
     assert items[0].name == "profile" and items[0].text == "Lives in Lisbon."
     assert all(i.reason for i in items)

@@ -868,7 +868,9 @@ TEST_CASE("recall through SQL gives the ids and scores of Database::Recall and t
   }
   Case filtered;
   filtered.sql = "SELECT id, score, bm25_score, vector_score, bm25_rank, vector_rank FROM "
-                 "recall('Lisbon', 'alice', 5, 'hybrid', 's1', 'user', 10000, 10020)";
+                 "recall('Lisbon', 'alice', 5, 'hybrid', 's1', 'user', 10000, 10020, NULL, NULL, "
+                 "NULL, NULL, NULL, NULL, 1)";  // nothing there matches: fill = 1
+  filtered.q.fill = true;
   filtered.q.user_id = "alice";
   filtered.q.text = "Lisbon";
   filtered.q.k = 5;
@@ -883,6 +885,16 @@ TEST_CASE("recall through SQL gives the ids and scores of Database::Recall and t
   defaults.q.user_id = "alice";
   defaults.q.text = "Pixel";
   cases.push_back(defaults);
+  Case thresholds;
+  thresholds.sql = "SELECT id, score, bm25_score, vector_score, bm25_rank, vector_rank FROM "
+                   "recall WHERE query = 'Lisbon rent' AND for_user = 'alice' AND k = 20 AND "
+                   "min_similarity = 0.1 AND min_bm25 = 2.5 AND fill = 0";
+  thresholds.q.user_id = "alice";
+  thresholds.q.text = "Lisbon rent";
+  thresholds.q.k = 20;
+  thresholds.q.min_similarity = 0.1;
+  thresholds.q.min_bm25 = 2.5;
+  cases.push_back(thresholds);
 
   for (const Case& c : cases) {
     CAPTURE(c.sql);
@@ -944,10 +956,20 @@ TEST_CASE("recall arguments are checked with clear messages") {
               &msg) == AGENTMEM_MISMATCH);
   CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 5, 'vector', NULL, NULL, NULL, NULL, "
                     "NULL, NULL, NULL, NULL, '[1, 2]')", &msg) == AGENTMEM_MISMATCH_DIMENSION);
-  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)",
-              &msg) == AGENTMEM_ERROR);
+  CHECK(Fails(h.db, "SELECT * FROM recall('x', 'alice', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
+                    "14, 15, 16)", &msg) == AGENTMEM_ERROR);
   CHECK(msg.find("too many arguments") != std::string::npos);
   CHECK(One(h.db, "SELECT count(*) FROM recall('Lisbon', 'nobody')") == "0");
+  CHECK(Fails(h.db, "SELECT * FROM recall WHERE query = 'x' AND for_user = 'alice' AND fill = 2",
+              &msg) == AGENTMEM_MISMATCH);
+  CHECK(msg.find("fill must be 0 or 1") != std::string::npos);
+  CHECK(Fails(h.db, "SELECT * FROM recall WHERE query = 'x' AND for_user = 'alice' AND "
+                    "min_similarity = 'high'", &msg) == AGENTMEM_MISMATCH);
+  CHECK(msg.find("min_similarity must be a number") != std::string::npos);
+  // A query that matches nothing: no rows; fill = 1 lists the user's episodes.
+  CHECK(One(h.db, "SELECT count(*) FROM recall('zeppelin', 'alice')") == "0");
+  CHECK(One(h.db, "SELECT count(*) FROM recall WHERE query = 'zeppelin' AND for_user = 'alice' "
+                  "AND fill = 1") == "3");
   CHECK(Fails(h.db, "SELECT * FROM recall WHERE query = 'x' AND all_users = 2", &msg) ==
         AGENTMEM_MISMATCH);
   // all_users searches every user's episodes; user_id is not needed.
