@@ -11,6 +11,7 @@
 // reader that built it from the log, the new graph has the same nodes, in
 // the same order: every episode with a vector since the last compaction,
 // forgotten ones included (deleted nodes, as the log leaves them).
+#include <algorithm>
 #include <memory>
 
 #include "engine/database.h"
@@ -34,8 +35,13 @@ Status Database::Reindex(ReindexReceipt* receipt) {
     batch.clear();
     return Status::OK();
   };
-  for (uint64_t id = 1; s.ok() && id <= entries.size(); id++) {
-    const EpisodeEntry& e = entries[id - 1];
+  std::vector<uint64_t> ids;
+  ids.reserve(entries.size());
+  entries.ForEach([&](uint64_t id, const EpisodeEntry&) { ids.push_back(id); });
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    if (!s.ok()) break;
+    const EpisodeEntry& e = *entries.Find(id);
     if (!e.present && !e.forgotten) continue;
     std::string_view rec;
     int64_t page_no = 0;

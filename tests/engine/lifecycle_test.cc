@@ -760,6 +760,8 @@ TEST_CASE("VACUUM, PURGE and auto-vacuum keep the file's permissions, owner and 
     CHECK(!(agentmem::engine::Env::Posix()->Identify(path) == before_close));
     check("auto-vacuum");
   }
+}
+
 TEST_CASE("a fact's sources leave out the episodes forgotten since it was asserted") {
   TempDir dir;
   const std::string path = dir.File("f.agentmem");
