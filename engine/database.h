@@ -276,6 +276,7 @@ class Database {
   bool FileReplaced() const;
   Status Reload();
   Status TryLockNoWait(bool* locked, bool refresh = true);
+  Status RemoveVacuumLeftover();
 
   std::string path_;
   Options opts_;
