@@ -286,8 +286,12 @@ Status Database::Close() {
       opts_.sync != SyncMode::kOff) {
     s = ApplyRetention();
     if (s.ok()) s = MaybeVacuum();
-    if (s.ok()) s = MaybeCheckpoint(true);
-    if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
+    // A checkpoint that cannot be written (a full disk) still lets the
+    // superblock vouch for the commits, after syncing them (sync=normal) --
+    // unless a sync failed, which is never retried.
+    Status checkpoint = s.ok() ? MaybeCheckpoint(true) : Status::OK();
+    if (s.ok() && sticky_.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
+    if (s.ok()) s = checkpoint;
   }
   ReleaseWriteLock();
   file_.reset();
@@ -667,8 +671,9 @@ Status Database::FinishWrite(Status s) {
 // MaybeCheckpoint; docs/architecture.md, "Checkpoints"), so that an open after
 // a crash, and every reader's open, folds a bounded log. The commit is durable
 // before this runs, so nothing here is the commit's error: a checkpoint that
-// cannot be written leaves the log to be scanned as before, and a failed sync
-// stays the handle's error (WriteCheckpoint makes it sticky).
+// cannot be written (a full disk) leaves the log to be scanned as before and
+// the handle as it was, and a failed sync stays the handle's error
+// (WriteCheckpoint makes it sticky).
 void Database::CheckpointAfterCommit() { MaybeCheckpoint(false).IgnoreError(); }
 
 void Database::ClearPending() {

@@ -841,3 +841,49 @@ TEST_CASE("a copy left by a killed VACUUM goes at the next writable open, never 
   CHECK(::access(copy.c_str(), F_OK) != 0);
   CHECK(Ids(db.get(), "u").size() == 21);
 }
+
+TEST_CASE("a VACUUM that drops nothing, or a PURGE of one episode, never makes the file larger") {
+  TempDir dir;
+  // One large transaction (its graph delta holds no vectors), and many small
+  // ones with checkpoints along the way.
+  for (int layout = 0; layout < 2; layout++) {
+    CAPTURE(layout);
+    const std::string path = dir.File("g" + std::to_string(layout) + ".agentmem");
+    Options o;
+    if (layout == 1) o.checkpoint_bytes = 16 * 1024;
+    {
+      auto db = MustOpen(path, o);
+      for (int t = 0; t < (layout == 0 ? 1 : 12); t++) {
+        Ok(db->Begin());
+        for (int i = 0; i < (layout == 0 ? 300 : 25); i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 1000 + i));
+        Ok(db->Commit());
+      }
+      Ok(db->Close());
+    }
+    auto size = [&] { return agentmem::test::ReadFileBytes(path).size(); };
+    auto db = MustOpen(path, o);
+    const auto ids = Ids(db.get(), "u1");
+    for (int round = 0; round < 2; round++) {
+      const size_t before = size();
+      ForgetReceipt r;
+      Ok(db->Vacuum({}, &r));
+      CHECK(r.bytes_before == before);
+      CHECK(size() <= before);
+      CHECK(r.bytes_after == size());
+    }
+    const size_t before = size();
+    ForgetRecord one;
+    one.kind = ForgetKind::kEpisode;
+    one.id = 5;
+    Ok(db->Purge(one, nullptr));
+    CHECK(size() <= before);
+    std::vector<std::string> problems;
+    Ok(db->Check(&problems));
+    CHECK(problems.empty());
+    Ok(db->Close());
+    db = MustOpen(path, o);
+    auto after = Ids(db.get(), "u1");
+    CHECK(after.size() + 1 == ids.size());
+    CHECK(RecallIds(db.get(), "u1", "distinct thing number 7", RecallMode::kVector).size() == 10);
+  }
+}
