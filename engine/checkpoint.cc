@@ -100,7 +100,7 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   return Status::OK();
 }
 
-Status Database::WriteCheckpoint() {
+Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
   CheckpointState st;
@@ -144,12 +144,19 @@ Status Database::WriteCheckpoint() {
   c.next_block_version = next_block_version_;
   buf += format::EncodePage(PageType::kCommit, start + buf.size(), header_.salt, 1,
                             format::EncodeCommit(c), false);
+  if (start + buf.size() > max_end) return Status::OK();
   Status s = file_->WriteAt(start, buf);
-  if (s.ok()) s = Sync();
   if (!s.ok()) {
-    sticky_ = s;
+    // A write that failed (a full disk) leaves bytes after the last commit
+    // that nothing vouches for: a torn tail to every reader, which the next
+    // writer would cut. Cut now, to give the space back. The commits before
+    // stay as they were, so the handle goes on (a failed sync, below, is
+    // different: fsync is never retried).
+    file_->Truncate(start).IgnoreError();
     return s;
   }
+  s = Sync();  // makes its failure sticky
+  if (!s.ok()) return s;
   synced_through_ = start + buf.size();
   // Read it back like any commit: it must scan as a valid transaction.
   AGENTMEM_RETURN_IF_ERROR(ReadBackCommit(c.commit_seq, "checkpoint"));

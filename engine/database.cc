@@ -185,7 +185,30 @@ Status Database::OpenFile() {
   if (seq_ == 0 && !opts_.read_only && write_refused_.ok()) {
     AGENTMEM_RETURN_IF_ERROR(WriteInitialMeta());
   }
-  return LoadSpace();
+  AGENTMEM_RETURN_IF_ERROR(LoadSpace());
+  if (!opts_.read_only && write_refused_.ok() && create_like_.empty()) {
+    AGENTMEM_RETURN_IF_ERROR(RemoveVacuumLeftover());
+  }
+  return Status::OK();
+}
+
+// A VACUUM writes its copy at path-vacuum while it holds the write lock of
+// the file at path, and renames it over the file before letting go. So the
+// copy is nobody's once this handle holds that lock on the file still at
+// the path (TryLockNoWait checks): then it was left by a VACUUM that was
+// killed, and goes. When another handle holds the lock it may be that
+// VACUUM at work: the copy stays, for a later open.
+Status Database::RemoveVacuumLeftover() {
+  const std::string copy = path_ + "-vacuum";
+  if (!env_->Exists(copy)) return Status::OK();
+  bool locked = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked, /*refresh=*/false));
+  if (!locked) return Status::OK();
+  // Not an error of the open: a copy that cannot be removed stays, and is
+  // replaced by the next VACUUM.
+  if (env_->Exists(copy)) env_->Delete(copy).IgnoreError();
+  ReleaseWriteLock();
+  return Status::OK();
 }
 
 // A file whose first transaction never landed (it can only come from a
@@ -335,8 +358,12 @@ Status Database::Close() {
       opts_.sync != SyncMode::kOff) {
     s = ApplyRetention();
     if (s.ok()) s = MaybeVacuum();
-    if (s.ok()) s = MaybeCheckpoint(true);
-    if (s.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
+    // A checkpoint that cannot be written (a full disk) still lets the
+    // superblock vouch for the commits, after syncing them (sync=normal) --
+    // unless a sync failed, which is never retried.
+    Status checkpoint = s.ok() ? MaybeCheckpoint(true) : Status::OK();
+    if (s.ok() && sticky_.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
+    if (s.ok()) s = checkpoint;
   }
   ReleaseWriteLock();
   file_.reset();
@@ -729,8 +756,9 @@ Status Database::FinishWrite(Status s) {
 // MaybeCheckpoint; docs/architecture.md, "Checkpoints"), so that an open after
 // a crash, and every reader's open, folds a bounded log. The commit is durable
 // before this runs, so nothing here is the commit's error: a checkpoint that
-// cannot be written leaves the log to be scanned as before, and a failed sync
-// stays the handle's error (WriteCheckpoint makes it sticky).
+// cannot be written (a full disk) leaves the log to be scanned as before and
+// the handle as it was, and a failed sync stays the handle's error
+// (WriteCheckpoint makes it sticky).
 void Database::CheckpointAfterCommit() { MaybeCheckpoint(false).IgnoreError(); }
 
 void Database::ClearPending() {

@@ -280,7 +280,8 @@ class Database {
   // ---- checkpoints (checkpoint.cc)
   // Folds the snapshot into a checkpoint transaction, syncs it and points a
   // new superblock at it. REQUIRES: write lock, no pending writes.
-  Status WriteCheckpoint();
+  // Skipped (OK) when the file would end past max_end.
+  Status WriteCheckpoint(uint64_t max_end = UINT64_MAX);
   // Writes a checkpoint when the policy of Options::checkpoint_bytes asks.
   Status MaybeCheckpoint(bool closing);
   void CheckpointAfterCommit();
@@ -320,12 +321,13 @@ class Database {
                       const std::string& predicate, std::vector<format::FactRecord>* out);
   void PutPendingFact(format::FactRecord f);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
-  Status WriteCompacted(const std::string& tmp, uint64_t* bytes);
+  Status WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes);
   // Whether the file at path_ is no longer the one this handle has open (a
   // VACUUM replaced it); Reload() then reopens it and starts from its state.
   bool FileReplaced() const;
   Status Reload();
   Status TryLockNoWait(bool* locked, bool refresh = true);
+  Status RemoveVacuumLeftover();
 
   std::string path_;
   Options opts_;
@@ -372,8 +374,9 @@ class Database {
   std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
   Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
   FileId file_id_;               // the identity of file_ when it was opened
-  // A VACUUM's copy (lifecycle.cc): commits insert nothing into the graph;
-  // the graph comes whole, as pending_graph_, in the last transaction.
+  // A file written with its graph given whole, as pending_graph_ (a kGraph
+  // page with vectors): commits insert nothing into the graph. VACUUM does not
+  // use it: its copy's commits build the graph (lifecycle.cc).
   bool bulk_ = false;
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;

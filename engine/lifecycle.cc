@@ -502,11 +502,14 @@ class NeedleScan {
 
 }  // namespace
 
-// Writes the live records, the graph and a checkpoint into a new file at
-// `tmp`, through a second Database that writes what it is given: ids,
-// versions and both time axes are kept, and so are the next ids (ids of
-// forgotten records are never used again).
-Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
+// Writes the live records and a checkpoint into a new file at `tmp`, through
+// a second Database that writes what it is given: ids, versions and both time
+// axes are kept, and so are the next ids (ids of forgotten records are never
+// used again). The copy's graph is built again by its own commits, a thousand
+// episodes at a time, each delta without vectors (format.md §5.6): every
+// vector is stored once in the log, as in the file it replaces, and the copy
+// is no larger than that file when nothing is dropped.
+Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
   if (env_->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env_->Delete(tmp));  // left by a crash
   Options o = opts_;
   o.create = true;
@@ -530,7 +533,6 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   dst->create_like_ = path_;
   AGENTMEM_RETURN_IF_ERROR(dst->OpenFile());
   dst->opened_ = true;
-  dst->bulk_ = true;
   auto txn = [&](auto&& body) -> Status {
     AGENTMEM_RETURN_IF_ERROR(dst->Begin());
     Status s = body();
@@ -540,32 +542,16 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
     }
     return dst->Commit();
   };
-  // Settings first (vector space, tokenizer, predicates, policies).
-  AGENTMEM_RETURN_IF_ERROR(txn([&] {
-    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-    for (const auto& [k, v] : catalog_.meta()) dst->pending_meta_.entries.emplace_back(k, v);
-    return Status::OK();
-  }));
-  // Episodes in id order, a thousand per transaction.
+  // As few transactions as the records need (each costs a commit page): the
+  // live episodes in id order, a thousand per transaction; the settings
+  // (vector space, tokenizer, predicates, policies) ride in the first, and
+  // the block versions, facts and the compaction's own meta in the last.
   std::vector<uint64_t> ids;
   catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
     if (e.present) ids.push_back(id);
   });
-  for (size_t at = 0; at < ids.size(); at += 1000) {
-    AGENTMEM_RETURN_IF_ERROR(txn([&] {
-      // The records go in as they are, not through Remember(): they were
-      // checked when written, and this handle's options must not refuse them.
-      AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-      for (size_t i = at; i < std::min(ids.size(), at + 1000); i++) {
-        EpisodeRecord r;
-        AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
-        dst->pending_episodes_.push_back(std::move(r));
-      }
-      return Status::OK();
-    }));
-  }
-  // Block versions in version order, then facts in id order.
-  std::vector<std::pair<uint64_t, RecordLoc>> versions;
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::pair<uint64_t, RecordLoc>> versions;  // in version order
   for (const UserEntry& u : catalog_.users()) {
     for (const auto& [name, vs] : u.blocks) {
       for (const BlockVersion& v : vs) versions.emplace_back(v.version, v.loc);
@@ -573,52 +559,55 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t* bytes) {
   }
   std::sort(versions.begin(), versions.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<uint64_t> facts;
+  std::vector<uint64_t> facts;  // in id order
   for (const UserEntry& u : catalog_.users()) facts.insert(facts.end(), u.fact_ids.begin(), u.fact_ids.end());
   std::sort(facts.begin(), facts.end());
-  AGENTMEM_RETURN_IF_ERROR(txn([&] {
-    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-    for (const auto& [version, loc] : versions) {
-      format::BlockRecord b;
-      AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
-      dst->pending_blocks_.push_back(std::move(b));
-    }
-    for (uint64_t id : facts) {
-      FactRecord f;
-      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
-      dst->pending_facts_.push_back(std::move(f));
-    }
-    return Status::OK();
-  }));
-  // The graph, carried over whole when nothing in it was forgotten, else
-  // built again from the live vectors; then a checkpoint over everything.
-  std::string graph;
-  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
-  AGENTMEM_RETURN_IF_ERROR(recall_->GraphImageWithout(&graph));
-  if (graph.size() + 16 > format::kMaxPagePayload) {
-    return StatusF(kTooBig, "VACUUM: the graph image is %zu bytes, more than one page holds in "
-                   "format v1 (%u)", graph.size(), format::kMaxPagePayload);
+  const size_t batches = std::max<size_t>(1, (ids.size() + 999) / 1000);
+  for (size_t batch = 0; batch < batches; batch++) {
+    AGENTMEM_RETURN_IF_ERROR(txn([&] {
+      // The records go in as they are, not through Remember(): they were
+      // checked when written, and this handle's options must not refuse them.
+      AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+      if (batch == 0) {
+        for (const auto& [k, v] : catalog_.meta()) {
+          const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
+          if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) dst->pending_meta_.entries.emplace_back(k, v);
+        }
+      }
+      for (size_t i = batch * 1000; i < std::min(ids.size(), (batch + 1) * 1000); i++) {
+        EpisodeRecord r;
+        AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
+        dst->pending_episodes_.push_back(std::move(r));
+      }
+      if (batch + 1 < batches) return Status::OK();
+      for (const auto& [version, loc] : versions) {
+        format::BlockRecord b;
+        AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
+        dst->pending_blocks_.push_back(std::move(b));
+      }
+      for (uint64_t id : facts) {
+        FactRecord f;
+        AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+        dst->pending_facts_.push_back(std::move(f));
+      }
+      // The source's next ids, so that ids of forgotten records are never
+      // used again.
+      dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
+      // Ids used before this compaction whose records it dropped: the
+      // baseline of ForgottenInFile(), recorded when there are any.
+      const uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
+      if (gone > 0) dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(gone));
+      return Status::OK();
+    }));
   }
-  // The last transaction: the graph, when there is one, and the source's
-  // next ids (so that ids of forgotten records are never used again).
-  AGENTMEM_RETURN_IF_ERROR(txn([&] {
-    AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-    dst->pending_graph_ = std::move(graph);
-    dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
-    dst->pending_meta_.entries.emplace_back("vacuum.last_at", std::to_string(Now()));
-    // Ids used before this compaction whose records it dropped: the baseline
-    // of ForgottenInFile().
-    dst->pending_meta_.entries.emplace_back(
-        "vacuum.gone_episodes", std::to_string(next_episode_id_ - 1 - catalog_.episode_count()));
-    return Status::OK();
-  }));
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
   AGENTMEM_RETURN_IF_ERROR(dst->Sync());
   dst->synced_through_ = dst->end_;
   // A checkpoint pays once the log is long enough to be slow to scan (the
-  // checkpoint_bytes policy); below that, a small file stays small.
+  // checkpoint_bytes policy); below that, a small file stays small. Never
+  // one that would make the copy larger than the file it replaces.
   if (opts_.checkpoint_bytes != 0 && dst->end_ >= opts_.checkpoint_bytes) {
-    AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint());
+    AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint(size_before));
   }
   AGENTMEM_RETURN_IF_ERROR(dst->WriteSuperblock());
   *bytes = dst->end_;
@@ -639,7 +628,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   Status s = ApplyRetention();  // expired episodes are not copied
   if (s.ok()) s = file_->Size(&r.bytes_before);
   const std::string tmp = path_ + "-vacuum";
-  if (s.ok()) s = WriteCompacted(tmp, &r.bytes_after);
+  if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, &r.bytes_after);
   if (s.ok() && !needles.empty()) {
     // The proof: every byte of the new file, and every compressed page's
     // payload decompressed, searched for each needle.

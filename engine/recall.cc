@@ -210,36 +210,6 @@ Status RecallIndex::SerializeGraph(std::string* out) const {
   return graph_->SerializeMappable(out);
 }
 
-Status RecallIndex::GraphImageWithout(std::string* out) const {
-  out->clear();
-  if (!graph_ || graph_->size() == 0) return Status::OK();
-  AGENTMEM_RETURN_IF_ERROR(broken_);
-  bool any_forgotten = false;
-  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
-    any_forgotten |= a.forgotten && a.node != EpisodeAttrs::kNoNode;
-  });
-  if (!any_forgotten) return graph_->Serialize(out);
-  auto g = index::HnswIndex::Create(graph_->options());
-  AGENTMEM_RETURN_IF_ERROR(g.status());
-  std::unique_ptr<index::HnswIndex> fresh = std::move(g.value());
-  // In batches of 1,000, linked on two threads, as commits insert them.
-  const index::VectorBlock vectors = graph_->NodeVectors();
-  std::vector<index::HnswInsert> batch;
-  Status added;
-  attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
-    if (!added.ok() || !a.present || a.forgotten || a.node == EpisodeAttrs::kNoNode) return;
-    batch.push_back({id, std::span<const float>(vectors.row(a.node), dim_)});
-    if (batch.size() == 1000) {
-      added = fresh->AddBatch(batch);
-      batch.clear();
-    }
-  });
-  AGENTMEM_RETURN_IF_ERROR(added);
-  if (!batch.empty()) AGENTMEM_RETURN_IF_ERROR(fresh->AddBatch(batch));
-  if (fresh->size() == 0) return Status::OK();
-  return fresh->Serialize(out);
-}
-
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                              bool records_checked) {
   auto g = index::HnswIndex::Map(image, size, spare, std::move(owner), index::HnswOptions{}.default_ef,

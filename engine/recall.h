@@ -134,10 +134,6 @@ class RecallIndex {
   // The graph as a mappable image (empty when there is no graph), and the
   // graph taken from one in place (checkpoint load; after every AddEntry).
   Status SerializeGraph(std::string* out) const;
-  // A full graph image (Serialize, for a kGraph page) of the episodes that
-  // are not forgotten: the graph itself when none of its nodes is, else a
-  // graph built again from their vectors, in id order. Empty: no vectors.
-  Status GraphImageWithout(std::string* out) const;
   // The BM25 indexes as frozen images, one per user with episodes, appended
   // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`
   // gives each user's index in the state section's string table. And the

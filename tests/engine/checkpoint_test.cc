@@ -515,3 +515,55 @@ TEST_CASE("a checkpoint of a file that has never held a vector opens, and recall
     REQUIRE(agentmem_close(db) == AGENTMEM_OK);
   }
 }
+
+TEST_CASE("a full disk while a commit checkpoints fails neither that commit nor the handle") {
+  // The commit is durable before its checkpoint starts: a checkpoint that
+  // cannot be written is not the commit's error, and the next call either
+  // writes (space came back) or reports the full disk itself.
+  using agentmem::test::Fault;
+  using agentmem::test::FaultEnv;
+  for (bool persistent : {false, true}) {
+    CAPTURE(persistent);
+    auto base = agentmem::engine::NewMemEnv();
+    agentmem::test::TestClock clock;
+    FaultEnv env(base.get());
+    auto opts = agentmem::test::TestOptionsFor(&env, &clock, agentmem::engine::SyncMode::kFull, 99, 8);
+    opts.checkpoint_bytes = 512;  // a commit checkpoints past 8 KiB of log
+    auto db = agentmem::test::MustOpen("f", opts);
+    auto remember = [&](int i) {
+      EpisodeRecord r;
+      r.user_id = "u";
+      // Texts that do not compress away: the log must pass 8 KiB.
+      std::mt19937 words(i);
+      r.text = "episode " + std::to_string(i);
+      for (int w = 0; w < 12; w++) r.text += " w" + std::to_string(words() % 100000);
+      uint64_t id = 0;
+      return db->Remember(r, &id);
+    };
+    // The commit's write goes through; the checkpoint's, next, finds the disk full.
+    env.FailAt(2, Fault::kEnospc, persistent, agentmem::test::kOpWrite);
+    REQUIRE(db->Begin().ok());
+    for (int i = 0; i < 300; i++) REQUIRE(remember(i).ok());
+    Status committed = db->Commit();
+    CHECK_MESSAGE(committed.ok(), committed.ToString());
+    REQUIRE(env.faults_hit() == 1);  // the checkpoint was tried
+    CHECK(NewestSuperblockOf(base.get(), "f").checkpoint == 0);
+    Status next = remember(300);
+    if (persistent) {
+      CHECK(next.code() == agentmem::kFull);
+    } else {
+      CHECK_MESSAGE(next.ok(), next.ToString());
+    }
+    env.ClearFaults();
+    db->Close().IgnoreError();
+    db.reset();
+    opts.env = base.get();
+    db = agentmem::test::MustOpen("f", opts);
+    agentmem::engine::Stats st;
+    REQUIRE(db->GetStats(&st).ok());
+    CHECK(st.episodes == (persistent ? 300u : 301u));
+    std::vector<std::string> problems;
+    REQUIRE(db->Check(&problems).ok());
+    CHECK(problems.empty());
+  }
+}

@@ -5,11 +5,13 @@
 // everything else is unchanged id for id, readers in other processes carry on).
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -831,4 +833,129 @@ TEST_CASE("a writer that stays open applies due retention at its commits, not on
   Ok(writer->Forget(f, &r));
   CHECK(r.episodes == 0);
   CHECK(Ids(reader.get(), "v").empty());
+}
+
+namespace {
+
+// The POSIX Env, except that a rename kills the process: a VACUUM dies with
+// its copy written and not yet in place.
+class KillAtRenameEnv : public agentmem::engine::Env {
+ public:
+  Status Open(const std::string& path, agentmem::engine::OpenMode mode,
+              std::unique_ptr<agentmem::engine::File>* out) override {
+    return base_->Open(path, mode, out);
+  }
+  Status CreateAtomic(const std::string& path, std::string_view initial) override {
+    return base_->CreateAtomic(path, initial);
+  }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status Delete(const std::string& path) override { return base_->Delete(path); }
+  Status Rename(const std::string&, const std::string&) override {
+    ::raise(SIGKILL);
+    return Status::OK();
+  }
+  agentmem::engine::FileId Identify(const std::string& path) override { return base_->Identify(path); }
+
+ private:
+  agentmem::engine::Env* base_ = agentmem::engine::Env::Posix();
+};
+
+}  // namespace
+
+TEST_CASE("a copy left by a killed VACUUM goes at the next writable open, never while a writer holds the lock") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  const std::string copy = path + "-vacuum";
+  {
+    auto db = MustOpen(path, Options{});
+    for (int i = 0; i < 20; i++) Remember(db.get(), "u", "s", Text("u", i));
+    Ok(db->Close());
+  }
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    KillAtRenameEnv env;
+    Options o;
+    o.env = &env;
+    std::unique_ptr<Database> db;
+    if (Database::Open(path, o, &db).ok()) db->Vacuum({}, nullptr).IgnoreError();
+    ::_exit(3);  // the rename was not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(::access(copy.c_str(), F_OK) == 0);
+  CHECK(agentmem::test::ReadFileBytes(copy).size() > agentmem::format::kFirstPageOffset);
+
+  Options ro;
+  ro.read_only = true;
+  MustOpen(path, ro)->Close().IgnoreError();
+  CHECK(::access(copy.c_str(), F_OK) == 0);  // a reader removes nothing
+
+  // The next writable open removes it.
+  auto writer = MustOpen(path, Options{});
+  CHECK(::access(copy.c_str(), F_OK) != 0);
+
+  // While a writer holds the lock, a copy could be its VACUUM's, at work.
+  Ok(writer->Begin());
+  Remember(writer.get(), "u", "s", "written while the copy is there");
+  {
+    std::FILE* f = std::fopen(copy.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::fputs("a compaction being written", f);
+    std::fclose(f);
+  }
+  MustOpen(path, Options{})->Close().IgnoreError();
+  CHECK(::access(copy.c_str(), F_OK) == 0);
+  Ok(writer->Commit());
+
+  auto db = MustOpen(path, Options{});
+  CHECK(::access(copy.c_str(), F_OK) != 0);
+  CHECK(Ids(db.get(), "u").size() == 21);
+}
+
+TEST_CASE("a VACUUM that drops nothing, or a PURGE of one episode, never makes the file larger") {
+  TempDir dir;
+  // One large transaction (its graph delta holds no vectors), and many small
+  // ones with checkpoints along the way.
+  for (int layout = 0; layout < 2; layout++) {
+    CAPTURE(layout);
+    const std::string path = dir.File("g" + std::to_string(layout) + ".agentmem");
+    Options o;
+    if (layout == 1) o.checkpoint_bytes = 16 * 1024;
+    {
+      auto db = MustOpen(path, o);
+      for (int t = 0; t < (layout == 0 ? 1 : 12); t++) {
+        Ok(db->Begin());
+        for (int i = 0; i < (layout == 0 ? 300 : 25); i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 1000 + i));
+        Ok(db->Commit());
+      }
+      Ok(db->Close());
+    }
+    auto size = [&] { return agentmem::test::ReadFileBytes(path).size(); };
+    auto db = MustOpen(path, o);
+    const auto ids = Ids(db.get(), "u1");
+    for (int round = 0; round < 2; round++) {
+      const size_t before = size();
+      ForgetReceipt r;
+      Ok(db->Vacuum({}, &r));
+      CHECK(r.bytes_before == before);
+      CHECK(size() <= before);
+      CHECK(r.bytes_after == size());
+    }
+    const size_t before = size();
+    ForgetRecord one;
+    one.kind = ForgetKind::kEpisode;
+    one.id = 5;
+    Ok(db->Purge(one, nullptr));
+    CHECK(size() <= before);
+    std::vector<std::string> problems;
+    Ok(db->Check(&problems));
+    CHECK(problems.empty());
+    Ok(db->Close());
+    db = MustOpen(path, o);
+    auto after = Ids(db.get(), "u1");
+    CHECK(after.size() + 1 == ids.size());
+    CHECK(RecallIds(db.get(), "u1", "distinct thing number 7", RecallMode::kVector).size() == 10);
+  }
 }
