@@ -201,6 +201,8 @@ class Database {
   // Never throws.
   void Poison() noexcept;
   bool poisoned() const { return poisoned_; }
+  // A write or sync failed: the handle refuses further writes until reopened.
+  bool write_failed() const { return !sticky_.ok(); }
 
   const VectorSpace& space() const { return space_; }
   const Options& options() const { return opts_; }
