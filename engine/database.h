@@ -217,6 +217,8 @@ class Database {
   // Never throws.
   void Poison() noexcept;
   bool poisoned() const { return poisoned_; }
+  // A write or sync failed: the handle refuses further writes until reopened.
+  bool write_failed() const { return !sticky_.ok(); }
 
   // Registers the application's embedding model for this handle (replacing
   // one registered before; null removes it). `space` must be the file's

@@ -2,8 +2,8 @@
 // every sync point, RELIABILITY.md) for the lifecycle operations of
 // docs/lifecycle.md: forget (user, session, before, episode, fact, block, in
 // and out of transactions), FORGET ... PURGE, VACUUM (new file, rename over
-// the old one, directory sync), retention applied at close and before a
-// VACUUM, and auto_vacuum at close.
+// the old one, directory sync), retention applied after commits, at close
+// and before a VACUUM, and auto_vacuum at close.
 //
 // The workload runs on a MemEnv behind a FaultEnv that tracks files per inode
 // and renames with their directory sync (tests/util/fault_env.h). After a

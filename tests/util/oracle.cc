@@ -234,8 +234,18 @@ std::string Oracle::Diff(engine::Database* db) const {
         return "GetBlock: got " + Describe(got_block) + ", want " + Describe(b);
     }
     std::vector<FactRecord> facts, want_facts;
-    for (const auto& [id, f] : facts_)
-      if (f.user_id == user) want_facts.push_back(f);
+    for (const auto& [id, f] : facts_) {
+      if (f.user_id != user) continue;
+      // A read reports only the sources still remembered (docs/lifecycle.md).
+      FactRecord shown = f;
+      auto& src = shown.source_episode_ids;
+      src.erase(std::remove_if(src.begin(), src.end(),
+                               [&](uint64_t e) {
+                                 return e < next_episode_id_ && !episodes_.count(e);
+                               }),
+                src.end());
+      want_facts.push_back(std::move(shown));
+    }
     s = db->ListFacts(user, nullptr, nullptr, &facts);
     if (!s.ok()) return "ListFacts failed: " + s.ToString();
     if (facts.size() != want_facts.size()) {
@@ -308,6 +318,22 @@ void Driver::Acked(const Txn& t) {
   in_doubt_.clear();
 }
 
+void Driver::AfterCommit() {
+  std::optional<format::ForgetRecord> r = acked_.RetentionDue(clock_->now);
+  if (!r) return;
+  Txn t;
+  t.forgets.push_back(*r);
+  if (db_->write_failed()) {
+    // Its commit (or the checkpoint after it) failed: the handle may show
+    // bytes that were never synced.
+    in_doubt_.push_back(std::move(t));
+    failed_ = true;  // the handle is sticky: its close does no more
+    return;
+  }
+  Oracle with = acked_.With(t);
+  if (with.Diff(db_).empty()) acked_ = std::move(with);
+}
+
 template <typename Rec, typename Call>
 Status Driver::Write(Rec expected, std::vector<Rec> Txn::*list, Call call) {
   Status s = call();
@@ -320,6 +346,7 @@ Status Driver::Write(Rec expected, std::vector<Rec> Txn::*list, Call call) {
   (t.*list).push_back(std::move(expected));
   if (s.ok()) {
     Acked(t);
+    AfterCommit();
   } else {
     in_doubt_.push_back(std::move(t));
   }
@@ -380,6 +407,7 @@ Status Driver::Commit() {
   pending_ = Txn{};
   if (s.ok()) {
     Acked(t);
+    AfterCommit();
   } else if (!t.empty()) {
     in_doubt_.push_back(std::move(t));
   }
@@ -410,6 +438,7 @@ Status Driver::Autocommitted(Txn t, Status s) {
   failed_ |= !s.ok();
   if (s.ok()) {
     Acked(t);
+    AfterCommit();
   } else {
     in_doubt_.push_back(std::move(t));
   }

@@ -146,7 +146,8 @@ class Driver {
   Status Rollback();
   // Lifecycle (docs/lifecycle.md). Forget: inside Begin/Commit it applies at
   // the commit. Purge = Forget then VACUUM: if it fails, its forget is in
-  // doubt. Vacuum and Close apply the model's retention policy first, as the
+  // doubt. Every acknowledged commit may be followed by the retention forget
+  // (AfterCommit). Vacuum and Close apply the model's retention policy first, as the
   // engine does (a failed one leaves that forget in doubt); Close also runs
   // auto_vacuum, so the model's commit count is reset as by Compacted(). After
   // any failed call on the handle its close may skip that work (a sticky
@@ -169,6 +170,12 @@ class Driver {
   template <typename Rec, typename Call>
   Status Write(Rec expected, std::vector<Rec> Txn::*list, Call call);
   void Acked(const Txn& t);
+  // After an acknowledged commit a writer applies its retention policy when it
+  // is due (docs/lifecycle.md, "Retention"): when the model has one due, the
+  // handle decides -- it shows the retention forget (acked), or shows none
+  // (not due yet: a close or VACUUM applies it); when a write failed after
+  // the caller's commit, the forget is in doubt.
+  void AfterCommit();
   // The outcome of a call that commits `t` by itself: acked, or in doubt.
   Status Autocommitted(Txn t, Status s);
   // A call that may compact the file. When it returns OK, outcomes.back() was
