@@ -434,7 +434,9 @@ int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
 ** matches them is written, in order, into the new file zDst through the
 ** normal commit path (so both indexes are built again). Ids, versions and
 ** both time axes are kept; forget records found on valid pages of a dropped
-** transaction still apply. zDst must not exist (AGENTMEM_CANTOPEN_EXISTS); it
+** transaction still apply, and a checkpoint after a dropped transaction
+** gives back the records of its valid pages that the checkpoint names as
+** live. Memory and time follow the file's size. zDst must not exist (AGENTMEM_CANTOPEN_EXISTS); it
 ** gets zSrc's permission bits. zDst NULL: only read and report (what `.check`
 ** prints for a file that does not open).
 **
