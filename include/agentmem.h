@@ -583,7 +583,9 @@ int agentmem_context(agentmem_db *db, const char *user_id, const char *query, in
 int agentmem_profile(agentmem_db *db, const char *user_id, char **pzJson);
 
 /* Export user_id's whole memory as JSON lines (one header line, then every
-** episode, block version and fact; docs/memory.md gives every field). Two
+** episode, block version and fact; docs/export.md gives every field). user_id
+** NULL exports the whole file: every user, and the file's settings (declared
+** predicates, retention) -- a backup that agentmem_import() restores. Two
 ** files holding the same memory export the same bytes. On AGENTMEM_OK
 ** *pzJsonl is freed with agentmem_free(); on failure it is NULL. */
 int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
