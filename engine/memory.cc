@@ -689,7 +689,18 @@ uint64_t NextId(const JsonTokens& j, const char* key) {
 // A time that may be null: the open end of a range.
 int64_t TimeOrForever(const JsonTokens& j, const char* key) {
   const JsonToken& v = At(j, key);
-  return v.kind == JsonToken::kNull ? kForever : IntValue<int64_t>(v, key);
+  if (v.kind == JsonToken::kNull) return kForever;
+  int64_t t = IntValue<int64_t>(v, key);
+  if (t == 0) Wrong(key, "must not be 0 (the engine reads 0 as a default, not as a time)");
+  return t;
+}
+
+// A time: not 0, which the engine's writes read as "now" (or "never"), so
+// that a record would not read back as it was written.
+int64_t Time(const JsonTokens& j, const char* key) {
+  int64_t t = Int<int64_t>(j, key);
+  if (t == 0) Wrong(key, "must not be 0 (the engine reads 0 as a default, not as a time)");
+  return t;
 }
 
 class Importer {
@@ -764,8 +775,8 @@ class Importer {
     r.user_id = Text(j, "user_id");
     r.session_id = Text(j, "session_id");
     r.role = Text(j, "role");
-    r.ts = Int<int64_t>(j, "ts");
-    r.created_at = Int<int64_t>(j, "created_at");
+    r.ts = Time(j, "ts");
+    r.created_at = Time(j, "created_at");
     r.text = Text(j, "text");
     if (version_ == 1) {
       r.metadata = Text(j, "metadata");  // the JSON text as a string
@@ -924,7 +935,7 @@ class Importer {
     r.value = Text(j, "value");
     r.limit = Int<uint32_t>(j, "limit");
     r.pinned_order = Int<int32_t>(j, "pinned_order");
-    r.updated_at = Int<int64_t>(j, "updated_at");
+    r.updated_at = Time(j, "updated_at");
     std::vector<BlockRecord>* history = nullptr;
     AGENTMEM_RETURN_IF_ERROR(History(r.user_id, r.name, &history));
     for (const BlockRecord& v : *history) {
@@ -974,9 +985,9 @@ class Importer {
          p = JsonValueEnd(j, p)) {
       r.source_episode_ids.push_back(IntValue<uint64_t>(j[p], "source_episode_ids"));
     }
-    r.valid_from = Int<int64_t>(j, "valid_from");
+    r.valid_from = Time(j, "valid_from");
     r.valid_to = TimeOrForever(j, "valid_to");
-    r.recorded_at = Int<int64_t>(j, "recorded_at");
+    r.recorded_at = Time(j, "recorded_at");
     r.expired_at = TimeOrForever(j, "expired_at");
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: fact id 0", line_no);
     if (new_ids_) return CheckFactByContent(line_no, std::move(r));

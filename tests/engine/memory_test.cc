@@ -890,3 +890,24 @@ TEST_CASE("a restored backup keeps the next ids and does not count the ids of fo
   CHECK(Remember(b, "new", "s", "user", "next") == kept + 1);
   agentmem_close(b);
 }
+
+TEST_CASE("an import refuses a time of 0, which would not read back as it was written") {
+  agentmem_db* db = Open(":memory:");
+  std::string header = Export(db, nullptr);
+  const char* lines[] = {
+      R"({"type":"episode","user_id":"u","id":3,"session_id":"","role":"","ts":0,"created_at":6,"text":"t"})",
+      R"({"type":"episode","user_id":"u","id":3,"session_id":"","role":"","ts":5,"created_at":0,"text":"t"})",
+      R"({"type":"block","user_id":"u","name":"n","version":1,"value":"v","limit":0,"pinned_order":-1,"updated_at":0})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":0,"valid_to":null,"recorded_at":1,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":0,"recorded_at":1,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":null,"recorded_at":0,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":null,"recorded_at":1,"expired_at":0})",
+  };
+  for (const char* line : lines) {
+    CAPTURE(line);
+    std::string text = header + line + "\n";
+    CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+    CHECK(std::string(agentmem_errmsg(db)).find("must not be 0") != std::string::npos);
+  }
+  agentmem_close(db);
+}
