@@ -142,7 +142,7 @@ bench-callgrind: bench-build
 #             (per file) and html/; make test reports the same from its
 #             ASan + UBSan run
 FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev llvm-14
-FUZZ_TARGETS := decode open ops sql
+FUZZ_TARGETS := decode open ops sql import
 SAN_BUILD := build-fuzz
 REL_TESTS = tests/reliability/reliability_tests
 SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \

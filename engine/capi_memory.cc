@@ -101,10 +101,10 @@ int agentmem_profile(agentmem_db* db, const char* user_id, char** pzJson) {
 int agentmem_export(agentmem_db* db, const char* user_id, char** pzJsonl) {
   if (pzJsonl) *pzJsonl = nullptr;
   return Guard(db, [&](eng::Database& d) -> Status {
-    AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
     AGENTMEM_RETURN_IF_ERROR(Need(pzJsonl, "pzJsonl"));
     std::string jsonl;
-    AGENTMEM_RETURN_IF_ERROR(eng::ExportUser(&d, user_id, &jsonl));
+    AGENTMEM_RETURN_IF_ERROR(user_id ? eng::ExportUser(&d, user_id, &jsonl)
+                                     : eng::ExportFile(&d, &jsonl));
     return CopyOut(jsonl, pzJsonl);
   });
 }

@@ -734,6 +734,7 @@ Status Database::Rollback() {
   if (!explicit_txn_) return Status(kMisuse, "cannot roll back: no transaction is active");
   explicit_txn_ = false;
   ClearPending();
+  counters_floor_ = Counters{};  // a ReserveIds of the transaction
   ReleaseWriteLock();
   return Status::OK();
 }
@@ -1128,6 +1129,54 @@ bool Database::IsSingleValued(const std::string& predicate) const {
   }
   const std::string* v = catalog_.Meta(key);
   return v && *v == "1";
+}
+
+void Database::DeclaredPredicates(std::vector<std::pair<std::string, bool>>* out) const {
+  static constexpr std::string_view kPrefix = "fact.single_valued.";
+  std::map<std::string, bool> declared;
+  auto take = [&](const std::string& key, const std::string& value) {
+    if (key.size() > kPrefix.size() && key.starts_with(kPrefix)) {
+      declared[key.substr(kPrefix.size())] = value == "1";
+    }
+  };
+  for (const auto& [key, value] : catalog_.meta()) take(key, value);
+  for (const auto& [key, value] : pending_meta_.entries) take(key, value);
+  out->assign(declared.begin(), declared.end());
+}
+
+// ------------------------------------------------------------------ export / import
+
+void Database::NextIds(uint64_t* episode, uint64_t* fact, uint64_t* block_version) const {
+  *episode = std::max(episode_id_limit(), counters_floor_.episode);
+  *fact = std::max(NextFactId(), counters_floor_.fact);
+  *block_version = std::max(
+      pending_blocks_.empty() ? next_block_version_ : pending_blocks_.back().version + 1,
+      counters_floor_.block);
+}
+
+Status Database::ReserveIds(uint64_t episode, uint64_t fact, uint64_t block_version) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (!explicit_txn_) return Status(kMisuse, "reserving ids needs an open transaction");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  counters_floor_.episode = std::max(counters_floor_.episode, episode);
+  counters_floor_.fact = std::max(counters_floor_.fact, fact);
+  counters_floor_.block = std::max(counters_floor_.block, block_version);
+  // ForgottenInFile() counts the ids below the next one that hold no live
+  // episode, less a baseline: the ids this commit skips go into the baseline.
+  uint64_t next = 0, unused = 0;
+  NextIds(&next, &unused, &unused);
+  const uint64_t live = catalog_.episode_count() + pending_episodes_.size();
+  const uint64_t gone_after = next - 1 > live ? next - 1 - live : 0;
+  const uint64_t baseline = gone_after - std::min(gone_after, ForgottenInFile());
+  uint64_t before = 0;
+  if (const std::string* v = catalog_.Meta("vacuum.gone_episodes")) {
+    before = std::strtoull(v->c_str(), nullptr, 10);
+  }
+  if (baseline != before || counters_floor_.episode > next_episode_id_ ||
+      counters_floor_.fact > next_fact_id_ || counters_floor_.block > next_block_version_) {
+    pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(baseline));
+  }
+  return FinishWrite(Status::OK());
 }
 
 // ------------------------------------------------------------------ reads

@@ -177,6 +177,18 @@ class Database {
   // Every version of one block, oldest first (pending writes last).
   Status ListBlockHistory(std::string_view user_id, std::string_view name,
                           std::vector<format::BlockRecord>* out);
+  // ---- what an export carries besides the records (engine/memory.cc)
+  // The ids the next writes get (pending writes included): episode, fact,
+  // block version.
+  void NextIds(uint64_t* episode, uint64_t* fact, uint64_t* block_version) const;
+  // Raises the next ids to at least these when the open transaction commits,
+  // so that ids an export did not carry (forgotten records) are never given
+  // again, as after VACUUM. The ids skipped, here and by the transaction's
+  // records, are not counted as forgotten records in the file (auto_vacuum).
+  // REQUIRES: an open transaction (Begin).
+  Status ReserveIds(uint64_t episode, uint64_t fact, uint64_t block_version);
+  // Every predicate a DeclarePredicate named, by name, with its setting.
+  void DeclaredPredicates(std::vector<std::pair<std::string, bool>>* out) const;
   // Episode ids run from 1 to below this (pending ones included); an id below
   // it that GetEpisode does not find was never committed.
   // The largest episode id a write takes (INT64_MAX: ids are SQL integers);

@@ -53,6 +53,13 @@ class JsonWriter {
   void Double(double v);
   void Bool(bool v);
   void Null();
+  // A JSON value written as it is: `json` must be one valid JSON value
+  // without line breaks (nothing checks this).
+  void Raw(std::string_view json) {
+    Separate();
+    *out_ += json;
+    comma_ = true;
+  }
 
   // Value(x) picks the writer of x's type; Field(key, x) is Key + Value.
   void Value(std::string_view s) { String(s); }

@@ -37,7 +37,7 @@ using format::EpisodeRecord;
 using format::FactRecord;
 using format::kForever;
 
-constexpr int kExportVersion = 1;
+constexpr int kExportVersion = 2;  // written; 1 is read too
 constexpr size_t kTopFacts = 10;  // facts listed in a profile
 
 // The user's current facts: valid now and known now (not superseded), as
@@ -355,18 +355,33 @@ Status ProfileJson(Database* db, const std::string& user_id, std::string* json) 
 
 namespace {
 
-// Each line is one JSON object and its '\n'.
-void HeaderLine(const Database& db, const std::string& user_id, std::string* out) {
+// Each line is one JSON object and its '\n'. user_id null: the whole file.
+void HeaderLine(const Database& db, const std::string* user_id, std::string* out) {
+  uint64_t next_episode = 0, next_fact = 0, next_version = 0;
+  db.NextIds(&next_episode, &next_fact, &next_version);
   JsonWriter w(out);
   w.BeginObject();
   w.Field("type", "agentmem-export");
   w.Field("version", kExportVersion);
-  w.Field("user_id", user_id);
+  w.Field("scope", user_id ? "user" : "file");
+  if (user_id) w.Field("user_id", *user_id);
   w.Field("embedder", db.space().embedder);
   w.Field("dim", db.space().dim);
   w.Field("metric", db.space().metric);
+  w.Field("next_episode_id", next_episode);
+  w.Field("next_fact_id", next_fact);
+  w.Field("next_block_version", next_version);
   w.EndObject();
   *out += '\n';
+}
+
+// Stored metadata goes into the line as the JSON value it is, byte for byte,
+// when that keeps the line one line and reads back the same: no line break
+// (JSON allows one between tokens) and no white space around the value.
+bool RawMetadataFits(const std::string& m) {
+  auto space = [](char c) { return c == ' ' || c == '\t'; };
+  return !m.empty() && m.find_first_of("\r\n") == std::string::npos && !space(m.front()) &&
+         !space(m.back());
 }
 
 void EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder>& builtin,
@@ -381,7 +396,12 @@ void EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder
   w.Field("ts", e.ts);
   w.Field("created_at", e.created_at);
   w.Field("text", e.text);
-  w.Field("metadata", e.metadata);
+  if (RawMetadataFits(e.metadata)) {
+    w.Key("metadata");
+    w.Raw(e.metadata);
+  } else if (!e.metadata.empty()) {
+    w.Field("metadata_text", e.metadata);
+  }
   // Omitted when it is what the file would compute again from the text.
   if (e.vector != DefaultVector(builtin, e.text)) {
     w.Field("embedding", Base64(e.vector.data(), e.vector.size() * sizeof(float)));
@@ -396,6 +416,7 @@ void BlockLine(const BlockRecord& b, std::string* out) {
   w.Field("type", "block");
   w.Field("user_id", b.user_id);
   w.Field("name", b.name);
+  w.Field("version", b.version);
   w.Field("value", b.value);
   w.Field("limit", b.limit);
   w.Field("pinned_order", b.pinned_order);
@@ -426,40 +447,106 @@ void FactLine(const FactRecord& f, std::string* out) {
   *out += '\n';
 }
 
-}  // namespace
+// The file's settings: declared predicates (by name), then the retention
+// policy when one is set.
+void SettingLines(const Database& db, std::string* out) {
+  std::vector<std::pair<std::string, bool>> predicates;
+  db.DeclaredPredicates(&predicates);
+  for (const auto& [name, single] : predicates) {
+    JsonWriter w(out);
+    w.BeginObject();
+    w.Field("type", "predicate");
+    w.Field("predicate", name);
+    w.Field("single_valued", single);
+    w.EndObject();
+    *out += '\n';
+  }
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  db.Retention(&max_age_s, &keep_cited);
+  if (max_age_s != 0 || keep_cited) {
+    JsonWriter w(out);
+    w.BeginObject();
+    w.Field("type", "retention");
+    w.Field("max_age_s", max_age_s);
+    w.Field("keep_cited", keep_cited);
+    w.EndObject();
+    *out += '\n';
+  }
+}
 
-Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) {
-  jsonl->clear();
+// One user's memory (user_id) or the whole file's (nullptr).
+Status ExportPinned(Database* db, const std::string* user_id, std::string* jsonl) {
   std::string out;
   HeaderLine(*db, user_id, &out);
+  std::vector<std::string> users;
+  if (user_id) {
+    users.push_back(*user_id);
+  } else {
+    AGENTMEM_RETURN_IF_ERROR(db->ListUsers(&users));
+    SettingLines(*db, &out);
+  }
   std::optional<index::HashEmbedder> builtin = BuiltinEmbedder(*db);
   std::vector<uint64_t> ids;
-  AGENTMEM_RETURN_IF_ERROR(db->ListEpisodeIds(user_id, nullptr, &ids));
+  for (const std::string& user : users) {
+    std::vector<uint64_t> more;
+    AGENTMEM_RETURN_IF_ERROR(db->ListEpisodeIds(user, nullptr, &more));
+    ids.insert(ids.end(), more.begin(), more.end());
+  }
   std::sort(ids.begin(), ids.end());
   for (uint64_t id : ids) {
     EpisodeRecord e;
     AGENTMEM_RETURN_IF_ERROR(db->GetEpisode(id, &e));
     EpisodeLine(e, builtin, &out);
   }
-  std::vector<BlockRecord> blocks, versions;
-  AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user_id, &blocks));
-  for (const BlockRecord& b : blocks) {
-    std::vector<BlockRecord> history;
-    AGENTMEM_RETURN_IF_ERROR(db->ListBlockHistory(user_id, b.name, &history));
-    for (BlockRecord& v : history) versions.push_back(std::move(v));
+  std::vector<BlockRecord> versions;
+  for (const std::string& user : users) {
+    std::vector<BlockRecord> blocks;
+    AGENTMEM_RETURN_IF_ERROR(db->ListBlocks(user, &blocks));
+    for (const BlockRecord& b : blocks) {
+      std::vector<BlockRecord> history;
+      AGENTMEM_RETURN_IF_ERROR(db->ListBlockHistory(user, b.name, &history));
+      for (BlockRecord& v : history) versions.push_back(std::move(v));
+    }
   }
-  // Write order across every block; the numbers themselves are not exported.
   std::sort(versions.begin(), versions.end(),
             [](const BlockRecord& a, const BlockRecord& b) { return a.version < b.version; });
   for (const BlockRecord& v : versions) BlockLine(v, &out);
   std::vector<FactRecord> facts;
-  AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user_id, nullptr, nullptr, &facts));
+  for (const std::string& user : users) {
+    std::vector<FactRecord> more;
+    AGENTMEM_RETURN_IF_ERROR(db->ListFacts(user, nullptr, nullptr, &more));
+    for (FactRecord& f : more) facts.push_back(std::move(f));
+  }
   std::sort(facts.begin(), facts.end(),
             [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
   for (const FactRecord& f : facts) FactLine(f, &out);
   *jsonl = std::move(out);
   return Status::OK();
 }
+
+// Every read of one export sees one snapshot.
+Status Export(Database* db, const std::string* user_id, std::string* jsonl) {
+  jsonl->clear();
+  AGENTMEM_RETURN_IF_ERROR(db->BeginRead());
+  Status s;
+  try {
+    s = ExportPinned(db, user_id, jsonl);
+  } catch (...) {
+    db->EndRead();
+    throw;
+  }
+  db->EndRead();
+  return s;
+}
+
+}  // namespace
+
+Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl) {
+  return Export(db, &user_id, jsonl);
+}
+
+Status ExportFile(Database* db, std::string* jsonl) { return Export(db, nullptr, jsonl); }
 
 // ==================================================================== import
 
@@ -471,6 +558,74 @@ struct ImportPlan {
   std::vector<BlockRecord> blocks;      // in line order
   std::vector<FactRecord> facts;        // sorted by id before writing
   uint64_t skipped = 0;
+  // Settings that differ from the file's (the last line of each wins).
+  std::map<std::string, bool> predicates;
+  std::optional<std::pair<int64_t, bool>> retention;  // max_age_s, keep_cited
+  // The largest next ids of the headers (version 2); 1 = none.
+  uint64_t next_episode = 1, next_fact = 1, next_block_version = 1;
+};
+
+// The raw text of member `key` of the JSON object `line` (already checked to
+// be one by ParseJson), white space around it left out; the last one when the
+// key is repeated. False when there is no such member.
+class RawScanner {
+ public:
+  explicit RawScanner(std::string_view s) : s_(s) {}
+  bool Member(std::string_view key, std::string_view* raw) {
+    bool found = false;
+    size_t p = Ws(0);
+    if (p >= s_.size() || s_[p] != '{') return false;
+    p = Ws(p + 1);
+    JsonTokens name;
+    while (p < s_.size() && s_[p] == '"') {
+      size_t key_end = String(p);
+      if (!ParseJson(s_.substr(p, key_end - p), &name) || name.empty()) return false;
+      p = Ws(key_end);
+      if (p >= s_.size() || s_[p] != ':') return false;
+      size_t begin = Ws(p + 1), end = Value(begin);
+      if (name[0].s == key) {
+        *raw = s_.substr(begin, end - begin);
+        found = true;
+      }
+      p = Ws(end);
+      if (p < s_.size() && s_[p] == ',') p = Ws(p + 1);
+    }
+    return found;
+  }
+
+ private:
+  size_t Ws(size_t p) const {
+    while (p < s_.size() && (s_[p] == ' ' || s_[p] == '\t' || s_[p] == '\n' || s_[p] == '\r')) p++;
+    return p;
+  }
+  // Past the string that starts at p (its opening quote).
+  size_t String(size_t p) const {
+    for (p++; p < s_.size() && s_[p] != '"'; p++) {
+      if (s_[p] == '\\') p++;
+    }
+    return std::min(p + 1, s_.size());
+  }
+  size_t Value(size_t p) const {
+    if (p >= s_.size()) return p;
+    if (s_[p] == '"') return String(p);
+    if (s_[p] == '{' || s_[p] == '[') {
+      size_t depth = 0;
+      while (p < s_.size()) {
+        char c = s_[p];
+        if (c == '"') {
+          p = String(p);
+          continue;
+        }
+        p++;
+        if (c == '{' || c == '[') depth++;
+        if ((c == '}' || c == ']') && --depth == 0) break;
+      }
+      return p;
+    }
+    while (p < s_.size() && std::strchr(",}] \t\r\n", s_[p]) == nullptr) p++;
+    return p;
+  }
+  std::string_view s_;
 };
 
 // A field that is missing or of the wrong type, or an integer out of range;
@@ -518,10 +673,34 @@ double Number(const JsonTokens& j, const char* key) {
   Wrong(key, "must be a number");
 }
 
+bool Bool(const JsonTokens& j, const char* key) {
+  const JsonToken& v = At(j, key);
+  if (v.kind != JsonToken::kBool) Wrong(key, "must be true or false");
+  return v.b;
+}
+
+// A next id of a header: at least 1, below 2^63.
+uint64_t NextId(const JsonTokens& j, const char* key) {
+  uint64_t v = Int<uint64_t>(j, key);
+  if (v < 1 || v > static_cast<uint64_t>(INT64_MAX)) Wrong(key, "must be an integer in range");
+  return v;
+}
+
 // A time that may be null: the open end of a range.
 int64_t TimeOrForever(const JsonTokens& j, const char* key) {
   const JsonToken& v = At(j, key);
-  return v.kind == JsonToken::kNull ? kForever : IntValue<int64_t>(v, key);
+  if (v.kind == JsonToken::kNull) return kForever;
+  int64_t t = IntValue<int64_t>(v, key);
+  if (t == 0) Wrong(key, "must not be 0 (the engine reads 0 as a default, not as a time)");
+  return t;
+}
+
+// A time: not 0, which the engine's writes read as "now" (or "never"), so
+// that a record would not read back as it was written.
+int64_t Time(const JsonTokens& j, const char* key) {
+  int64_t t = Int<int64_t>(j, key);
+  if (t == 0) Wrong(key, "must not be 0 (the engine reads 0 as a default, not as a time)");
+  return t;
 }
 
 class Importer {
@@ -533,6 +712,7 @@ class Importer {
     if (!ParseJson(line, &line_) || line_[0].kind != JsonToken::kBeginObject) {
       return StatusF(kMismatchJson, "import line %zu: not a JSON object", line_no);
     }
+    line_text_ = line;
     try {
       return CheckRecord(line_no, line_);
     } catch (const FieldError& e) {
@@ -553,16 +733,28 @@ class Importer {
     if (type == "episode") return CheckEpisode(line_no, j);
     if (type == "block") return CheckBlock(j);
     if (type == "fact") return CheckFact(line_no, j);
+    if (type == "predicate") return CheckPredicate(j);
+    if (type == "retention") return CheckRetention(j);
     return StatusF(kMismatchJson, "import line %zu: unknown record type \"%s\"", line_no,
                    type.c_str());
   }
 
   Status CheckHeader(size_t line_no, const JsonTokens& j) {
     int version = Int<int>(j, "version");
-    if (version != kExportVersion) {
+    if (version != 1 && version != kExportVersion) {
       return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
-                     "library reads version %d)", line_no, version, kExportVersion);
+                     "library reads versions 1 and %d)", line_no, version, kExportVersion);
     }
+    if (version >= 2) {
+      std::string scope = Text(j, "scope");
+      if (scope != "file" && scope != "user") Wrong("scope", "must be \"file\" or \"user\"");
+      if (scope == "user") (void)Text(j, "user_id");
+      plan_.next_episode = std::max(plan_.next_episode, NextId(j, "next_episode_id"));
+      plan_.next_fact = std::max(plan_.next_fact, NextId(j, "next_fact_id"));
+      plan_.next_block_version =
+          std::max(plan_.next_block_version, NextId(j, "next_block_version"));
+    }
+    version_ = version;
     VectorSpace s{Text(j, "embedder"), Int<uint32_t>(j, "dim"),
                   Text(j, "metric")};
     if (!(s == db_->space())) {
@@ -583,10 +775,21 @@ class Importer {
     r.user_id = Text(j, "user_id");
     r.session_id = Text(j, "session_id");
     r.role = Text(j, "role");
-    r.ts = Int<int64_t>(j, "ts");
-    r.created_at = Int<int64_t>(j, "created_at");
+    r.ts = Time(j, "ts");
+    r.created_at = Time(j, "created_at");
     r.text = Text(j, "text");
-    r.metadata = Text(j, "metadata");
+    if (version_ == 1) {
+      r.metadata = Text(j, "metadata");  // the JSON text as a string
+    } else if (JsonMember(j, 0, "metadata") != kNoJsonValue) {
+      if (JsonMember(j, 0, "metadata_text") != kNoJsonValue) {
+        Wrong("metadata", "and \"metadata_text\" cannot both be given");
+      }
+      std::string_view raw;
+      if (!RawScanner(line_text_).Member("metadata", &raw)) Wrong("metadata", "is unreadable");
+      r.metadata = raw;
+    } else if (JsonMember(j, 0, "metadata_text") != kNoJsonValue) {
+      r.metadata = Text(j, "metadata_text");
+    }
     if (JsonMember(j, 0, "embedding") != kNoJsonValue) {
       std::string bytes;
       if (!Unbase64(Text(j, "embedding"), &bytes) || bytes.size() % 4) {
@@ -738,10 +941,11 @@ class Importer {
     BlockRecord r;
     r.user_id = Text(j, "user_id");
     r.name = Text(j, "name");
+    if (version_ >= 2) r.version = Int<uint64_t>(j, "version");
     r.value = Text(j, "value");
     r.limit = Int<uint32_t>(j, "limit");
     r.pinned_order = Int<int32_t>(j, "pinned_order");
-    r.updated_at = Int<int64_t>(j, "updated_at");
+    r.updated_at = Time(j, "updated_at");
     std::vector<BlockRecord>* history = nullptr;
     AGENTMEM_RETURN_IF_ERROR(History(r.user_id, r.name, &history));
     for (const BlockRecord& v : *history) {
@@ -791,9 +995,9 @@ class Importer {
          p = JsonValueEnd(j, p)) {
       r.source_episode_ids.push_back(IntValue<uint64_t>(j[p], "source_episode_ids"));
     }
-    r.valid_from = Int<int64_t>(j, "valid_from");
+    r.valid_from = Time(j, "valid_from");
     r.valid_to = TimeOrForever(j, "valid_to");
-    r.recorded_at = Int<int64_t>(j, "recorded_at");
+    r.recorded_at = Time(j, "recorded_at");
     r.expired_at = TimeOrForever(j, "expired_at");
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: fact id 0", line_no);
     if (new_ids_) return CheckFactByContent(line_no, std::move(r));
@@ -812,13 +1016,55 @@ class Importer {
     return Status::OK();
   }
 
+  Status CheckPredicate(const JsonTokens& j) {
+    std::string name = Text(j, "predicate");
+    if (name.empty()) Wrong("predicate", "must not be empty");
+    bool single = Bool(j, "single_valued");
+    std::vector<std::pair<std::string, bool>> declared;
+    db_->DeclaredPredicates(&declared);
+    auto it = std::find_if(declared.begin(), declared.end(),
+                           [&](const auto& d) { return d.first == name; });
+    if (it != declared.end() && it->second == single) {
+      plan_.predicates.erase(name);
+    } else {
+      plan_.predicates[name] = single;
+    }
+    return Status::OK();
+  }
+
+  Status CheckRetention(const JsonTokens& j) {
+    int64_t max_age_s = Int<int64_t>(j, "max_age_s");
+    if (max_age_s < 0) Wrong("max_age_s", "must be >= 0");
+    bool keep_cited = Bool(j, "keep_cited");
+    int64_t have_age = 0;
+    bool have_keep = false;
+    db_->Retention(&have_age, &have_keep);
+    if (have_age == max_age_s && have_keep == keep_cited) {
+      plan_.retention.reset();
+    } else {
+      plan_.retention.emplace(max_age_s, keep_cited);
+    }
+    return Status::OK();
+  }
+
+  // Whether the file's next ids are below the export's.
+  bool IdsBehind() const {
+    if (new_ids_) return false;
+    uint64_t episode = 0, fact = 0, version = 0;
+    db_->NextIds(&episode, &fact, &version);
+    return episode < plan_.next_episode || fact < plan_.next_fact ||
+           version < plan_.next_block_version;
+  }
+
   Status WriteAll(ImportCounts* counts);
 
   Database* db_;
   std::optional<index::HashEmbedder> builtin_;
   bool new_ids_;
   bool header_seen_ = false;
+  int version_ = kExportVersion;  // of the last header
   JsonTokens line_;  // the line being checked
+  std::string_view line_text_;  // and its text
   ImportPlan plan_;
   std::map<uint64_t, EpisodeRecord> episodes_;  // seen in this import
   std::map<std::pair<std::string, std::string>, std::vector<BlockRecord>> blocks_;
@@ -853,6 +1099,7 @@ Status Importer::WriteAll(ImportCounts* counts) {
     counts->episodes++;
   }
   for (BlockRecord& r : plan_.blocks) {
+    if (new_ids_) r.version = 0;  // the next version here
     AGENTMEM_RETURN_IF_ERROR(db_->SetBlock(std::move(r)));
     counts->block_versions++;
   }
@@ -865,12 +1112,23 @@ Status Importer::WriteAll(ImportCounts* counts) {
     AGENTMEM_RETURN_IF_ERROR(ImportFact(db_, std::move(r), &id));
     counts->facts++;
   }
+  for (const auto& [name, single] : plan_.predicates) {
+    AGENTMEM_RETURN_IF_ERROR(db_->DeclarePredicate(name, single));
+  }
+  if (plan_.retention) {
+    AGENTMEM_RETURN_IF_ERROR(db_->SetRetention(plan_.retention->first, plan_.retention->second));
+  }
+  if (!new_ids_) {
+    AGENTMEM_RETURN_IF_ERROR(
+        db_->ReserveIds(plan_.next_episode, plan_.next_fact, plan_.next_block_version));
+  }
   return Status::OK();
 }
 
 Status Importer::Write(ImportCounts* counts) {
   counts->skipped = plan_.skipped;
-  if (plan_.episodes.empty() && plan_.blocks.empty() && plan_.facts.empty()) {
+  if (plan_.episodes.empty() && plan_.blocks.empty() && plan_.facts.empty() &&
+      plan_.predicates.empty() && !plan_.retention && !IdsBehind()) {
     return Status::OK();
   }
   bool own = !db_->in_transaction();

@@ -55,6 +55,10 @@ Status ProfileJson(Database* db, const std::string& user_id, std::string* json);
 // order, every block version in write order, the facts in id order. Two
 // files holding the same memory export the same bytes.
 Status ExportUser(Database* db, const std::string& user_id, std::string* jsonl);
+// The whole file the same way: a header of scope "file", the file's settings
+// (declared predicates, the retention policy), then every user's episodes by
+// id, block versions by version and facts by id (docs/export.md).
+Status ExportFile(Database* db, std::string* jsonl);
 
 struct ImportCounts {
   uint64_t episodes = 0, block_versions = 0, facts = 0;  // written
@@ -62,7 +66,7 @@ struct ImportCounts {
   uint64_t added() const { return episodes + block_versions + facts; }
 };
 
-// Imports what ExportUser wrote (any number of users' exports concatenated).
+// Imports what ExportUser or ExportFile wrote (any number of exports concatenated).
 // Idempotent: a record already present and identical is skipped, so a
 // second import of the same text adds nothing. A record whose id is taken by
 // different content, or a header whose vector space differs from the file's,

@@ -688,15 +688,18 @@ int agentmem_context(agentmem_db *db, const char *user_id, const char *query, in
 int agentmem_profile(agentmem_db *db, const char *user_id, char **pzJson);
 
 /* Export user_id's whole memory as JSON lines (one header line, then every
-** episode, block version and fact; docs/memory.md gives every field). Two
+** episode, block version and fact; docs/export.md gives every field). user_id
+** NULL exports the whole file: every user, and the file's settings (declared
+** predicates, retention) -- a backup that agentmem_import() restores. Two
 ** files holding the same memory export the same bytes. On AGENTMEM_OK
 ** *pzJsonl is freed with agentmem_free(); on failure it is NULL. */
 int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
 
-/* Import what agentmem_export() produced (several exports may be
-** concatenated). Idempotent: records already present and identical are
-** skipped, so importing the same text twice adds nothing the second time.
-** Ids, times and provenance are kept. Every line is checked before anything
+/* Import what agentmem_export() produced (one user's memory or a whole file;
+** several exports may be concatenated). Idempotent: records already present
+** and identical are skipped, so importing the same text twice adds nothing
+** the second time. Ids, block versions, times and provenance are kept, and
+** so are a whole file's settings and next ids (docs/export.md). Every line is checked before anything
 ** is written, then all are written in one transaction (the caller's when one
 ** is open, else its own). On AGENTMEM_OK *pnAdded (if not NULL) receives the
 ** number of records written. Failures write nothing: AGENTMEM_MISMATCH_JSON

@@ -125,16 +125,16 @@ const DotCommand kCommands[] = {
     {".exit", CmdQuit, ".exit [CODE]", "leave the shell (exit status CODE, default 0)"},
     {".explain", CmdExplain, ".explain USER QUERY [K] [MODE]",
      "show the recall plan as JSON (EXPLAIN RECALL)"},
-    {".export", CmdExport, ".export [FILE] [--vectors]",
-     "write every episode, block version and fact as JSONL (stdout without FILE)"},
+    {".export", CmdExport, ".export [FILE]",
+     "back up the whole file as an agentmem export (JSONL; stdout without FILE)"},
     {".export-user", CmdExportUser, ".export-user USER [FILE]",
-     "write one user's whole memory as JSONL (agentmem_export; stdout without FILE)"},
+     "write one user's whole memory as an agentmem export (stdout without FILE)"},
     {".headers", CmdHeaders, ".headers on|off", "column names in list and csv modes"},
     {".help", CmdHelp, ".help", "this text"},
     {".import", CmdImport, ".import FILE [options]",
-     "load episodes, blocks and facts from JSONL (options below)"},
+     "restore an agentmem export, or load plain JSONL records (options below)"},
     {".import-user", CmdImportUser, ".import-user FILE [--new-ids]",
-     "import what .export-user wrote (idempotent; --new-ids: this file's next ids)"},
+     "import an agentmem export (idempotent; --new-ids: this file's next ids)"},
     {".mode", CmdMode, ".mode list|csv|json|line|table|box", "how query results are printed"},
     {".open", CmdOpen, ".open [--readonly] [--options OPTS] FILE",
      "close this database and open FILE (created if missing)"},
@@ -166,9 +166,11 @@ std::string DotHelp() {
     out += usage + " " + c.help + "\n";
   }
   out +=
-      "\n.import options: --user ID (user of lines without one), --user-field F,\n"
-      "  --session-field F, --role-field F (take user_id / session_id / role from\n"
-      "  field F), --batch N (records per transaction, default 1000)\n";
+      "\n.import options: for an agentmem export, --new-ids (give episodes and facts\n"
+      "  this file's next ids); for plain records, --user ID (user of lines without\n"
+      "  one), --user-field F, --session-field F, --role-field F (take user_id /\n"
+      "  session_id / role from field F), --batch N (records per transaction,\n"
+      "  default 1000)\n";
   return out;
 }
 

@@ -1,12 +1,17 @@
-// cli/shell/import.cc -- .import FILE: JSONL episodes, blocks and facts
-// (jsonl.h), in batches of one transaction each, with a progress bar on a
-// terminal and the line number of every line that could not be imported.
+// cli/shell/import.cc -- .import FILE: an agentmem export (docs/export.md),
+// restored through agentmem_import (ids and both time axes kept, records
+// already present skipped, all or nothing); or plain JSONL episodes, blocks
+// and facts from elsewhere (jsonl.h), in batches of one transaction each, with
+// a progress bar on a terminal and the line number of every line that could
+// not be imported.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <unordered_map>
 
 #include "shell/dot_commands.h"
@@ -25,13 +30,22 @@ struct ImportOptions {
   std::string session_field = "session_id";
   std::string role_field = "role";
   int64_t batch = 1000;
+  bool new_ids = false;        // an export: AGENTMEM_IMPORT_NEW_IDS
+  std::string plain_option;    // the first option that only plain records take
 };
+
+constexpr const char* kImportUsage =
+    "usage: .import FILE [--new-ids] [--user ID] [--user-field F] [--session-field F] "
+    "[--role-field F] [--batch N]";
 
 bool ParseImportArgs(Shell& sh, const Args& args, ImportOptions* o) {
   for (size_t i = 1; i < args.size(); i++) {
     const std::string& a = args[i];
     bool has_value = i + 1 < args.size();
-    if (a == "--user" && has_value) {
+    if (a != "--new-ids" && a.rfind("--", 0) == 0 && o->plain_option.empty()) o->plain_option = a;
+    if (a == "--new-ids") {
+      o->new_ids = true;
+    } else if (a == "--user" && has_value) {
       o->default_user = args[++i];
     } else if (a == "--user-field" && has_value) {
       o->user_field = args[++i];
@@ -45,18 +59,14 @@ bool ParseImportArgs(Shell& sh, const Args& args, ImportOptions* o) {
         return false;
       }
     } else if (a.rfind("--", 0) == 0 || !o->file.empty()) {
-      sh.Fail(".import: unexpected argument \"" + a +
-              "\"; usage: .import FILE [--user ID] [--user-field F] [--session-field F] "
-              "[--role-field F] [--batch N]");
+      sh.Fail(".import: unexpected argument \"" + a + "\"; " + kImportUsage);
       return false;
     } else {
       o->file = a;
     }
   }
   if (o->file.empty()) {
-    sh.Fail(
-        "usage: .import FILE [--user ID] [--user-field F] [--session-field F] "
-        "[--role-field F] [--batch N]");
+    sh.Fail(kImportUsage);
     return false;
   }
   return true;
@@ -141,6 +151,8 @@ class Importer {
   bool Run();
 
  private:
+  // The file is an agentmem export: the whole of it through agentmem_import.
+  bool RunExport(std::ifstream& in);
   // One record; throws BadLine for a record the engine or the format refuses.
   void Import(const Json& obj);
   void Episode(const Json& obj);
@@ -319,6 +331,52 @@ void Importer::Bad(int64_t line_no, const std::string& reason) {
                  o_.file.c_str());
 }
 
+// Whether the first line that is not blank is an agentmem export header.
+bool IsExport(std::ifstream& in) {
+  std::string line;
+  bool header = false;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Json obj = Json::parse(line, nullptr, false);
+    auto it = obj.is_object() ? obj.find("type") : obj.end();
+    header = obj.is_object() && it != obj.end() && *it == "agentmem-export";
+    break;
+  }
+  in.clear();
+  in.seekg(0);
+  return header;
+}
+
+bool Importer::RunExport(std::ifstream& in) {
+  if (!o_.plain_option.empty()) {
+    sh_.Fail(".import: " + o_.plain_option + " is for plain records; \"" + o_.file +
+             "\" is an agentmem export, whose records name their users and sessions");
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    sh_.Fail(".import: reading \"" + o_.file + "\" failed: " + std::strerror(errno));
+    return false;
+  }
+  const std::string& jsonl = text.str();
+  if (size_t nul = jsonl.find('\0'); nul != std::string::npos) {
+    int64_t line = 1 + std::count(jsonl.begin(), jsonl.begin() + static_cast<ptrdiff_t>(nul), '\n');
+    sh_.Fail(".import: " + o_.file + ":" + std::to_string(line) +
+             ": a NUL byte, which no JSON text holds (nothing was imported)");
+    return false;
+  }
+  int64_t added = 0;
+  if (agentmem_import_v2(db_, jsonl.c_str(), o_.new_ids ? AGENTMEM_IMPORT_NEW_IDS : 0, &added) !=
+      AGENTMEM_OK) {
+    return sh_.FailDb(".import: " + o_.file);
+  }
+  std::fprintf(sh_.out, "imported %s new records from %s (an agentmem export; records already "
+               "present are skipped)\n", Thousands(added).c_str(), o_.file.c_str());
+  std::fflush(sh_.out);
+  return true;
+}
+
 bool Importer::Run() {
   struct stat st;
   if (stat(o_.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -328,6 +386,12 @@ bool Importer::Run() {
   std::ifstream in(o_.file, std::ios::binary);
   if (!in) {
     sh_.Fail(".import: cannot read \"" + o_.file + "\": " + std::strerror(errno));
+    return false;
+  }
+  if (IsExport(in)) return RunExport(in);
+  if (o_.new_ids) {
+    sh_.Fail(".import: --new-ids is for an agentmem export (docs/export.md); \"" + o_.file +
+             "\" holds plain records, which always get this file's next ids");
     return false;
   }
   in.seekg(0, std::ios::end);

@@ -440,8 +440,9 @@ class Memory:
         return json.loads(self._string_call("agentmem_profile", "Memory.profile",
                                             cstr(user_id, "user_id")))
 
-    def export_sync(self, user_id):
-        """The user's whole memory as JSON lines (str), as agentmem_export() writes it."""
+    def export_sync(self, user_id=None):
+        """The user's whole memory as JSON lines (str), as agentmem_export() writes it;
+        user_id None: the whole file (a backup; docs/export.md)."""
         return self._string_call("agentmem_export", "Memory.export", cstr(user_id, "user_id"))
 
     def import_jsonl_sync(self, jsonl, *, new_ids=False):

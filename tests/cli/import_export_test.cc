@@ -1,6 +1,8 @@
-// tests/cli/import_export_test.cc -- .import and .export: the JSONL format,
-// bad lines, the round trip export -> import into a new file -> export, and
-// the LoCoMo episodes (docs/shell.md, "JSONL records").
+// tests/cli/import_export_test.cc -- .import and .export: plain JSONL
+// records and their bad lines (docs/shell.md, "JSONL records"), the whole-file
+// export (docs/export.md) and its round trip export -> import into a new file
+// -> export, a backup of superseded facts, block history and forgotten data,
+// and the LoCoMo episodes.
 #include <doctest/doctest.h>
 
 #include <agentmem.h>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tests/cli/shell_runner.h"
 #include "tests/util/temp_dir.h"
@@ -44,25 +47,39 @@ TEST_CASE("import reads every kind of record and export writes them back in writ
   CHECK(r.status == 0);
   CHECK(r.err == "");  // no progress bar: stderr is not a terminal
   auto lines = Lines(r.out);
-  REQUIRE(lines.size() == 9);
+  REQUIRE(lines.size() == 10);
   CHECK(lines[0] == "imported 3 episodes, 3 block versions, 2 facts from in.jsonl");
-  CHECK(lines[1] ==
-        R"({"kind":"episode","id":1,"user_id":"ana","session_id":"s1","role":"user","text":"I moved to Lisbon.","ts":1709287200000000,"metadata":{"channel":"chat"}})");
-  CHECK(lines[2] ==
-        R"({"kind":"episode","id":2,"user_id":"ana","session_id":"2","role":"assistant","text":"Café tips \"quoted\"\nnew line","ts":1709287260000000,"metadata":{"mood":"warm"}})");
-  CHECK(lines[3] ==
-        R"({"kind":"episode","id":3,"user_id":"ben","session_id":"s9","role":"user","text":"Marathon in April.","ts":1709287320000000})");
-  CHECK(lines[4] ==
-        R"({"kind":"block","user_id":"ana","name":"profile","value":"Lives in Porto.","limit":100,"pinned_order":0})");
-  CHECK(lines[5] ==
-        R"({"kind":"block","user_id":"ana","name":"profile","value":"Lives in Lisbon.","limit":100,"pinned_order":0})");
-  CHECK(lines[6] ==
-        R"({"kind":"block","user_id":"ben","name":"goals","value":"Run 42 km.","limit":0,"pinned_order":-1})");
+  // The export: a header, then episodes, block versions and facts with the
+  // times the engine gave them (created_at, updated_at, recorded_at).
+  auto header = nlohmann::json::parse(lines[1]);
+  CHECK(header["type"] == "agentmem-export");
+  CHECK(header["scope"] == "file");
+  CHECK(header["next_episode_id"] == 4);
+  auto without = [](const std::string& line, std::initializer_list<const char*> keys) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+    for (const char* k : keys) {
+      CHECK(j.contains(k));
+      j.erase(k);
+    }
+    return j.dump();
+  };
+  CHECK(without(lines[2], {"created_at"}) ==
+        R"({"type":"episode","user_id":"ana","id":1,"session_id":"s1","role":"user","ts":1709287200000000,"text":"I moved to Lisbon.","metadata":{"channel":"chat"}})");
+  CHECK(without(lines[3], {"created_at"}) ==
+        R"({"type":"episode","user_id":"ana","id":2,"session_id":"2","role":"assistant","ts":1709287260000000,"text":"Café tips \"quoted\"\nnew line","metadata":{"mood":"warm"}})");
+  CHECK(without(lines[4], {"created_at"}) ==
+        R"({"type":"episode","user_id":"ben","id":3,"session_id":"s9","role":"user","ts":1709287320000000,"text":"Marathon in April."})");
+  CHECK(without(lines[5], {"updated_at"}) ==
+        R"({"type":"block","user_id":"ana","name":"profile","version":1,"value":"Lives in Porto.","limit":100,"pinned_order":0})");
+  CHECK(without(lines[6], {"updated_at"}) ==
+        R"({"type":"block","user_id":"ana","name":"profile","version":2,"value":"Lives in Lisbon.","limit":100,"pinned_order":0})");
+  CHECK(without(lines[7], {"updated_at"}) ==
+        R"({"type":"block","user_id":"ben","name":"goals","version":3,"value":"Run 42 km.","limit":0,"pinned_order":-1})");
   // The fact's source is episode 77 of the input, which became episode 3.
-  CHECK(lines[7] ==
-        R"({"kind":"fact","id":1,"user_id":"ben","subject":"ben","predicate":"runs","object":"marathon","confidence":0.75,"source_episode_ids":[3],"valid_from":1709251200000000,"valid_to":null})");
-  CHECK(lines[8] ==
-        R"({"kind":"fact","id":2,"user_id":"ana","subject":"ana","predicate":"lives_in","object":"Lisbon","confidence":1.0,"source_episode_ids":[],"valid_from":1709287200000000,"valid_to":1800000000000000})");
+  CHECK(without(lines[8], {"recorded_at"}) ==
+        R"({"type":"fact","user_id":"ben","id":1,"subject":"ben","predicate":"runs","object":"marathon","confidence":0.75,"source_episode_ids":[3],"valid_from":1709251200000000,"valid_to":null,"expired_at":null})");
+  CHECK(without(lines[9], {"recorded_at"}) ==
+        R"({"type":"fact","user_id":"ana","id":2,"subject":"ana","predicate":"lives_in","object":"Lisbon","confidence":1.0,"source_episode_ids":[],"valid_from":1709287200000000,"valid_to":1800000000000000,"expired_at":null})");
 }
 
 TEST_CASE("export then import into a new file then export gives the same JSONL") {
@@ -72,9 +89,9 @@ TEST_CASE("export then import into a new file then export gives the same JSONL")
   REQUIRE(r.status == 0);
   r = RunShell(dir.path(), {"b.agentmem", ".import one.jsonl", ".export two.jsonl --vectors"});
   REQUIRE(r.status == 0);
+  CHECK(r.out.find("imported 8 new records from one.jsonl") == 0);
   std::string one = ReadFileBytes(dir.File("one.jsonl"));
-  CHECK(one.size() > 1000);  // the vectors are in it
-  CHECK(Lines(one).size() == 8);
+  CHECK(Lines(one).size() == 9);
   CHECK(one == ReadFileBytes(dir.File("two.jsonl")));
   // The block history came along: both versions, oldest first.
   r = RunShell(dir.path(), {"b.agentmem", "SELECT value FROM block_history('ana', 'profile')"});
@@ -133,9 +150,19 @@ TEST_CASE("import of a missing file and import into a read-only file fail cleanl
 TEST_CASE("import with small batches commits each batch and gives the same records") {
   TempDir dir;
   WriteFileBytes(dir.File("in.jsonl"), kSample);
-  auto r = RunShell(dir.path(), {"a.agentmem", ".import in.jsonl --batch 2", ".export"});
+  // The records, less the times the engine gave them when written.
+  const std::vector<std::string> kRecords = {
+      "SELECT id, user_id, session_id, role, text, ts, metadata FROM episodes",
+      "SELECT user_id, name, value, char_limit, pinned_order, version FROM blocks",
+      "SELECT id, user_id, subject, predicate, object, confidence, source_episode_ids, "
+      "valid_from, valid_to FROM facts"};
+  std::vector<std::string> a = {"a.agentmem", ".import in.jsonl --batch 2"};
+  std::vector<std::string> b = {"b.agentmem", ".import in.jsonl"};
+  a.insert(a.end(), kRecords.begin(), kRecords.end());
+  b.insert(b.end(), kRecords.begin(), kRecords.end());
+  auto r = RunShell(dir.path(), a);
   REQUIRE(r.status == 0);
-  auto r1 = RunShell(dir.path(), {"b.agentmem", ".import in.jsonl", ".export"});
+  auto r1 = RunShell(dir.path(), b);
   REQUIRE(r1.status == 0);
   CHECK(r.out == r1.out);
   r = RunShell(dir.path(), {"a.agentmem", "SELECT commits FROM stats()"});
@@ -171,10 +198,10 @@ TEST_CASE("the LoCoMo episodes import with conv_id as the user and round-trip ex
                             ".export two.jsonl"});
   REQUIRE(r.status == 0);
   std::string one = ReadFileBytes(dir.File("one.jsonl"));
-  CHECK(Lines(one).size() == n);
+  CHECK(Lines(one).size() == n + 1);  // and the header
   CHECK(one == ReadFileBytes(dir.File("two.jsonl")));
   // The fields without a column were kept in metadata.
-  auto first = nlohmann::json::parse(Lines(one)[0]);
+  auto first = nlohmann::json::parse(Lines(one)[1]);
   CHECK(first["user_id"] == "conv-41");
   CHECK(first["session_id"] == "1");
   CHECK(first["role"] == "Maria");
@@ -207,7 +234,7 @@ TEST_CASE("export through a symbolic link writes the file it points to") {
   struct stat st;
   REQUIRE(lstat(dir.File("link.jsonl").c_str(), &st) == 0);
   CHECK(S_ISLNK(st.st_mode));
-  CHECK(Lines(ReadFileBytes(dir.File("real.jsonl"))).size() == 8);
+  CHECK(Lines(ReadFileBytes(dir.File("real.jsonl"))).size() == 9);
   CHECK(access(dir.File("real.jsonl.part").c_str(), F_OK) != 0);
   r = RunShell(dir.path(), {"a.agentmem", ".export nonesuch/x.jsonl"});
   CHECK(r.status == 1);
@@ -238,4 +265,219 @@ TEST_CASE("import refuses a NUL byte in a name or a text instead of cutting it t
   // Metadata keeps it escaped in its JSON text: it round-trips whole.
   r = RunShell(dir.path(), {"a.agentmem", "SELECT user_id, text, metadata FROM episodes"});
   CHECK(r.out == "alice|fine|{\"note\":\"a\\u0000b\"}\n");
+}
+
+// ---------------------------------------------------------------- whole-file backup
+
+namespace {
+
+// A file with every kind of history: alice lives in Tokyo, then Osaka
+// (lives_in single-valued: Tokyo superseded on both time axes), a block with
+// three versions, episodes with and without metadata, a forgotten episode (the
+// last id, so only the next ids remember it), a forgotten fact (the last
+// fact id too) and bob's
+// memory. Built through the C API, which has the calls the shell lacks.
+void MakeHistoryFile(const std::string& path) {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "sync=off") == AGENTMEM_OK);
+  REQUIRE(agentmem_predicate_declare(db, "lives_in", 1) == AGENTMEM_OK);
+  REQUIRE(agentmem_predicate_declare(db, "likes", 0) == AGENTMEM_OK);
+  int64_t tokyo = 0, osaka = 0, id = 0;
+  REQUIRE(agentmem_remember(db, "alice", "s1", "user", "I live in Tokyo", 1000, nullptr, nullptr,
+                            0, &tokyo) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(db, "alice", "s2", "user", "I moved to Osaka", 2000,
+                            "{\"mood\": \"happy\", \"tags\": [1, 2.5]}", nullptr, 0,
+                            &osaka) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(db, "bob", "b1", "user", "bob likes chess", 3000, "\"plain\"",
+                            nullptr, 0, &id) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(db, "alice", "s3", "user", "my pin is 1234, forget it", 4000,
+                            nullptr, nullptr, 0, &id) == AGENTMEM_OK);
+  for (const char* v : {"Tokyo resident", "Osaka resident", "Osaka resident, likes tea"}) {
+    REQUIRE(agentmem_block_set(db, "alice", "persona", v, 100, 0) == AGENTMEM_OK);
+  }
+  REQUIRE(agentmem_block_set(db, "bob", "notes", "chess", 0, -1) == AGENTMEM_OK);
+  REQUIRE(agentmem_fact_assert(db, "alice", "alice", "lives_in", "Tokyo", 0.9, 1000, 0, &tokyo, 1,
+                               nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_fact_assert(db, "alice", "alice", "lives_in", "Osaka", 0.8, 2000, 0, &osaka, 1,
+                               nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_fact_assert(db, "bob", "bob", "likes", "chess", 0.7, 3000, 0, nullptr, 0,
+                               nullptr) == AGENTMEM_OK);
+  int64_t secret = 0;
+  REQUIRE(agentmem_fact_assert(db, "alice", "alice", "pin", "1234", 1.0, 4000, 0, &id, 1,
+                               &secret) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_fact(db, secret, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_episode(db, id, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+}
+
+std::string FactRows(agentmem_db* db, const char* user, int64_t valid_at, int64_t known_at,
+                     int flags) {
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_facts_v2(db, user, nullptr, nullptr, nullptr, valid_at, known_at, flags,
+                            &cur) == AGENTMEM_OK);
+  std::string out;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    const agentmem_fact* f = agentmem_cursor_fact(cur);
+    out += std::to_string(f->id) + " " + f->subject + " " + f->predicate + " " + f->object +
+           " valid [" + std::to_string(f->valid_from) + ", " + std::to_string(f->valid_to) +
+           ") known [" + std::to_string(f->recorded_at) + ", " + std::to_string(f->expired_at) +
+           ") from";
+    for (int i = 0; i < f->n_sources; i++) out += " " + std::to_string(f->source_episode_ids[i]);
+    out += "\n";
+  }
+  agentmem_cursor_close(cur);
+  return out;
+}
+
+// What queries answer about the file: episodes, blocks and their history,
+// facts now, as of a valid time, as known before the supersession, every
+// version, recall, and the counts.
+std::string QueryResults(const std::string& dir, const std::string& file) {
+  auto r = RunShell(dir, {"-readonly", file,
+                          "SELECT id, user_id, session_id, role, text, ts, created_at, metadata "
+                          "FROM episodes ORDER BY id",
+                          "SELECT * FROM blocks ORDER BY user_id, name",
+                          "SELECT * FROM block_history('alice', 'persona')",
+                          "SELECT id, score FROM recall('where does alice live', 'alice', 5)",
+                          "SELECT episodes, blocks, block_versions, facts, users FROM stats()"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  std::string out = r.out;
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2((dir + "/" + file).c_str(), &db, AGENTMEM_OPEN_READONLY, nullptr) ==
+          AGENTMEM_OK);
+  std::string all = FactRows(db, "alice", 0, 0, AGENTMEM_FACTS_ALL_VERSIONS);
+  out += "now:\n" + FactRows(db, "alice", 0, 0, 0);
+  out += "valid at 1500:\n" + FactRows(db, "alice", 1500, 0, 0);
+  // Known just before Osaka was recorded: Tokyo, not yet superseded.
+  int64_t osaka_recorded = 0;
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_facts_v2(db, "alice", nullptr, nullptr, "Osaka", 0, 0, 0, &cur) ==
+          AGENTMEM_OK);
+  REQUIRE(agentmem_cursor_step(cur) == AGENTMEM_ROW);
+  osaka_recorded = agentmem_cursor_fact(cur)->recorded_at;
+  agentmem_cursor_close(cur);
+  out += "known before Osaka:\n" + FactRows(db, "alice", 0, osaka_recorded - 1, 0);
+  out += "all versions:\n" + all + FactRows(db, "bob", 0, 0, AGENTMEM_FACTS_ALL_VERSIONS);
+  agentmem_close(db);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a whole-file backup of superseded facts, block history and forgotten data restores the same answers") {
+  TempDir dir;
+  MakeHistoryFile(dir.File("a.agentmem"));
+  auto r = RunShell(dir.path(), {"a.agentmem", ".export backup.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == "exported 3 episodes, 4 block versions, 4 facts to backup.jsonl\n");
+  std::string backup = ReadFileBytes(dir.File("backup.jsonl"));
+  // The forgotten episode and fact are not in it, not even their text.
+  CHECK(backup.find("1234") == std::string::npos);
+  auto lines = Lines(backup);
+  REQUIRE(lines.size() == 1 + 2 + 3 + 4 + 4);
+  auto header = nlohmann::json::parse(lines[0]);
+  CHECK(header["type"] == "agentmem-export");
+  CHECK(header["version"] == 2);
+  CHECK(header["scope"] == "file");
+  CHECK(header["next_episode_id"] == 5);  // episode 4 was forgotten
+  CHECK(lines[1] == R"({"type":"predicate","predicate":"likes","single_valued":false})");
+  CHECK(lines[2] == R"({"type":"predicate","predicate":"lives_in","single_valued":true})");
+  // Metadata travels as the JSON value it is, byte for byte.
+  CHECK(lines[4].find(R"("metadata":{"mood": "happy", "tags": [1, 2.5]})") != std::string::npos);
+  CHECK(lines[5].find(R"("metadata":"plain")") != std::string::npos);
+
+  r = RunShell(dir.path(), {"b.agentmem", ".import backup.jsonl", ".import backup.jsonl",
+                            ".export again.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto out = Lines(r.out);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0] ==
+        "imported 11 new records from backup.jsonl (an agentmem export; records already present "
+        "are skipped)");
+  CHECK(out[1] ==
+        "imported 0 new records from backup.jsonl (an agentmem export; records already present "
+        "are skipped)");
+  CHECK(ReadFileBytes(dir.File("again.jsonl")) == backup);
+  std::string want = QueryResults(dir.path(), "a.agentmem");
+  CHECK(want.find("Tokyo valid [1000, 2000) known") != std::string::npos);
+  CHECK(QueryResults(dir.path(), "b.agentmem") == want);
+
+  // Ids of forgotten records are not given again, and the declaration came
+  // along: a new home supersedes Osaka in the restored file as in the source.
+  for (const char* file : {"a.agentmem", "b.agentmem"}) {
+    CAPTURE(file);
+    r = RunShell(dir.path(), {file,
+                              "INSERT INTO episodes(user_id, text) VALUES ('alice', 'Kyoto now')",
+                              "SELECT max(id) FROM episodes"});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(r.out == "5\n");
+    agentmem_db* db = nullptr;
+    REQUIRE(agentmem_open(dir.File(file).c_str(), &db) == AGENTMEM_OK);
+    int64_t fact = 0;
+    REQUIRE(agentmem_fact_assert(db, "alice", "alice", "lives_in", "Kyoto", 1.0, 5000, 0, nullptr,
+                                 0, &fact) == AGENTMEM_OK);
+    CHECK(fact == 6);  // not 5: the last fact (the pin) was forgotten
+    std::string then = FactRows(db, "alice", 3000, 0, 0);
+    CAPTURE(then);
+    CHECK(then.find("Osaka valid [2000, 5000)") != std::string::npos);
+    CHECK(FactRows(db, "alice", 0, 0, 0).find("Kyoto valid [5000, ") != std::string::npos);
+    agentmem_close(db);
+  }
+}
+
+TEST_CASE("import of an export refuses plain-record options, an unknown version and a NUL byte") {
+  TempDir dir;
+  MakeHistoryFile(dir.File("a.agentmem"));
+  auto r = RunShell(dir.path(), {"a.agentmem", ".export backup.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  r = RunShell(dir.path(), {"b.agentmem", ".import backup.jsonl --user-field conv"});
+  CHECK(r.status == 1);
+  CHECK(r.err ==
+        "Error: .import: --user-field is for plain records; \"backup.jsonl\" is an agentmem "
+        "export, whose records name their users and sessions\n");
+  std::string backup = ReadFileBytes(dir.File("backup.jsonl"));
+  std::string v9 = backup;
+  v9.replace(v9.find("\"version\":2"), 11, "\"version\":9");
+  WriteFileBytes(dir.File("v9.jsonl"), v9);
+  r = RunShell(dir.path(), {"b.agentmem", ".import v9.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err ==
+        "Error: .import: v9.jsonl: import line 1: export version 9 is unknown (this library "
+        "reads versions 1 and 2)\n");
+  std::string nul = backup;
+  nul.insert(nul.find("Osaka"), 1, '\0');
+  WriteFileBytes(dir.File("nul.jsonl"), nul);
+  r = RunShell(dir.path(), {"b.agentmem", ".import nul.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("Error: .import: nul.jsonl:5: a NUL byte") == 0);
+  r = RunShell(dir.path(), {"b.agentmem", "SELECT count(*) FROM episodes"});
+  CHECK(r.out == "0\n");
+  // Plain records take no --new-ids: they always get this file's next ids.
+  WriteFileBytes(dir.File("plain.jsonl"), kSample);
+  r = RunShell(dir.path(), {"b.agentmem", ".import plain.jsonl --new-ids"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("--new-ids is for an agentmem export") != std::string::npos);
+}
+
+TEST_CASE("an export of format version 1 is still imported, metadata given as a string") {
+  TempDir dir;
+  WriteFileBytes(
+      dir.File("v1.jsonl"),
+      R"({"type":"agentmem-export","version":1,"user_id":"ana","embedder":"agentmem-hash-v1","dim":384,"metric":"cosine"})"
+      "\n"
+      R"({"type":"episode","user_id":"ana","id":3,"session_id":"s","role":"user","ts":5,"created_at":6,"text":"hello","metadata":"{\"k\":1}"})"
+      "\n"
+      R"({"type":"block","user_id":"ana","name":"persona","value":"kind","limit":0,"pinned_order":-1,"updated_at":7})"
+      "\n");
+  auto r = RunShell(dir.path(), {"b.agentmem", ".import v1.jsonl", ".import v1.jsonl",
+                                 "SELECT id, metadata, created_at FROM episodes",
+                                 "SELECT version, value, updated_at FROM blocks"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto out = Lines(r.out);
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].find("imported 2 new records") == 0);
+  CHECK(out[1].find("imported 0 new records") == 0);
+  CHECK(out[2] == R"(3|{"k":1}|6)");
+  CHECK(out[3] == "1|kind|7");
 }

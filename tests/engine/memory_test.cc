@@ -841,8 +841,96 @@ TEST_CASE("an import with new ids merges a user into a file whose ids moved on, 
         got[i].erase("id");
       }
     }
+    // This file's own next ids and block version numbers.
+    for (const char* key : {"next_episode_id", "next_fact_id", "next_block_version", "version"}) {
+      if (want[i]["type"] != "agentmem-export" || std::string(key) != "version") {
+        want[i].erase(key);
+        got[i].erase(key);
+      }
+    }
     CHECK(got[i] == want[i]);
   }
   CHECK(agentmem_import_v2(b, jsonl.c_str(), 0x10, nullptr) == AGENTMEM_MISUSE);
   agentmem_close(b);
+}
+
+TEST_CASE("metadata is exported as the JSON value it is, or as metadata_text when it cannot sit in one line, and reads back byte for byte") {
+  agentmem_db* a = Open(":memory:");
+  const char* metas[] = {"{\"a\": 1,  \"b\" :[1, 2.50]}", " {\"lead\":1}", "{\"c\":\n3}",
+                         "[1, \"x\"]", "\"text\"", "null", "7", nullptr};
+  std::vector<int64_t> ids;
+  for (const char* m : metas) ids.push_back(Remember(a, "u", "s", "user", "turn", 5, m));
+  std::string jsonl = Export(a, nullptr);
+  CHECK(jsonl.find(R"("metadata":{"a": 1,  "b" :[1, 2.50]})") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata_text":" {\"lead\":1}")") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata_text":"{\"c\":\n3}")") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata":[1, "x"])") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata":"text")") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata":null)") != std::string::npos);
+  CHECK(jsonl.find(R"("metadata":7)") != std::string::npos);
+  agentmem_db* b = Open(":memory:");
+  CHECK(Import(b, jsonl) == 7 + 1);
+  CHECK(Import(b, jsonl) == 0);
+  CHECK(Export(b, nullptr) == jsonl);
+  for (size_t i = 0; i < ids.size(); i++) {
+    agentmem_episode* e = nullptr;
+    REQUIRE(agentmem_episode_get(b, ids[i], &e) == AGENTMEM_OK);
+    CHECK(std::string(e->metadata) == (metas[i] ? metas[i] : ""));
+    agentmem_free(e);
+  }
+  // Both forms at once are refused.
+  std::string both = jsonl.substr(0, jsonl.find('\n') + 1) +
+                     R"({"type":"episode","user_id":"u","id":99,"session_id":"","role":"",)"
+                     R"("ts":1,"created_at":1,"text":"t","metadata":{},"metadata_text":"{}"})"
+                     "\n";
+  CHECK(agentmem_import(b, both.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+  agentmem_close(a);
+  agentmem_close(b);
+}
+
+TEST_CASE("a restored backup keeps the next ids and does not count the ids of forgotten records as forgotten in the file") {
+  agentmem_db* a = Open(":memory:");
+  REQUIRE(agentmem_begin(a) == AGENTMEM_OK);
+  for (int i = 0; i < 1000; i++) Remember(a, "old", "s", "user", "old turn " + std::to_string(i));
+  REQUIRE(agentmem_commit(a) == AGENTMEM_OK);
+  int64_t kept = Remember(a, "new", "s", "user", "the one kept");
+  REQUIRE(agentmem_forget(a, "old", nullptr, 0, 0, nullptr) == AGENTMEM_OK);
+  std::string backup = Export(a, nullptr);
+  CHECK(backup.find("\"next_episode_id\":1002") != std::string::npos);
+  agentmem_close(a);
+
+  TempDir dir;
+  agentmem_db* b = Open(dir.File("b.agentmem"));
+  CHECK(Import(b, backup) == 1);
+  agentmem_stats before{};
+  REQUIRE(agentmem_stats_get(b, &before) == AGENTMEM_OK);
+  REQUIRE(agentmem_close(b) == AGENTMEM_OK);  // auto_vacuum would rewrite the file here
+  b = Open(dir.File("b.agentmem"));
+  agentmem_stats after{};
+  REQUIRE(agentmem_stats_get(b, &after) == AGENTMEM_OK);
+  CHECK(after.commits == before.commits);  // not rewritten: 1,000 ids are gaps, not records
+  CHECK(Export(b, nullptr) == backup);
+  CHECK(Remember(b, "new", "s", "user", "next") == kept + 1);
+  agentmem_close(b);
+}
+
+TEST_CASE("an import refuses a time of 0, which would not read back as it was written") {
+  agentmem_db* db = Open(":memory:");
+  std::string header = Export(db, nullptr);
+  const char* lines[] = {
+      R"({"type":"episode","user_id":"u","id":3,"session_id":"","role":"","ts":0,"created_at":6,"text":"t"})",
+      R"({"type":"episode","user_id":"u","id":3,"session_id":"","role":"","ts":5,"created_at":0,"text":"t"})",
+      R"({"type":"block","user_id":"u","name":"n","version":1,"value":"v","limit":0,"pinned_order":-1,"updated_at":0})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":0,"valid_to":null,"recorded_at":1,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":0,"recorded_at":1,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":null,"recorded_at":0,"expired_at":null})",
+      R"({"type":"fact","user_id":"u","id":1,"subject":"s","predicate":"p","object":"o","confidence":1,"source_episode_ids":[],"valid_from":1,"valid_to":null,"recorded_at":1,"expired_at":0})",
+  };
+  for (const char* line : lines) {
+    CAPTURE(line);
+    std::string text = header + line + "\n";
+    CHECK(agentmem_import(db, text.c_str(), nullptr) == AGENTMEM_MISMATCH_JSON);
+    CHECK(std::string(agentmem_errmsg(db)).find("must not be 0") != std::string::npos);
+  }
+  agentmem_close(db);
 }

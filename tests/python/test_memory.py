@@ -257,6 +257,21 @@ def test_export_then_import_into_a_new_file_gives_the_same_export(mem, tmp_path)
     other.close()
 
 
+@requires("agentmem_export")
+@requires("agentmem_import")
+def test_a_whole_file_export_restores_every_user_and_imports_once(mem, tmp_path):
+    mem.remember_sync("alice", "I moved to Lisbon.", metadata={"m": [1, 2]})
+    mem.remember_sync("bob", "bob's turn")
+    backup = mem.export_sync()
+    header = json.loads(backup.splitlines()[0])
+    assert (header["scope"], header["version"]) == ("file", 2)
+    other = agentmem.Memory(tmp_path / "restored.agentmem")
+    assert other.import_jsonl_sync(backup) == 2
+    assert other.import_jsonl_sync(backup) == 0
+    assert other.export_sync() == backup
+    other.close()
+
+
 @requires("agentmem_import_v2")
 def test_import_with_new_ids_merges_a_user_into_a_file_whose_ids_moved_on(mem, tmp_path):
     src = mem.remember_sync("alice", "I moved to Lisbon.")
