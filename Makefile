@@ -2,14 +2,16 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean; bench (agentmem, SQLite + FTS5 and
+# Other targets: build, deps, asan, clean; eval (recall quality on the shared
+# LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5 and
 # hnswlib side by side at N = 100,000, results in bench/results/, summary in
 # docs/bench.md), bench-quick (N = 10,000), bench-large, bench-callgrind;
 # soak, fuzz, tsan, coverage (docs/testing.md).
 SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
-                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest
+                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest \
+                   libstemmer-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test demo asan clean
@@ -62,6 +64,19 @@ asan: deps
 
 clean:
 	rm -rf $(BUILD) build-asan demo.agentmem
+
+# ---------------------------------------------------------------- evaluation
+# make eval   turn and session R@5 / R@10 of bm25, vector and hybrid recall on
+#             the shared LoCoMo and REALTALK splits ($$AGENTMEM_DATA_DIR or
+#             ../shared/data), for the
+#             reference configuration, a new file's defaults and the hashing
+#             embedder (docs/recall.md). EVAL_ARGS passes more options
+#             (`build/bench/eval --help`).
+EVAL_ARGS ?=
+.PHONY: eval
+eval: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) bench/eval
+	$(BUILD)/bench/eval $(EVAL_ARGS)
 
 # ---------------------------------------------------------------- benchmarks
 # agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5

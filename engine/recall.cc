@@ -118,6 +118,11 @@ Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint3
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
   partitions_[a.user]->ids.push_back(id);
   partitions_[a.user]->vectors += a.has_vector;
+  if (context() > 0) {
+    std::vector<uint64_t>& s = session_ids_[SessionKey(user, session)];
+    if (s.empty() || s.back() < id) s.push_back(id);
+    else s.insert(std::lower_bound(s.begin(), s.end(), id), id);
+  }
   episodes_++;
   return Status::OK();
 }
@@ -133,6 +138,11 @@ Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
     p.vectors -= a.has_vector;
     if (p.bm25.Contains(id)) AGENTMEM_RETURN_IF_ERROR(p.bm25.Remove(id));
     if (std::find(users.begin(), users.end(), a.user) == users.end()) users.push_back(a.user);
+    auto s = session_ids_.find(SessionKey(a.user, a.session));
+    if (s != session_ids_.end()) {
+      auto at = std::lower_bound(s->second.begin(), s->second.end(), id);
+      if (at != s->second.end() && *at == id) s->second.erase(at);
+    }
   }
   for (uint32_t u : users) {
     auto& v = partitions_[u]->ids;
@@ -252,11 +262,64 @@ Status RecallIndex::AddText(const format::TextRecord& t) {
   std::vector<index::Bm25Index::TermCount> counts;
   counts.reserve(t.terms.size());
   for (const auto& [term, tf] : t.terms) counts.push_back({term, tf});
-  return partitions_[attrs_[t.episode_id - 1].user]->bm25.AddCounts(t.episode_id, t.doc_len, counts);
+  const EpisodeAttrs& a = attrs_[t.episode_id - 1];
+  index::Bm25Index& bm25 = partitions_[a.user]->bm25;
+  if (a.forgotten) return Status::OK();  // a forgotten episode is not searched
+  // A re-indexed episode: the new terms replace the old.
+  if (bm25.Contains(t.episode_id)) AGENTMEM_RETURN_IF_ERROR(bm25.Remove(t.episode_id));
+  return bm25.AddCounts(t.episode_id, t.doc_len, counts);
 }
 
-format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
+std::vector<uint64_t> RecallIndex::ContextIds(const std::string& user, const std::string& session,
+                                              uint64_t id, std::span<const uint64_t> skip) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  auto u = users_.ids.find(user);
+  auto s = sessions_.ids.find(session);
+  if (u == users_.ids.end() || s == sessions_.ids.end()) return out;
+  auto it = session_ids_.find(SessionKey(u->second, s->second));
+  if (it == session_ids_.end()) return out;
+  const std::vector<uint64_t>& ids = it->second;
+  for (auto at = std::lower_bound(ids.begin(), ids.end(), id); at != ids.begin() && out.size() < context();) {
+    --at;
+    if (!std::binary_search(skip.begin(), skip.end(), *at)) out.push_back(*at);
+  }
+  return out;
+}
+
+std::vector<uint64_t> RecallIndex::ContextDependents(std::span<const uint64_t> ids) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  for (uint64_t id : ids) {
+    if (id == 0 || id > attrs_.size() || !attrs_[id - 1].present || attrs_[id - 1].forgotten) continue;
+    const EpisodeAttrs& a = attrs_[id - 1];
+    auto it = session_ids_.find(SessionKey(a.user, a.session));
+    if (it == session_ids_.end()) continue;
+    const std::vector<uint64_t>& s = it->second;
+    size_t found = 0;
+    for (auto at = std::upper_bound(s.begin(), s.end(), id); at != s.end() && found < context(); ++at) {
+      if (std::binary_search(ids.begin(), ids.end(), *at)) continue;
+      out.push_back(*at);
+      found++;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r,
+                                        std::span<const std::string> context) const {
   std::vector<std::string> tokens = tokenizer_.Tokenize(r.text);
+  // The own text counts own_weight times, so that a term of the context
+  // weighs less than the same term of the episode itself.
+  const size_t own = tokens.size();
+  const uint32_t weight = context.empty() ? 1 : std::max<uint32_t>(1, tokenizer_.options().own_weight);
+  tokens.reserve(own * weight);
+  for (uint32_t i = 1; i < weight; i++) {
+    for (size_t j = 0; j < own; j++) tokens.push_back(tokens[j]);
+  }
+  for (const std::string& c : context) tokenizer_.AppendTokens(c, &tokens);
   format::TextRecord t;
   t.episode_id = r.id;
   t.doc_len = static_cast<uint32_t>(tokens.size());
@@ -499,7 +562,7 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
 void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
                              size_t k, std::vector<index::ScoredDoc>* out,
                              RecallPlan* plan) const {
-  std::vector<std::string> tokens = tokenizer_.Tokenize(q.text);
+  std::vector<std::string> tokens = tokenizer_.TokenizeQuery(q.text);
   bool filtered = candidates.size() != plan->partition;
   index::DocFilter filter;
   if (filtered) {
@@ -546,8 +609,14 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
 
   std::vector<index::ScoredDoc> bm25;
   std::vector<index::Neighbor> vec;
+  // A hybrid query looks deeper into each list than k, so that an episode
+  // ranked well by both lists but in the top k of neither can win.
+  const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
+  const bool hybrid = q.mode == RecallMode::kHybrid;
+  const double bm25_weight = hybrid ? q.bm25_weight : 1.0;
+  const double vector_weight = hybrid ? q.vector_weight : 1.0;
   if (q.mode != RecallMode::kVector) {
-    Bm25Search(q, candidates, q.k, &bm25, &plan);
+    Bm25Search(q, candidates, depth, &bm25, &plan);
   } else {
     plan.bm25_path = "skipped: mode vector";
   }
@@ -556,7 +625,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     Status s = VectorQuery(q, &query);
     if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
     if (s.ok()) {
-      VectorSearch(q, query, candidates, q.k, &vec, &plan);
+      VectorSearch(q, query, candidates, depth, &vec, &plan);
     } else {
       plan.vector_path = "skipped: " + s.message();
     }
@@ -573,14 +642,14 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     h.id = bm25[i].doc_id;
     h.bm25_score = bm25[i].score;
     h.bm25_rank = static_cast<int>(i + 1);
-    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += bm25_weight / (q.rrf_k + static_cast<double>(i + 1));
   }
   for (size_t i = 0; i < vec.size(); i++) {
     RecallHit& h = fused[vec[i].id];
     h.id = vec[i].id;
     h.vector_score = Similarity(vec[i].distance);
     h.vector_rank = static_cast<int>(i + 1);
-    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += vector_weight / (q.rrf_k + static_cast<double>(i + 1));
   }
   int64_t now = q.now;
   if (now == 0) {

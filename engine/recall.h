@@ -47,6 +47,12 @@ struct RecallQuery {
   double half_life_s = 0;  // recency weighting; 0 = off
   double min_score = 0;    // fused score below this is dropped
   int rrf_k = 60;
+  // Hybrid fusion: each list is searched this deep (at least k), and an
+  // episode's fused score is the sum over the lists of weight / (rrf_k + rank)
+  // (docs/recall.md says how these were chosen).
+  size_t fusion_depth = 100;
+  double bm25_weight = 1.0;
+  double vector_weight = 0.3;
   int64_t now = 0;  // for recency weighting; 0 = the clock
   // A further predicate on episode ids (the metadata filter, which needs the
   // record); it runs after the in-memory filters, inside both searches.
@@ -61,6 +67,9 @@ struct RecallHit {
   int bm25_rank = 0;        // 1-based rank in the BM25 list; 0 = absent
   int vector_rank = 0;      // 1-based rank in the vector list; 0 = absent
   bool fill = false;        // not matched by either list; added to reach k
+  // In the BM25 list through the context indexed with the episode (the turns
+  // before it) alone: no query term is in its own text. Set for EXPLAIN.
+  bool bm25_via_context = false;
 };
 
 // What a query did, for EXPLAIN RECALL.
@@ -137,10 +146,34 @@ class RecallIndex {
   // `records_checked`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false);
-  // Adds an indexed episode's BM25 terms, as committed in the file.
+  // Adds an indexed episode's BM25 terms, as committed in the file; a later
+  // text record of the same episode (its context changed: a forget) replaces
+  // the earlier one.
   Status AddText(const format::TextRecord& t);
-  // The BM25 terms of an episode, by the file's tokenizer (the writer's side).
-  format::TextRecord TextFor(const format::EpisodeRecord& r) const;
+  // The BM25 terms of an episode, by the file's tokenizer (the writer's side):
+  // the tokens of its text, then those of `context` (the texts of the
+  // episodes before it in its session, ContextIds()).
+  format::TextRecord TextFor(const format::EpisodeRecord& r,
+                             std::span<const std::string> context = {}) const;
+  // How many earlier turns of its session an episode's document holds (the
+  // file's "context" setting; 0: its own text only).
+  uint32_t context() const { return tokenizer_.options().context; }
+  // The context of a new or re-indexed episode `id` of (user, session): up to
+  // context() indexed episodes of that session with smaller ids, newest
+  // first, skipping forgotten ones and those in `skip` (sorted).
+  std::vector<uint64_t> ContextIds(const std::string& user, const std::string& session,
+                                   uint64_t id, std::span<const uint64_t> skip = {}) const;
+  // The indexed episodes whose context includes one of `ids` (sorted), and
+  // so must be indexed again when those are forgotten: for each, the next
+  // context() episodes of its session that are not in `ids`.
+  std::vector<uint64_t> ContextDependents(std::span<const uint64_t> ids) const;
+  // The tokens of a query, by the file's tokenizer (query stop words dropped).
+  std::vector<std::string> QueryTokens(std::string_view text) const {
+    return tokenizer_.TokenizeQuery(text);
+  }
+  std::vector<std::string> DocumentTokens(std::string_view text) const {
+    return tokenizer_.Tokenize(text);
+  }
   // Runs a query; `plan` (optional) receives what was done.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
   // The embedding the built-in embedder gives `text` (the file's dimension).
@@ -201,6 +234,12 @@ class RecallIndex {
   std::vector<EpisodeAttrs> attrs_;  // by id - 1
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;
+  // The episodes of each (user, session), increasing; forgotten ones leave.
+  // Only kept when context() > 0.
+  static uint64_t SessionKey(uint32_t user, uint32_t session) {
+    return (uint64_t{user} << 32) | session;
+  }
+  std::unordered_map<uint64_t, std::vector<uint64_t>> session_ids_;
   uint64_t episodes_ = 0;
   // Every user's vectors, held once: the exact scans read them from the
   // graph's node records too. Built by commits.

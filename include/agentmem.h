@@ -404,8 +404,10 @@ typedef struct agentmem_recall_options {
 void agentmem_recall_options_init(agentmem_recall_options *opts);
 
 /* One recall hit. score is the fused score: the sum over the lists the
-** episode appears in of 1/(rrf_k + rank), times the recency weight; ties go to
-** the smaller id. bm25_score
+** episode appears in of weight/(rrf_k + rank) (weight 1 for the BM25 list,
+** 0.3 for the vector list in hybrid mode; a hybrid recall ranks the first
+** max(k, 100) of each list; docs/recall.md), times the recency weight; ties go
+** to the smaller id. bm25_score
 ** is the Okapi BM25 score within the user's partition; vector_score is the
 ** similarity to the query (cosine: cos; ip: dot product; l2: minus the
 ** squared distance). A rank is 1-based; 0 means "not in that list". When
