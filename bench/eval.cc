@@ -12,7 +12,7 @@
 // (adversarial, no evidence) is left out, as there.
 //
 //   eval [--data DIR] [--set locomo|realtalk]... [--mode bm25|vector|hybrid]...
-//        [--config NAME=OPTIONS]...
+//        [--glove-vectors] [--config NAME=OPTIONS]...
 //
 // Without --config: "reference" (the bm25_baseline.py tokenization, no
 // context), "default" (a new file's defaults) and "hash" (the defaults with
@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agentmem.h"
+#include "index/text/glove_embedder.h"
 
 namespace {
 
@@ -43,6 +44,10 @@ struct Turn {
   std::string turn_id;
   std::string session;
 };
+
+// With --glove-vectors: the linked GloVe embedder, whose vectors the eval
+// computes and passes to the engine (episode vectors and query vectors).
+const agentmem::index::GloveEmbedder* glove = nullptr;
 
 struct Scores {
   double turn5 = 0, turn10 = 0, sess5 = 0, sess10 = 0;
@@ -75,6 +80,12 @@ void Recall(agentmem_db* db, const std::string& user, const std::string& query, 
   agentmem_recall_options_init(&o);
   o.mode = mode;
   o.k = k;
+  std::vector<float> qv;
+  if (glove) {
+    qv = glove->Embed(query);
+    o.query_vector = qv.data();
+    o.query_dim = static_cast<int>(qv.size());
+  }
   agentmem_cursor* cur = nullptr;
   int rc = agentmem_recall(db, user.c_str(), query.c_str(), &o, &cur);
   if (rc != AGENTMEM_OK) Die(std::string("recall: ") + agentmem_errmsg(db), rc);
@@ -96,15 +107,19 @@ void EvaluateSet(const std::string& dir, const std::string& set, const Config& c
     return a["conv_id"] != b["conv_id"] ? a["conv_id"] < b["conv_id"] : a["seq"] < b["seq"];
   });
   agentmem_db* db = nullptr;
-  int rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE, config.options.c_str());
+  std::string options = config.options;
+  if (glove) options += ";vector_dim=100;embedder=agentmem-glove-v1";
+  int rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE, options.c_str());
   if (rc != AGENTMEM_OK) Die("open with \"" + config.options + "\" failed", rc);
   std::map<int64_t, Turn> turn_of;
   if ((rc = agentmem_begin(db)) != AGENTMEM_OK) Die("begin", rc);
   for (const nlohmann::json& j : rows) {
     std::string conv = j["conv_id"], text = j["text"], session = std::to_string(j["session"].get<int>());
     int64_t id = 0;
+    std::vector<float> v;
+    if (glove) v = glove->Embed(text);
     rc = agentmem_remember(db, conv.c_str(), session.c_str(), "user", text.c_str(), 0, nullptr,
-                           nullptr, 0, &id);
+                           glove ? v.data() : nullptr, static_cast<int>(v.size()), &id);
     if (rc != AGENTMEM_OK) Die("remember: " + std::string(agentmem_errmsg(db)), rc);
     turn_of[id] = {j["turn_id"], session};
   }
@@ -185,6 +200,10 @@ int main(int argc, char** argv) {
     };
     if (a == "--data") {
       data = value();
+    } else if (a == "--glove-vectors") {
+      static auto made = agentmem::index::GloveEmbedder::Create();
+      if (!made.ok()) Die("--glove-vectors: " + made.status().message(), 0);
+      glove = &made.value();
     } else if (a == "--mode") {
       modes.insert(value());
     } else if (a == "--set") {
@@ -197,7 +216,10 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: eval [--data DIR] [--set locomo|realtalk]... [--mode bm25|vector|hybrid]...\n"
-                   "            [--config NAME=OPTIONS]...\n"
+                   "            [--glove-vectors] [--config NAME=OPTIONS]...\n"
+                   "  --glove-vectors: the eval embeds texts and queries with the linked GloVe\n"
+                   "  table (agentmem-glove-v1) and passes the vectors to the engine, in every\n"
+                   "  configuration (whatever embedder it names)\n"
                    "  DIR defaults to $AGENTMEM_DATA_DIR or ../shared/data; OPTIONS are open\n"
                    "  options (agentmem_open_v2), e.g. reference=tokenizer=ascii;stem=0;stop_words=0\n");
       return a == "--help" ? 0 : 2;

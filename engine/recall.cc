@@ -613,8 +613,6 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   // ranked well by both lists but in the top k of neither can win.
   const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
   const bool hybrid = q.mode == RecallMode::kHybrid;
-  const double bm25_weight = hybrid ? q.bm25_weight : 1.0;
-  const double vector_weight = hybrid ? q.vector_weight : 1.0;
   if (q.mode != RecallMode::kVector) {
     Bm25Search(q, candidates, depth, &bm25, &plan);
   } else {
@@ -635,21 +633,31 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   plan.bm25_hits = bm25.size();
   plan.vector_hits = vec.size();
 
-  // Reciprocal rank fusion over the union of both lists.
+  // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
+  // over the union of both lists (recall.h, RecallQuery::vector_weight).
+  const double w = q.vector_weight >= 0 ? q.vector_weight : VectorWeight();
+  const double best_bm25 = bm25.empty() ? 0 : bm25.front().score;  // sorted best first
+  double high = -HUGE_VAL, low = HUGE_VAL;
+  for (const index::Neighbor& n : vec) {
+    high = std::max(high, Similarity(n.distance));
+    low = std::min(low, Similarity(n.distance));
+  }
   std::unordered_map<uint64_t, RecallHit> fused;
   for (size_t i = 0; i < bm25.size(); i++) {
     RecallHit& h = fused[bm25[i].doc_id];
     h.id = bm25[i].doc_id;
     h.bm25_score = bm25[i].score;
     h.bm25_rank = static_cast<int>(i + 1);
-    h.score += bm25_weight / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += hybrid ? (1 - w) * (best_bm25 > 0 ? bm25[i].score / best_bm25 : 0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
   for (size_t i = 0; i < vec.size(); i++) {
     RecallHit& h = fused[vec[i].id];
     h.id = vec[i].id;
     h.vector_score = Similarity(vec[i].distance);
     h.vector_rank = static_cast<int>(i + 1);
-    h.score += vector_weight / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += hybrid ? w * (high > low ? (h.vector_score - low) / (high - low) : 1.0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
   int64_t now = q.now;
   if (now == 0) {

@@ -47,12 +47,14 @@ struct RecallQuery {
   double half_life_s = 0;  // recency weighting; 0 = off
   double min_score = 0;    // fused score below this is dropped
   int rrf_k = 60;
-  // Hybrid fusion: each list is searched this deep (at least k), and an
-  // episode's fused score is the sum over the lists of weight / (rrf_k + rank)
-  // (docs/recall.md says how these were chosen).
+  // Hybrid fusion (docs/recall.md says how these were chosen): each list is
+  // searched this deep (at least k), and an episode's fused score is
+  //   (1 - w) * bm25_score / (the list's best bm25_score)
+  //   + w * (similarity - the list's lowest) / (its highest - its lowest)
+  // over the lists it is in (a vector list of equal similarities counts 1).
+  // w = vector_weight; below 0: the file's (VectorWeight()).
   size_t fusion_depth = 100;
-  double bm25_weight = 1.0;
-  double vector_weight = 0.3;
+  double vector_weight = -1;
   int64_t now = 0;  // for recency weighting; 0 = the clock
   // A further predicate on episode ids (the metadata filter, which needs the
   // record); it runs after the in-memory filters, inside both searches.
@@ -180,6 +182,11 @@ class RecallIndex {
   // REQUIRES: builtin_embedder().
   std::vector<float> Embed(std::string_view text) const;
   bool builtin_embedder() const { return embedder_.has_value(); }
+  // The hybrid weight of the vector list: kHashVectorWeight for the hashing
+  // embedder's vectors, whose list is weaker, else kVectorWeight.
+  static constexpr double kVectorWeight = 0.2;
+  static constexpr double kHashVectorWeight = 0.1;
+  double VectorWeight() const { return embedder_ ? kHashVectorWeight : kVectorWeight; }
   const float* VectorOf(uint64_t id) const;
 
   // The writer's side of the graph: inserts the vectors of a transaction's

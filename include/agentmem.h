@@ -392,7 +392,7 @@ typedef struct agentmem_recall_options {
   double half_life_s;         /* recency weighting: the fused score halves every
                                  half_life_s seconds of age (0: off) */
   double min_score;           /* drop hits whose fused score is below (default 0) */
-  int rrf_k;                  /* reciprocal rank fusion constant (default 60) */
+  int rrf_k;                  /* bm25 and vector mode: score = 1/(rrf_k + rank) (default 60) */
   const char *metadata_key;   /* only episodes whose metadata JSON holds */
   const char *metadata_value; /* this JSON value at this key ("channel" or a JSON
                                  pointer "/place/city"); value is JSON text, so a
@@ -403,11 +403,12 @@ typedef struct agentmem_recall_options {
 
 void agentmem_recall_options_init(agentmem_recall_options *opts);
 
-/* One recall hit. score is the fused score: the sum over the lists the
-** episode appears in of weight/(rrf_k + rank) (weight 1 for the BM25 list,
-** 0.3 for the vector list in hybrid mode; a hybrid recall ranks the first
-** max(k, 100) of each list; docs/recall.md), times the recency weight; ties go
-** to the smaller id. bm25_score
+/* One recall hit. score is the fused score, times the recency weight; ties go
+** to the smaller id. In bm25 or vector mode it is 1/(rrf_k + rank). In hybrid
+** mode, over the first max(k, 100) of each list, it is 0.8 (0.9 with the
+** hashing embedder) times bm25_score over the list's best, plus 0.2 (0.1)
+** times the similarity scaled min-max over the vector list (docs/recall.md).
+** bm25_score
 ** is the Okapi BM25 score within the user's partition; vector_score is the
 ** similarity to the query (cosine: cos; ip: dot product; l2: minus the
 ** squared distance). A rank is 1-based; 0 means "not in that list". When

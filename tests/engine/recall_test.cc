@@ -92,11 +92,22 @@ TEST_CASE("every hit reports its fused score, both list scores and both ranks") 
   Remember(db, "u", "s", "Mushroom risotto needs good stock.");
   auto hits = Recall(db, "u", "vegetarian mushrooms");
   REQUIRE(hits.size() == 3);
+  // The score-normalised fusion (recall.h): BM25 over the best BM25 score,
+  // similarity min-max scaled over the vector list, weighted 0.9 / 0.1 (the
+  // hashing embedder's weight).
+  double best_bm25 = 0, high = -2, low = 2;
+  for (const Hit& h : hits) {
+    best_bm25 = std::max(best_bm25, h.bm25_score);
+    if (h.vector_rank) {
+      high = std::max(high, h.vector_score);
+      low = std::min(low, h.vector_score);
+    }
+  }
   for (size_t i = 0; i < hits.size(); i++) {
     const Hit& h = hits[i];
-    double expect = 0;  // weighted reciprocal rank fusion (docs/recall.md)
-    if (h.bm25_rank) expect += 1.0 / (60 + h.bm25_rank);
-    if (h.vector_rank) expect += 0.3 / (60 + h.vector_rank);
+    double expect = 0;
+    if (h.bm25_rank) expect += 0.9 * h.bm25_score / best_bm25;
+    if (h.vector_rank) expect += 0.1 * (high > low ? (h.vector_score - low) / (high - low) : 1.0);
     if (h.bm25_rank || h.vector_rank) CHECK(h.score == doctest::Approx(expect));
     CHECK((h.bm25_rank > 0) == (h.bm25_score > 0));
     if (i > 0) CHECK(hits[i - 1].score >= h.score);
