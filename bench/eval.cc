@@ -15,8 +15,9 @@
 //        [--glove-vectors] [--config NAME=OPTIONS]...
 //
 // Without --config: "reference" (the bm25_baseline.py tokenization, no
-// context), "default" (a new file's defaults) and "hash" (the defaults with
-// the hashing embedder).
+// context), "default" (a new file's defaults), "hash" (the defaults with
+// the hashing embedder) and, when the library links the GloVe table,
+// "glove" (the defaults with agentmem-glove-v1 vectors computed here).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ namespace {
 
 struct Config {
   std::string name, options;
+  bool glove = false;  // vectors from the linked GloVe table, passed by the eval
 };
 
 struct Turn {
@@ -45,9 +47,20 @@ struct Turn {
   std::string session;
 };
 
-// With --glove-vectors: the linked GloVe embedder, whose vectors the eval
-// computes and passes to the engine (episode vectors and query vectors).
+void Die(const std::string& what, int rc) {
+  std::fprintf(stderr, "eval: %s (code %d)\n", what.c_str(), rc);
+  std::exit(1);
+}
+
+// For a configuration with `glove`: the linked GloVe embedder, whose vectors
+// the eval computes and passes to the engine (episode and query vectors).
 const agentmem::index::GloveEmbedder* glove = nullptr;
+
+const agentmem::index::GloveEmbedder* LinkedGlove() {
+  static auto made = agentmem::index::GloveEmbedder::Create();
+  if (!made.ok()) Die("GloVe vectors: " + made.status().message(), 0);
+  return &made.value();
+}
 
 struct Scores {
   double turn5 = 0, turn10 = 0, sess5 = 0, sess10 = 0;
@@ -68,10 +81,6 @@ std::string FindData(std::string given) {
   return "";
 }
 
-void Die(const std::string& what, int rc) {
-  std::fprintf(stderr, "eval: %s (code %d)\n", what.c_str(), rc);
-  std::exit(1);
-}
 
 // The ids of a recall's hits, best first.
 void Recall(agentmem_db* db, const std::string& user, const std::string& query, int mode, int k,
@@ -192,6 +201,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   std::vector<Config> configs;
   std::set<std::string> modes;
+  bool all_glove = false;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -201,9 +211,7 @@ int main(int argc, char** argv) {
     if (a == "--data") {
       data = value();
     } else if (a == "--glove-vectors") {
-      static auto made = agentmem::index::GloveEmbedder::Create();
-      if (!made.ok()) Die("--glove-vectors: " + made.status().message(), 0);
-      glove = &made.value();
+      all_glove = true;
     } else if (a == "--mode") {
       modes.insert(value());
     } else if (a == "--set") {
@@ -232,11 +240,16 @@ int main(int argc, char** argv) {
     configs = {{"reference", "tokenizer=ascii;stem=0;stop_words=0;context=0"},
                {"default", ""},
                {"hash", "embedder=agentmem-hash-v1"}};
+    if (agentmem::index::GloveTable::HasLinked()) configs.push_back({"glove", "", true});
   }
+  for (Config& c : configs) c.glove |= all_glove;
   std::printf("| set      | config     | mode   | questions | turn R@5 | turn R@10 | session R@5 | session R@10 |\n"
               "|----------|------------|--------|------:|------:|------:|------:|------:|\n");
   for (const std::string& set : sets) {
-    for (const Config& c : configs) EvaluateSet(data, set, c, modes);
+    for (const Config& c : configs) {
+      glove = c.glove ? LinkedGlove() : nullptr;
+      EvaluateSet(data, set, c, modes);
+    }
   }
   return 0;
 }
