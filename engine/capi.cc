@@ -301,10 +301,11 @@ int agentmem_explain_recall(agentmem_db* db, const char* user_id, const char* qu
       char buf[256];
       std::snprintf(buf, sizeof buf,
                     "%s{\"id\":%llu,\"score\":%.6g,\"bm25_rank\":%d,\"bm25_score\":%.6g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.6g%s}",
+                    "\"vector_rank\":%d,\"vector_score\":%.6g%s%s}",
                     i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
                     hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].fill ? ",\"fill\":true" : "");
+                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
+                    hits[i].fill ? ",\"fill\":true" : "");
       json += buf;
     }
     json += "]}";

@@ -822,9 +822,29 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
   // The BM25 terms and the graph delta of this transaction's episodes ride in
   // the same commit, so that no reader ever tokenizes or inserts again.
   if (!pending_episodes_.empty()) AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
-  pack(PageType::kText, pending_episodes_.size(), [&](size_t i, std::string* r) {
-    format::EncodeText(recall_->TextFor(pending_episodes_[i]), r);
-  });
+  // With context indexing, an episode's document holds the turns before it
+  // in its session; the episodes whose context a forget removes are indexed
+  // again, without it, in the same commit (their text records come first).
+  std::vector<format::TextRecord> texts;
+  if (recall_ && recall_->context() > 0) {
+    std::vector<uint64_t> forgotten, context;
+    std::vector<std::string> context_texts;
+    if (!pending_forgets_.empty()) AGENTMEM_RETURN_IF_ERROR(PendingForgottenEpisodes(&forgotten));
+    for (uint64_t id : recall_->ContextDependents(forgotten)) {
+      EpisodeRecord r;
+      AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+      AGENTMEM_RETURN_IF_ERROR(ContextTexts(r, forgotten, &context_texts));
+      texts.push_back(recall_->TextFor(r, context_texts));
+    }
+    for (const EpisodeRecord& r : pending_episodes_) {
+      AGENTMEM_RETURN_IF_ERROR(ContextTexts(r, forgotten, &context_texts));
+      texts.push_back(recall_->TextFor(r, context_texts));
+    }
+  } else if (!pending_episodes_.empty()) {
+    for (const EpisodeRecord& r : pending_episodes_) texts.push_back(recall_->TextFor(r));
+  }
+  pack(PageType::kText, texts.size(),
+       [&](size_t i, std::string* r) { format::EncodeText(texts[i], r); });
   if (!pending_graph_.empty()) {
     std::string payload;
     format::AppendRecord(pending_graph_, &payload);
@@ -856,6 +876,25 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
 }
 
 // The commit path: invariants (2)-(6) above. REQUIRES: write lock held.
+Status Database::ContextTexts(const EpisodeRecord& r, std::span<const uint64_t> skip,
+                              std::vector<std::string>* out) {
+  out->clear();
+  const size_t want = recall_->context();
+  // Pending episodes of the same session before r, newest first.
+  for (auto it = pending_episodes_.rbegin(); it != pending_episodes_.rend() && out->size() < want; ++it) {
+    if (it->id >= r.id || it->user_id != r.user_id || it->session_id != r.session_id) continue;
+    out->push_back(it->text);
+  }
+  if (out->size() == want) return Status::OK();
+  for (uint64_t id : recall_->ContextIds(r.user_id, r.session_id, r.id, skip)) {
+    if (out->size() == want) break;
+    EpisodeRecord prev;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &prev));
+    out->push_back(std::move(prev.text));
+  }
+  return Status::OK();
+}
+
 Status Database::CommitPending() {
   if (pending_episodes_.empty() && pending_blocks_.empty() && pending_facts_.empty() &&
       pending_meta_.entries.empty() && pending_forgets_.empty() && pending_graph_.empty()) {
@@ -1354,7 +1393,10 @@ Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
       !recall_->builtin_embedder()) {
     AGENTMEM_RETURN_IF_ERROR(EmbedTexts({query.text}, {&query.vector}));
   }
-  if (metadata_key.empty()) return recall_->Recall(query, hits, plan);
+  if (metadata_key.empty()) {
+    AGENTMEM_RETURN_IF_ERROR(recall_->Recall(query, hits, plan));
+    return plan ? MarkContextMatches(query, hits) : Status::OK();
+  }
   // Read as tokens, not nlohmann::json trees (engine/json_reader.h): the
   // trees' destructor allocates, so running out of memory here would be
   // std::terminate. The comparison is nlohmann's operator== all the same.
@@ -1380,7 +1422,30 @@ Status Database::Recall(const RecallQuery& q, const std::string& metadata_key,
     return at != kNoJsonValue && JsonEqual(meta, at, want, 0);
   };
   Status s = recall_->Recall(query, hits, plan);
+  if (s.ok() && read_error.ok() && plan) s = MarkContextMatches(query, hits);
   return s.ok() ? read_error : s;
+}
+
+// EXPLAIN's view of a BM25 hit: did a query term occur in the episode's own
+// text, or only in the context indexed with it?
+Status Database::MarkContextMatches(const RecallQuery& q, std::vector<RecallHit>* hits) {
+  if (recall_->context() == 0) return Status::OK();
+  std::vector<std::string> query = recall_->QueryTokens(q.text);
+  std::sort(query.begin(), query.end());
+  for (RecallHit& h : *hits) {
+    if (h.bm25_rank == 0) continue;
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(h.id, &r));
+    bool own = false;
+    for (const std::string& t : recall_->DocumentTokens(r.text)) {
+      if (std::binary_search(query.begin(), query.end(), t)) {
+        own = true;
+        break;
+      }
+    }
+    h.bm25_via_context = !own;
+  }
+  return Status::OK();
 }
 
 Status Database::GetStats(Stats* out) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -315,6 +316,14 @@ class Database {
   // ---- forgetting and compaction (lifecycle.cc)
   Status ApplyForget(const format::ForgetRecord& f);
   Status KeepCited(Selection* sel);
+  Status MarkContextMatches(const RecallQuery& q, std::vector<RecallHit>* hits);
+  // The episodes the pending forgets select (sorted), before they apply.
+  Status PendingForgottenEpisodes(std::vector<uint64_t>* ids);
+  // The texts of the context of episode `r` (RecallIndex::ContextIds), newest
+  // first: pending episodes of its session before it, then committed ones,
+  // none of those in `skip` (sorted).
+  Status ContextTexts(const format::EpisodeRecord& r, std::span<const uint64_t> skip,
+                      std::vector<std::string>* out);
   Status ApplyRetention();
   // After a commit: ApplyRetention() when the policy is set and its due time
   // (retention_due_) has passed. Never the commit's error.

@@ -90,6 +90,19 @@ Status Database::KeepCited(Selection* sel) {
   return Status::OK();
 }
 
+Status Database::PendingForgottenEpisodes(std::vector<uint64_t>* ids) {
+  ids->clear();
+  for (const ForgetRecord& f : pending_forgets_) {
+    Selection sel;
+    Select(catalog_, f, &sel);
+    if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+    ids->insert(ids->end(), sel.episodes.begin(), sel.episodes.end());
+  }
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  return Status::OK();
+}
+
 Status Database::ApplyForget(const ForgetRecord& f) {
   Selection sel;
   Select(catalog_, f, &sel);

@@ -47,9 +47,23 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     else if (value == "ascii") o->tokenizer.alphabet = index::Alphabet::kAscii;
     else return Bad(key, value, "unicode or ascii");
     o->tokenizer_given = true;
-  } else if (key == "stem" || key == "stop_words") {
-    if (value != "0" && value != "1") return Bad(key, value, "0 or 1");
-    (key == "stem" ? o->tokenizer.stem : o->tokenizer.stop_words) = value == "1";
+  } else if (key == "stem") {
+    if (value != "0" && value != "1" && value != "snowball") return Bad(key, value, "0, 1 or snowball");
+    o->tokenizer.stem = value == "1";
+    o->tokenizer.snowball = value == "snowball";
+    o->tokenizer_given = true;
+  } else if (key == "stop_words") {
+    if (value != "0" && value != "1" && value != "query") return Bad(key, value, "0, 1 or query");
+    o->tokenizer.stop_words = value == "1";
+    o->tokenizer.query_stop_words = value == "query";
+    o->tokenizer_given = true;
+  } else if (key == "context") {
+    if (!ParseU64(value, 0, index::TokenizerOptions::kMaxContext, &n)) return Bad(key, value, "0..8");
+    o->tokenizer.context = static_cast<uint32_t>(n);
+    o->tokenizer_given = true;
+  } else if (key == "own_weight") {
+    if (!ParseU64(value, 1, index::TokenizerOptions::kMaxOwnWeight, &n)) return Bad(key, value, "1..8");
+    o->tokenizer.own_weight = static_cast<uint32_t>(n);
     o->tokenizer_given = true;
   } else if (key == "max_text_bytes") {
     if (!ParseU64(value, 1, 512u << 20, &n)) return Bad(key, value, "bytes 1..536870912");
@@ -65,7 +79,7 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     o->page_size = static_cast<uint32_t>(n);
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
-                   "vector_metric, embedder, tokenizer, stem, stop_words, max_text_bytes, page_size, "
+                   "vector_metric, embedder, tokenizer, stem, stop_words, context, own_weight, max_text_bytes, page_size, "
                    "checkpoint_bytes, auto_vacuum)",
                    static_cast<int>(key.size()), key.data());
   }

@@ -23,6 +23,15 @@ struct VectorSpace {
   bool operator==(const VectorSpace&) const = default;
 };
 
+inline index::TokenizerOptions NewFileTokenizer() {
+  index::TokenizerOptions t;
+  t.snowball = true;
+  t.query_stop_words = true;
+  t.context = 2;
+  t.own_weight = 3;
+  return t;
+}
+
 struct Options {
   bool read_only = false;
   bool create = true;
@@ -30,7 +39,11 @@ struct Options {
   int busy_timeout_ms = 5000;
   VectorSpace space;
   bool space_given = false;  // the caller named a vector space explicitly
-  index::TokenizerOptions tokenizer;  // recorded at creation, like the vector space
+  // Recorded at creation, like the vector space. A new file stems with
+  // Snowball, drops the query stop words from queries and indexes each
+  // episode with the two turns before it in its session, its own text
+  // counting three times (docs/recall.md).
+  index::TokenizerOptions tokenizer = NewFileTokenizer();
   bool tokenizer_given = false;
   uint64_t max_text_bytes = 8u << 20;
   uint32_t page_size = 4096;

@@ -5,8 +5,8 @@
 //   2. BM25 top-k over the partition's own index (N, df and avgdl are the
 //      partition's), MaxScore skipping, candidates enforced by a filter;
 //   3. vector top-k: an exact SIMD scan of the candidates' vectors;
-//   4. the union of both lists, fused by reciprocal rank fusion, weighted by
-//      recency when asked; hits that match neither list's threshold (a BM25
+//   4. the union of both lists, fused (hybrid: a score-normalised weighted
+//      sum; one list: its reciprocal rank), weighted by recency when asked; hits that match neither list's threshold (a BM25
 //      score > 0 and >= min_bm25, a similarity >= min_similarity or the
 //      embedder's floor) are dropped, the rest cut at min_score;
 //   5. only with `fill`: if fewer than k hits remain and more candidates
@@ -128,6 +128,11 @@ Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint3
   if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
   partitions_[a.user]->ids.push_back(id);
   partitions_[a.user]->vectors += a.has_vector;
+  if (context() > 0) {
+    std::vector<uint64_t>& s = session_ids_[SessionKey(user, session)];
+    if (s.empty() || s.back() < id) s.push_back(id);
+    else s.insert(std::lower_bound(s.begin(), s.end(), id), id);
+  }
   episodes_++;
   return Status::OK();
 }
@@ -144,6 +149,11 @@ Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
     p.vectors -= a.has_vector;
     if (p.bm25.Contains(id)) AGENTMEM_RETURN_IF_ERROR(p.bm25.Remove(id));
     if (std::find(users.begin(), users.end(), a.user) == users.end()) users.push_back(a.user);
+    auto s = session_ids_.find(SessionKey(a.user, a.session));
+    if (s != session_ids_.end()) {
+      auto at = std::lower_bound(s->second.begin(), s->second.end(), id);
+      if (at != s->second.end() && *at == id) s->second.erase(at);
+    }
   }
   for (uint32_t u : users) {
     auto& v = partitions_[u]->ids;
@@ -241,11 +251,64 @@ Status RecallIndex::AddText(const format::TextRecord& t) {
   std::vector<index::Bm25Index::TermCount> counts;
   counts.reserve(t.terms.size());
   for (const auto& [term, tf] : t.terms) counts.push_back({term, tf});
-  return partitions_[a->user]->bm25.AddCounts(t.episode_id, t.doc_len, counts);
+  index::Bm25Index& bm25 = partitions_[a->user]->bm25;
+  if (a->forgotten) return Status::OK();  // a forgotten episode is not searched
+  // A re-indexed episode: the new terms replace the old.
+  if (bm25.Contains(t.episode_id)) AGENTMEM_RETURN_IF_ERROR(bm25.Remove(t.episode_id));
+  return bm25.AddCounts(t.episode_id, t.doc_len, counts);
 }
 
-format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r) const {
+std::vector<uint64_t> RecallIndex::ContextIds(const std::string& user, const std::string& session,
+                                              uint64_t id, std::span<const uint64_t> skip) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  auto u = users_.ids.find(user);
+  auto s = sessions_.ids.find(session);
+  if (u == users_.ids.end() || s == sessions_.ids.end()) return out;
+  auto it = session_ids_.find(SessionKey(u->second, s->second));
+  if (it == session_ids_.end()) return out;
+  const std::vector<uint64_t>& ids = it->second;
+  for (auto at = std::lower_bound(ids.begin(), ids.end(), id); at != ids.begin() && out.size() < context();) {
+    --at;
+    if (!std::binary_search(skip.begin(), skip.end(), *at)) out.push_back(*at);
+  }
+  return out;
+}
+
+std::vector<uint64_t> RecallIndex::ContextDependents(std::span<const uint64_t> ids) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  for (uint64_t id : ids) {
+    const EpisodeAttrs* found_attrs = attrs_.Find(id);
+    if (!found_attrs || !found_attrs->present || found_attrs->forgotten) continue;
+    const EpisodeAttrs& a = *found_attrs;
+    auto it = session_ids_.find(SessionKey(a.user, a.session));
+    if (it == session_ids_.end()) continue;
+    const std::vector<uint64_t>& s = it->second;
+    size_t found = 0;
+    for (auto at = std::upper_bound(s.begin(), s.end(), id); at != s.end() && found < context(); ++at) {
+      if (std::binary_search(ids.begin(), ids.end(), *at)) continue;
+      out.push_back(*at);
+      found++;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r,
+                                        std::span<const std::string> context) const {
   std::vector<std::string> tokens = tokenizer_.Tokenize(r.text);
+  // The own text counts own_weight times, so that a term of the context
+  // weighs less than the same term of the episode itself.
+  const size_t own = tokens.size();
+  const uint32_t weight = context.empty() ? 1 : std::max<uint32_t>(1, tokenizer_.options().own_weight);
+  tokens.reserve(own * weight);
+  for (uint32_t i = 1; i < weight; i++) {
+    for (size_t j = 0; j < own; j++) tokens.push_back(tokens[j]);
+  }
+  for (const std::string& c : context) tokenizer_.AppendTokens(c, &tokens);
   format::TextRecord t;
   t.episode_id = r.id;
   t.doc_len = static_cast<uint32_t>(tokens.size());
@@ -512,7 +575,7 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
 void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
                              size_t k, std::vector<index::ScoredDoc>* out,
                              RecallPlan* plan) const {
-  std::vector<std::string> tokens = tokenizer_.Tokenize(q.text);
+  std::vector<std::string> tokens = tokenizer_.TokenizeQuery(q.text);
   bool filtered = candidates.size() != plan->partition;
   index::DocFilter filter;
   if (filtered) {
@@ -559,8 +622,12 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
 
   std::vector<index::ScoredDoc> bm25;
   std::vector<index::Neighbor> vec;
+  // A hybrid query looks deeper into each list than k, so that an episode
+  // ranked well by both lists but in the top k of neither can win.
+  const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
+  const bool hybrid = q.mode == RecallMode::kHybrid;
   if (q.mode != RecallMode::kVector) {
-    Bm25Search(q, candidates, q.k, &bm25, &plan);
+    Bm25Search(q, candidates, depth, &bm25, &plan);
   } else {
     plan.bm25_path = "skipped: mode vector";
   }
@@ -569,7 +636,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     Status s = VectorQuery(q, &query);
     if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
     if (s.ok()) {
-      VectorSearch(q, query, candidates, q.k, &vec, &plan);
+      VectorSearch(q, query, candidates, depth, &vec, &plan);
     } else {
       plan.vector_path = "skipped: " + s.message();
     }
@@ -579,21 +646,31 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   plan.bm25_hits = bm25.size();
   plan.vector_hits = vec.size();
 
-  // Reciprocal rank fusion over the union of both lists.
+  // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
+  // over the union of both lists (recall.h, RecallQuery::vector_weight).
+  const double w = q.vector_weight >= 0 ? q.vector_weight : VectorWeight();
+  const double best_bm25 = bm25.empty() ? 0 : bm25.front().score;  // sorted best first
+  double high = -HUGE_VAL, low = HUGE_VAL;
+  for (const index::Neighbor& n : vec) {
+    high = std::max(high, Similarity(n.distance));
+    low = std::min(low, Similarity(n.distance));
+  }
   std::unordered_map<uint64_t, RecallHit> fused;
   for (size_t i = 0; i < bm25.size(); i++) {
     RecallHit& h = fused[bm25[i].doc_id];
     h.id = bm25[i].doc_id;
     h.bm25_score = bm25[i].score;
     h.bm25_rank = static_cast<int>(i + 1);
-    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += hybrid ? (1 - w) * (best_bm25 > 0 ? bm25[i].score / best_bm25 : 0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
   for (size_t i = 0; i < vec.size(); i++) {
     RecallHit& h = fused[vec[i].id];
     h.id = vec[i].id;
     h.vector_score = Similarity(vec[i].distance);
     h.vector_rank = static_cast<int>(i + 1);
-    h.score += 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    h.score += hybrid ? w * (high > low ? (h.vector_score - low) / (high - low) : 1.0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
   int64_t now = q.now;
   if (now == 0) {

@@ -59,6 +59,14 @@ struct RecallQuery {
   // left the remaining candidates fill the list in id order (score 0).
   bool fill = false;
   int rrf_k = 60;
+  // Hybrid fusion (docs/recall.md says how these were chosen): each list is
+  // searched this deep (at least k), and an episode's fused score is
+  //   (1 - w) * bm25_score / (the list's best bm25_score)
+  //   + w * (similarity - the list's lowest) / (its highest - its lowest)
+  // over the lists it is in (a vector list of equal similarities counts 1).
+  // w = vector_weight; below 0: the file's (VectorWeight()).
+  size_t fusion_depth = 100;
+  double vector_weight = -1;
   int64_t now = 0;  // for recency weighting; 0 = the clock
   // A further predicate on episode ids (the metadata filter, which needs the
   // record); it runs after the in-memory filters, inside both searches.
@@ -73,6 +81,9 @@ struct RecallHit {
   int bm25_rank = 0;        // 1-based rank in the BM25 list; 0 = absent
   int vector_rank = 0;      // 1-based rank in the vector list; 0 = absent
   bool fill = false;        // not matched by either list; added to reach k
+  // In the BM25 list through the context indexed with the episode (the turns
+  // before it) alone: no query term is in its own text. Set for EXPLAIN.
+  bool bm25_via_context = false;
 };
 
 // What a query did, for EXPLAIN RECALL.
@@ -146,10 +157,34 @@ class RecallIndex {
   // `records_checked`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false);
-  // Adds an indexed episode's BM25 terms, as committed in the file.
+  // Adds an indexed episode's BM25 terms, as committed in the file; a later
+  // text record of the same episode (its context changed: a forget) replaces
+  // the earlier one.
   Status AddText(const format::TextRecord& t);
-  // The BM25 terms of an episode, by the file's tokenizer (the writer's side).
-  format::TextRecord TextFor(const format::EpisodeRecord& r) const;
+  // The BM25 terms of an episode, by the file's tokenizer (the writer's side):
+  // the tokens of its text, then those of `context` (the texts of the
+  // episodes before it in its session, ContextIds()).
+  format::TextRecord TextFor(const format::EpisodeRecord& r,
+                             std::span<const std::string> context = {}) const;
+  // How many earlier turns of its session an episode's document holds (the
+  // file's "context" setting; 0: its own text only).
+  uint32_t context() const { return tokenizer_.options().context; }
+  // The context of a new or re-indexed episode `id` of (user, session): up to
+  // context() indexed episodes of that session with smaller ids, newest
+  // first, skipping forgotten ones and those in `skip` (sorted).
+  std::vector<uint64_t> ContextIds(const std::string& user, const std::string& session,
+                                   uint64_t id, std::span<const uint64_t> skip = {}) const;
+  // The indexed episodes whose context includes one of `ids` (sorted), and
+  // so must be indexed again when those are forgotten: for each, the next
+  // context() episodes of its session that are not in `ids`.
+  std::vector<uint64_t> ContextDependents(std::span<const uint64_t> ids) const;
+  // The tokens of a query, by the file's tokenizer (query stop words dropped).
+  std::vector<std::string> QueryTokens(std::string_view text) const {
+    return tokenizer_.TokenizeQuery(text);
+  }
+  std::vector<std::string> DocumentTokens(std::string_view text) const {
+    return tokenizer_.Tokenize(text);
+  }
   // Runs a query; `plan` (optional) receives what was done.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
   // The embedding the built-in embedder gives `text` (the file's dimension).
@@ -162,6 +197,11 @@ class RecallIndex {
   static double DefaultSimilarityFloor(const std::string& embedder, index::Metric metric);
   void set_similarity_floor(double floor) { similarity_floor_ = floor; }
   double similarity_floor() const { return similarity_floor_; }
+  // The hybrid weight of the vector list: kHashVectorWeight for the hashing
+  // embedder's vectors, whose list is weaker, else kVectorWeight.
+  static constexpr double kVectorWeight = 0.2;
+  static constexpr double kHashVectorWeight = 0.1;
+  double VectorWeight() const { return embedder_ ? kHashVectorWeight : kVectorWeight; }
   const float* VectorOf(uint64_t id) const;
 
   // The writer's side of the graph: inserts the vectors of a transaction's
@@ -219,6 +259,12 @@ class RecallIndex {
   IdTable<EpisodeAttrs> attrs_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;
+  // The episodes of each (user, session), increasing; forgotten ones leave.
+  // Only kept when context() > 0.
+  static uint64_t SessionKey(uint32_t user, uint32_t session) {
+    return (uint64_t{user} << 32) | session;
+  }
+  std::unordered_map<uint64_t, std::vector<uint64_t>> session_ids_;
   uint64_t episodes_ = 0;
   // Every user's vectors, held once: the exact scans read them from the
   // graph's node records too. Built by commits.

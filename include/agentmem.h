@@ -126,7 +126,16 @@ const char *agentmem_errstr(int code);
 **   tokenizer=unicode|ascii   how text is split into BM25 terms (default unicode:
 **                             lower-cased letters and digits of every script;
 **                             ascii: [a-z0-9]+ of lower-cased text)
-**   stem=0|1, stop_words=0|1  English suffix stemming / stop-word removal (0)
+**   stem=0|1|snowball         English stemming: none, Porter step 1, or the
+**                             Snowball English stemmer (default snowball)
+**   stop_words=0|1|query      none; 33 stop words dropped from texts and queries;
+**                             or function words dropped from queries (default query)
+**   context=0..8              each episode is also searched by the text of this
+**                             many turns before it in its session (default 2)
+**   own_weight=1..8           with context, the episode's own words count this
+**                             many times (default 3). docs/recall.md; the
+**                             reference BM25 of bm25_baseline.py is
+**                             tokenizer=ascii;stem=0;stop_words=0;context=0
 **   max_text_bytes=N          largest episode text accepted (default 8 MiB)
 **   checkpoint_bytes=N        fold the log into a checkpoint at close once N bytes
 **                             were committed after the last one (default 4 MiB;
@@ -134,9 +143,11 @@ const char *agentmem_errstr(int code);
 **   auto_vacuum=0|1           compact the file at a writable close when more of
 **                             its episode records are forgotten than live, at
 **                             least 1,000 (default 1; docs/lifecycle.md)
-** The vector_*, embedder and tokenizer options define the file's vector space
-** and text analysis when the file is created; on an existing file they must
-** match what the file records, or the open fails with AGENTMEM_MISMATCH.
+** The vector_*, embedder and text options (tokenizer, stem, stop_words,
+** context, own_weight) define the file's vector space and text analysis when
+** the file is created; on an existing file they must match what the file
+** records (the text options as a whole, unnamed ones taking their defaults),
+** or the open fails with AGENTMEM_MISMATCH. Without them a file keeps its own.
 **
 ** Returns AGENTMEM_OK with a usable handle in *ppDb. On failure returns
 ** AGENTMEM_CANTOPEN, AGENTMEM_NOTADB, AGENTMEM_FORMAT_VERSION,
@@ -481,7 +492,7 @@ typedef struct agentmem_recall_options {
   double half_life_s;         /* recency weighting: the fused score halves every
                                  half_life_s seconds of age (0: off) */
   double min_score;           /* drop hits whose fused score is below (default 0) */
-  int rrf_k;                  /* reciprocal rank fusion constant (default 60) */
+  int rrf_k;                  /* bm25 and vector mode: score = 1/(rrf_k + rank) (default 60) */
   const char *metadata_key;   /* only episodes whose metadata JSON holds */
   const char *metadata_value; /* this JSON value at this key ("channel" or a JSON
                                  pointer "/place/city"); value is JSON text, so a
@@ -503,9 +514,12 @@ typedef struct agentmem_recall_options {
 
 void agentmem_recall_options_init(agentmem_recall_options *opts);
 
-/* One recall hit. score is the fused score: the sum over the lists the
-** episode appears in of 1/(rrf_k + rank), times the recency weight; ties go to
-** the smaller id. bm25_score
+/* One recall hit. score is the fused score, times the recency weight; ties go
+** to the smaller id. In bm25 or vector mode it is 1/(rrf_k + rank). In hybrid
+** mode, over the first max(k, 100) of each list, it is 0.8 (0.9 with the
+** hashing embedder) times bm25_score over the list's best, plus 0.2 (0.1)
+** times the similarity scaled min-max over the vector list (docs/recall.md).
+** bm25_score
 ** is the Okapi BM25 score within the user's partition; vector_score is the
 ** similarity to the query (cosine: cos; ip: dot product; l2: minus the
 ** squared distance). A rank is 1-based; 0 means "not in that list". Only

@@ -299,10 +299,11 @@ class ExplainCursor : public FunctionCursor {
       char buf[256];
       std::snprintf(buf, sizeof buf,
                     "%s{\"id\":%llu,\"score\":%.17g,\"bm25_rank\":%d,\"bm25_score\":%.17g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.17g%s}",
+                    "\"vector_rank\":%d,\"vector_score\":%.17g%s%s}",
                     i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
                     hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].fill ? ",\"fill\":true" : "");
+                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
+                    hits[i].fill ? ",\"fill\":true" : "");
       json_ += buf;
     }
     json_ += "]}";

@@ -2,8 +2,11 @@
 // english.h; issue #3).
 #include "index/text/english.h"
 
+#include <libstemmer.h>
+
 #include <algorithm>
 #include <array>
+#include <memory>
 
 namespace agentmem::index {
 namespace {
@@ -13,6 +16,22 @@ constexpr std::array<std::string_view, 33> kStopWords = {
     "a",   "an",    "and",  "are",   "as",    "at",   "be",   "but", "by",  "for",  "if",
     "in",  "into",  "is",   "it",    "no",    "not",  "of",   "on",  "or",  "such", "that",
     "the", "their", "then", "there", "these", "they", "this", "to",  "was", "will", "with"};
+
+// The query stop list, sorted for binary search.
+constexpr std::array<std::string_view, 142> kQueryStopWords = {
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
+    "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both",
+    "but", "by", "can", "could", "d", "did", "do", "does", "doing", "down", "during", "each",
+    "else", "ever", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her",
+    "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is",
+    "it", "its", "itself", "just", "kind", "ll", "m", "many", "me", "more", "most", "much", "my",
+    "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our",
+    "ours", "ourselves", "out", "over", "own", "re", "s", "same", "she", "should", "so", "some",
+    "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there",
+    "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "ve",
+    "very", "was", "we", "were", "what", "whats", "when", "where", "which", "while", "who",
+    "whom", "whose", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves"};
 
 // Longer "words" are not English words; the bound also keeps the consonant
 // test's recursion shallow.
@@ -122,6 +141,25 @@ std::string StemEnglish(std::string_view word) {
 
 bool IsEnglishStopWord(std::string_view word) {
   return std::binary_search(kStopWords.begin(), kStopWords.end(), word);
+}
+
+bool IsEnglishQueryStopWord(std::string_view word) {
+  return std::binary_search(kQueryStopWords.begin(), kQueryStopWords.end(), word);
+}
+
+std::string StemSnowballEnglish(std::string_view word) {
+  std::string w(word);
+  if (w.empty() || w.size() > kMaxStemmedLength || !IsLowerAsciiWord(w)) return w;
+  // A libstemmer stemmer keeps per-call state: one per thread.
+  struct Deleter {
+    void operator()(sb_stemmer* s) const { sb_stemmer_delete(s); }
+  };
+  thread_local std::unique_ptr<sb_stemmer, Deleter> stemmer(sb_stemmer_new("english", nullptr));
+  if (!stemmer) return w;  // no memory for the stemmer: the word as it is
+  const sb_symbol* out =
+      sb_stemmer_stem(stemmer.get(), reinterpret_cast<const sb_symbol*>(w.data()), static_cast<int>(w.size()));
+  if (out == nullptr) return w;
+  return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer.get())));
 }
 
 }  // namespace agentmem::index

@@ -36,4 +36,18 @@ std::string StemEnglish(std::string_view word);
 // on or such that the their then there these they this to was will with.
 bool IsEnglishStopWord(std::string_view word);
 
+// Stems an English word with the Snowball English stemmer (M. F. Porter's
+// "Porter2", libstemmer of the Snowball project), which also removes
+// derivational suffixes: "running" -> "run", "generously" -> "generous",
+// "adoption" -> "adopt". Words of 1 to 64 bytes, all in [a-z], are stemmed;
+// any other token is returned unchanged. Safe from many threads at once.
+std::string StemSnowballEnglish(std::string_view word);
+
+// True when `word` (lower case) is one of the English function words that a
+// query drops (tokenizer option "qstop=1"): the pronouns, auxiliaries,
+// determiners, prepositions, conjunctions and question words of the built-in
+// query stop list (english.cc: 142 words, with the contraction endings
+// s t d ll m re ve). A superset of IsEnglishStopWord()'s list.
+bool IsEnglishQueryStopWord(std::string_view word);
+
 }  // namespace agentmem::index

@@ -62,6 +62,24 @@ Status ParseField(std::string_view field, TokenizerOptions* options) {
   if (key == "stop") return ParseFlag(key, value, &options->stop_words);
   if (key == "min") return ParseUint32(key, value, &options->min_token_chars);
   if (key == "max") return ParseUint32(key, value, &options->max_token_chars);
+  if (key == "snowball") return ParseFlag(key, value, &options->snowball);
+  if (key == "qstop") return ParseFlag(key, value, &options->query_stop_words);
+  if (key == "context") {
+    AGENTMEM_RETURN_IF_ERROR(ParseUint32(key, value, &options->context));
+    if (options->context > TokenizerOptions::kMaxContext) {
+      return StatusF(kRange, "tokenizer config: context=%u is above %u", options->context,
+                     TokenizerOptions::kMaxContext);
+    }
+    return Status::OK();
+  }
+  if (key == "own") {
+    AGENTMEM_RETURN_IF_ERROR(ParseUint32(key, value, &options->own_weight));
+    if (options->own_weight == 0 || options->own_weight > TokenizerOptions::kMaxOwnWeight) {
+      return StatusF(kRange, "tokenizer config: own=%u is not in 1..%u", options->own_weight,
+                     TokenizerOptions::kMaxOwnWeight);
+    }
+    return Status::OK();
+  }
   return StatusF(kFormatVersion, "tokenizer config: option '%.*s' is not known to this version",
                  static_cast<int>(key.size()), key.data());
 }
@@ -88,6 +106,10 @@ std::string TokenizerConfigString(const TokenizerOptions& options) {
   add("stop", options.stop_words ? 1 : 0);
   add("min", options.min_token_chars);
   add("max", options.max_token_chars);
+  if (options.snowball) add("snowball", 1);
+  if (options.query_stop_words) add("qstop", 1);
+  if (options.context != 0) add("context", options.context);
+  if (options.own_weight != 1) add("own", options.own_weight);
   return s;
 }
 
@@ -123,6 +145,17 @@ std::vector<std::string> Tokenizer::Tokenize(std::string_view text) const {
 }
 
 void Tokenizer::AppendTokens(std::string_view text, std::vector<std::string>* out) const {
+  Append(text, false, out);
+}
+
+std::vector<std::string> Tokenizer::TokenizeQuery(std::string_view text) const {
+  std::vector<std::string> out;
+  Append(text, options_.query_stop_words, &out);
+  if (out.empty() && options_.query_stop_words) Append(text, false, &out);
+  return out;
+}
+
+void Tokenizer::Append(std::string_view text, bool query, std::vector<std::string>* out) const {
   const bool ascii = options_.alphabet == Alphabet::kAscii;
   const uint32_t max_chars = options_.max_token_chars;
   std::string token;
@@ -138,18 +171,24 @@ void Tokenizer::AppendTokens(std::string_view text, std::vector<std::string>* ou
         chars++;
       }
     } else if (chars > 0) {
-      EmitToken(&token, chars, out);
+      EmitToken(&token, chars, query, out);
       chars = 0;
     }
   }
-  if (chars > 0) EmitToken(&token, chars, out);
+  if (chars > 0) EmitToken(&token, chars, query, out);
 }
 
-void Tokenizer::EmitToken(std::string* token, uint64_t chars, std::vector<std::string>* out) const {
+void Tokenizer::EmitToken(std::string* token, uint64_t chars, bool query,
+                          std::vector<std::string>* out) const {
   bool keep = chars >= options_.min_token_chars &&
               (options_.max_token_chars == 0 || chars <= options_.max_token_chars) &&
-              !(options_.stop_words && IsEnglishStopWord(*token));
-  if (keep) out->push_back(options_.stem ? StemEnglish(*token) : *token);
+              !(options_.stop_words && IsEnglishStopWord(*token)) &&
+              !(query && IsEnglishQueryStopWord(*token));
+  if (keep) {
+    out->push_back(options_.snowball ? StemSnowballEnglish(*token)
+                   : options_.stem   ? StemEnglish(*token)
+                                     : *token);
+  }
   token->clear();
 }
 

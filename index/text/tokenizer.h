@@ -11,7 +11,11 @@
 //   4. dropped if shorter than min_token_chars or longer than max_token_chars
 //      code points (max 0 = no limit);
 //   5. dropped if stop_words and IsEnglishStopWord() (english.h);
-//   6. stemmed with StemEnglish() if stem.
+//   6. stemmed with StemSnowballEnglish() if snowball, else with
+//      StemEnglish() if stem.
+// A query's tokens (TokenizeQuery) also drop IsEnglishQueryStopWord() words
+// before stemming when query_stop_words, unless every token of the query is
+// one (then none is dropped).
 //
 // With the default options, the tokens of an ASCII text are exactly
 // re.findall(r"[a-z0-9]+", text.lower()), the reference tokenization of
@@ -37,17 +41,31 @@ enum class Alphabet : uint8_t {
 };
 
 struct TokenizerOptions {
+  static constexpr uint32_t kMaxContext = 8;
+
   Alphabet alphabet = Alphabet::kUnicode;
   bool stem = false;        // Porter step 1 (english.h)
   bool stop_words = false;  // drop the 33 built-in English stop words
   uint32_t min_token_chars = 1;
   uint32_t max_token_chars = 0;  // 0: no limit
+  bool snowball = false;          // the Snowball English stemmer (wins over stem)
+  bool query_stop_words = false;  // queries drop the longer query stop list
+  // Not the tokenizer's own: how many earlier episodes of the same session
+  // (the conversation turns before) each episode's BM25 document also holds
+  // (engine/recall.h). Recorded with the tokenizer, as it shapes the index.
+  uint32_t context = 0;
+  // With context: the episode's own tokens count this many times in its
+  // document, each context token once (1..8).
+  uint32_t own_weight = 1;
+  static constexpr uint32_t kMaxOwnWeight = 8;
 
   bool operator==(const TokenizerOptions&) const = default;
 };
 
 // The canonical, short description of `options` that a file records, e.g.
-// "unicode-v1;stem=0;stop=0;min=1;max=0".
+// "unicode-v1;stem=0;stop=0;min=1;max=0"; the options added later are
+// appended only when set ("...;max=0;snowball=1;qstop=1;context=2;own=3"), so a
+// configuration without them keeps its string.
 std::string TokenizerConfigString(const TokenizerOptions& options);
 
 // Parses a string written by TokenizerConfigString(). Keys may come in any
@@ -70,8 +88,13 @@ class Tokenizer {
   // Appends the tokens of `text` to *out.
   void AppendTokens(std::string_view text, std::vector<std::string>* out) const;
 
+  // The tokens of a query: Tokenize() less the query stop words when
+  // query_stop_words (and some token is not one).
+  std::vector<std::string> TokenizeQuery(std::string_view text) const;
+
  private:
-  void EmitToken(std::string* token, uint64_t chars, std::vector<std::string>* out) const;
+  void Append(std::string_view text, bool query, std::vector<std::string>* out) const;
+  void EmitToken(std::string* token, uint64_t chars, bool query, std::vector<std::string>* out) const;
 
   TokenizerOptions options_;
 };

@@ -52,7 +52,7 @@ class Match:
     role: str
     text: str
     ts: int
-    score: float         # fused score: sum of 1/(rrf_k + rank), times the recency weight
+    score: float         # fused score (docs/recall.md), times the recency weight
     bm25_score: float    # 0 when not in the BM25 list
     vector_score: float  # 0 when not in the vector list
     bm25_rank: int       # 1-based; 0 = not in that list

@@ -249,7 +249,7 @@ TEST_CASE("recall shows scores and both ranks") {
   auto lines = Lines(r.out);
   REQUIRE(lines.size() == 6);  // rule, header, rule, 2 hits, rule
   CHECK(lines[1].find("| # | id | score  | bm25_rank | bm25_score | vector_rank |") == 0);
-  CHECK(lines[3].find("| 1 |  1 | 0.0") == 0);
+  CHECK(lines[3].find("| 1 |  1 | 1.0") == 0);  // the best of both lists: 0.9 + 0.1
   r = RunShell(dir.path(), {"-json", "s.agentmem", ".recall ana 'sourdough starter' 2 bm25 fill"});
   auto j = nlohmann::json::parse(r.out);
   REQUIRE(j.size() == 2);

@@ -93,11 +93,34 @@ TEST_CASE("every hit reports its fused score, both list scores and both ranks") 
   Remember(db, "u", "s", "Mushroom risotto needs good stock.");
   auto hits = Recall(db, "u", "vegetarian mushrooms");
   REQUIRE(hits.size() == 2);  // the marathon matches neither list: not returned
+  agentmem_recall_options all = Opts(AGENTMEM_RECALL_HYBRID);
+  all.fill = 1;
+  auto filled = Recall(db, "u", "vegetarian mushrooms", &all);
+  REQUIRE(filled.size() == 3);
+  CHECK(filled[2].text == "Ben trains for a marathon every Sunday.");
+  CHECK(filled[2].bm25_rank == 0);  // fill: every vector neighbour, no floor
+  // The thresholds choose which hits come back, never their scores.
+  for (size_t i = 0; i < hits.size(); i++) {
+    CHECK(hits[i].id == filled[i].id);
+    CHECK(hits[i].score == doctest::Approx(filled[i].score));
+  }
+  hits = filled;
+  // The score-normalised fusion (recall.h): BM25 over the best BM25 score,
+  // similarity min-max scaled over the vector list, weighted 0.9 / 0.1 (the
+  // hashing embedder's weight).
+  double best_bm25 = 0, high = -2, low = 2;
+  for (const Hit& h : hits) {
+    best_bm25 = std::max(best_bm25, h.bm25_score);
+    if (h.vector_rank) {
+      high = std::max(high, h.vector_score);
+      low = std::min(low, h.vector_score);
+    }
+  }
   for (size_t i = 0; i < hits.size(); i++) {
     const Hit& h = hits[i];
     double expect = 0;
-    if (h.bm25_rank) expect += 1.0 / (60 + h.bm25_rank);
-    if (h.vector_rank) expect += 1.0 / (60 + h.vector_rank);
+    if (h.bm25_rank) expect += 0.9 * h.bm25_score / best_bm25;
+    if (h.vector_rank) expect += 0.1 * (high > low ? (h.vector_score - low) / (high - low) : 1.0);
     if (h.bm25_rank || h.vector_rank) CHECK(h.score == doctest::Approx(expect));
     CHECK((h.bm25_rank > 0) == (h.bm25_score > 0));
     if (i > 0) CHECK(hits[i - 1].score >= h.score);
@@ -106,12 +129,6 @@ TEST_CASE("every hit reports its fused score, both list scores and both ranks") 
   CHECK(hits[0].bm25_rank == 1);
   CHECK(hits[0].vector_rank == 1);
   CHECK(hits[0].vector_score > 0.2);
-  agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID);
-  o.fill = 1;
-  hits = Recall(db, "u", "vegetarian mushrooms", &o);
-  REQUIRE(hits.size() == 3);
-  CHECK(hits[2].text == "Ben trains for a marathon every Sunday.");
-  CHECK(hits[2].bm25_rank == 0);  // fill: every vector neighbour, no floor
   agentmem_close(db);
 }
 
@@ -174,8 +191,8 @@ TEST_CASE("filters apply inside the search and with fill k hits come back when k
 TEST_CASE("bm25 mode scores only lexical matches and vector mode only vectors") {
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
-  Remember(db, "u", "s", "the quick brown fox");
-  Remember(db, "u", "s", "a lazy dog sleeps");
+  Remember(db, "u", "s1", "the quick brown fox");
+  Remember(db, "u", "s2", "a lazy dog sleeps");  // another session: not its context
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 2);
   CHECK(Recall(db, "u", "fox", &o).size() == 1);  // the dog does not match
   o.fill = 1;
@@ -507,7 +524,8 @@ void Evaluate(const std::string& set, int mode, Metrics* m, int* scored, int* ra
   std::ifstream episodes(kData + "/" + set + "/episodes.jsonl");
   std::ifstream questions(kData + "/" + set + "/questions.jsonl");
   agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE, "tokenizer=ascii") ==
+  REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE,
+                           "tokenizer=ascii;stem=0;stop_words=0;context=0") ==
           AGENTMEM_OK);
   std::map<int64_t, std::pair<std::string, std::string>> turn_of;  // id -> (turn_id, session)
   std::map<std::string, std::vector<std::pair<int64_t, std::string>>> docs;
@@ -869,5 +887,127 @@ TEST_CASE("a user with 5 episodes among a hundred thousand of other users gets e
   auto best = Recall(db, "me", "", &o);
   REQUIRE(best.size() == 3);
   for (int i = 0; i < 3; i++) CHECK(best[i].id == truth[i].second);
+  agentmem_close(db);
+}
+
+// ---------------------------------------------------------------- context indexing
+
+namespace {
+
+// The "bm25_match":"context" marks of an EXPLAIN RECALL, by hit id.
+std::map<int64_t, bool> ContextMatches(agentmem_db* db, const char* user, const char* query) {
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 10);
+  char* plan = nullptr;
+  REQUIRE(agentmem_explain_recall(db, user, query, &o, &plan) == AGENTMEM_OK);
+  auto j = nlohmann::json::parse(plan);
+  agentmem_free(plan);
+  std::map<int64_t, bool> out;
+  for (const auto& h : j["hits"]) {
+    if (h["bm25_rank"].get<int>() == 0) continue;
+    out[h["id"].get<int64_t>()] = h.contains("bm25_match") && h["bm25_match"] == "context";
+  }
+  return out;
+}
+
+std::set<int64_t> Bm25Ids(agentmem_db* db, const char* user, const char* query) {
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 10);
+  std::set<int64_t> out;
+  for (const Hit& h : Recall(db, user, query, &o)) {
+    if (h.bm25_rank > 0) out.insert(h.id);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a turn is found through the turns before it in its session, and EXPLAIN says so") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  int64_t q = Remember(db, "u", "s1", "Did you finally adopt the puppy from the shelter?");
+  int64_t a = Remember(db, "u", "s1", "Yes! Her name is Luna and she chews everything.");
+  int64_t other = Remember(db, "u", "s2", "Luna is also the name of my favourite cafe.");
+  int64_t far = Remember(db, "u", "s1", "Anyway, how was your week?");
+  int64_t farther = Remember(db, "u", "s1", "Busy, lots of meetings.");
+  // "adopted puppy" is in the question only; the answer holds it as context.
+  auto m = ContextMatches(db, "u", "Who did she adopt as a puppy?");
+  CHECK(m.count(q) == 1);
+  CHECK_FALSE(m[q]);
+  REQUIRE(m.count(a) == 1);
+  CHECK(m[a]);
+  CHECK(m.count(far) == 1);  // two turns later: still in its context (context=2)
+  CHECK(m[far]);
+  CHECK(m.count(farther) == 0);  // three turns later: not
+  CHECK(m.count(other) == 0);    // another session is never context
+  // The own text outweighs the context: the question ranks first.
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 3);
+  CHECK(Recall(db, "u", "adopt puppy", &o)[0].id == q);
+  // The hit's text is its own.
+  agentmem_episode* ep = nullptr;
+  REQUIRE(agentmem_episode_get(db, a, &ep) == AGENTMEM_OK);
+  CHECK(std::string(ep->text) == "Yes! Her name is Luna and she chews everything.");
+  agentmem_free(ep);
+  agentmem_close(db);
+}
+
+TEST_CASE("a turn of the same transaction is context for the next") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  Remember(db, "u", "s", "What instrument are you learning?");
+  int64_t a = Remember(db, "u", "s", "The cello, for two years now.");
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  CHECK(Bm25Ids(db, "u", "instrument").count(a) == 1);
+  agentmem_close(db);
+}
+
+TEST_CASE("a forgotten turn stops being searchable through the turns after it") {
+  TempDir dir;
+  std::string path = dir.path() + "/ctx.agentmem";
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
+  int64_t secret = Remember(db, "u", "s", "My locker combination is tangerine seventeen.");
+  int64_t next = Remember(db, "u", "s", "Noted, I will keep it safe.");
+  int64_t after = Remember(db, "u", "s", "Thanks a lot.");
+  CHECK(Bm25Ids(db, "u", "tangerine") == std::set<int64_t>{secret, next, after});
+  REQUIRE(agentmem_forget_episode(db, secret, 0, nullptr) == AGENTMEM_OK);
+  CHECK(Bm25Ids(db, "u", "tangerine").empty());
+  // The turns after it keep their own words, and the one still before them.
+  CHECK(Bm25Ids(db, "u", "safe") == std::set<int64_t>{next, after});
+  agentmem_close(db);
+  // So do a reopen (from the log, then from a checkpoint) and another handle.
+  for (const char* options : {"checkpoint_bytes=0", "checkpoint_bytes=1", "checkpoint_bytes=0"}) {
+    REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE, options) == AGENTMEM_OK);
+    CHECK(Bm25Ids(db, "u", "tangerine").empty());
+    CHECK(Bm25Ids(db, "u", "safe") == std::set<int64_t>{next, after});
+    agentmem_close(db);
+  }
+  // A purge of the next turn leaves nothing of either in the file.
+  REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
+  agentmem_receipt r;
+  REQUIRE(agentmem_forget_episode(db, next, AGENTMEM_FORGET_PURGE, &r) == AGENTMEM_OK);
+  CHECK(r.residue == 0);
+  CHECK(Bm25Ids(db, "u", "tangerine").empty());
+  CHECK(Bm25Ids(db, "u", "safe").empty());
+  CHECK(Bm25Ids(db, "u", "thanks") == std::set<int64_t>{after});
+  agentmem_close(db);
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find("tangerin") == std::string::npos);
+}
+
+TEST_CASE("a file keeps the text settings it was made with") {
+  TempDir dir;
+  std::string path = dir.path() + "/old.agentmem";
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "stem=0;stop_words=0;context=0") == AGENTMEM_OK);
+  Remember(db, "u", "s", "What pets do you have?");
+  int64_t cats = Remember(db, "u", "s", "Two cats.");
+  agentmem_close(db);
+  REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);  // no options: the file's
+  Remember(db, "u", "s", "They love boxes.");
+  CHECK(Bm25Ids(db, "u", "cat").empty());        // no stemming
+  CHECK(Bm25Ids(db, "u", "cats") == std::set<int64_t>{cats});
+  CHECK(Bm25Ids(db, "u", "pets").size() == 1);   // no context
   agentmem_close(db);
 }

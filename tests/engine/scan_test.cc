@@ -1263,7 +1263,8 @@ TEST_CASE("a file that records no settings opens with the default vector space a
   const Log log = SettingsLog({{"created_by", "a test"}});
   CHECK(OpenUnnamed(log.bytes).ok());
   engine::Options named;
-  named.tokenizer_given = true;  // the default one: what a file without one has
+  named.tokenizer_given = true;
+  named.tokenizer = index::TokenizerOptions{};  // what a file without one has
   CHECK(OpenUnnamed(log.bytes, &named).ok());
   named.tokenizer.stop_words = true;
   Status s = OpenUnnamed(log.bytes, &named);

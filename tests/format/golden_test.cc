@@ -84,6 +84,9 @@ engine::Options GoldenOptions(engine::Env* env) {
   o.clock = [] { return kGoldenClock; };
   o.space = GoldenSpace();
   o.space_given = true;
+  // The golden file's text settings: the version 1 default, without the
+  // stemming, query stop words and context a new file gets now.
+  o.tokenizer = index::TokenizerOptions{};
   return o;
 }
 

@@ -84,5 +84,39 @@ TEST_CASE("the stop list holds the 33 function words and nothing else") {
   }
 }
 
+TEST_CASE("the Snowball stemmer also removes derivational suffixes and keeps odd tokens") {
+  for (const auto& [word, stem] : std::vector<std::pair<const char*, const char*>>{
+           {"running", "run"}, {"runs", "run"}, {"generously", "generous"},
+           {"adoption", "adopt"}, {"adopted", "adopt"}, {"painting", "paint"},
+           {"paintings", "paint"}, {"happiness", "happi"}, {"a", "a"}}) {
+    INFO("word: " << word);
+    CHECK(StemSnowballEnglish(word) == stem);
+  }
+  // Digits, capitals, non-ASCII and words longer than 64 letters are kept.
+  for (const char* kept : {"2010s", "Cats", "caf\xc3\xa9s", ""}) CHECK(StemSnowballEnglish(kept) == kept);
+  std::string long_word(65, 'a');
+  long_word += "s";
+  CHECK(StemSnowballEnglish(long_word) == long_word);
+}
+
+TEST_CASE("the query stop list holds the built-in stop words and the question words") {
+  for (const char* w : {"the", "with", "when", "what", "did", "does", "her", "his", "how",
+                        "many", "s", "t", "ve", "would"}) {
+    INFO(w);
+    CHECK(IsEnglishQueryStopWord(w));
+  }
+  for (const char* w : {"car", "donate", "maria", "dinner", "mother", "2023", ""}) {
+    INFO(w);
+    CHECK_FALSE(IsEnglishQueryStopWord(w));
+  }
+  // Every word of the document stop list is a query stop word too.
+  for (const char* w : {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if",
+                        "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that",
+                        "the", "their", "then", "there", "these", "they", "this", "to", "was",
+                        "will", "with"}) {
+    CHECK(IsEnglishQueryStopWord(w));
+  }
+}
+
 }  // namespace
 }  // namespace agentmem::index

@@ -148,6 +148,19 @@ TEST_CASE("stop words, when enabled, are dropped before stemming") {
   CHECK(t.Tokenize("thes") == Tokens{"the"});
 }
 
+TEST_CASE("a query drops the query stop words before Snowball stemming, unless all are") {
+  Tokenizer t(TokenizerOptions{.snowball = true, .query_stop_words = true});
+  CHECK(t.TokenizeQuery("When did Maria donate her car?") == Tokens{"maria", "donat", "car"});
+  // Documents keep them.
+  CHECK(t.Tokenize("When did Maria donate her car?") ==
+        Tokens{"when", "did", "maria", "donat", "her", "car"});
+  // A query of stop words only keeps them all.
+  CHECK(t.TokenizeQuery("Who is he?") == Tokens{"who", "is", "he"});
+  // Without the option a query is tokenized as a document.
+  Tokenizer plain(TokenizerOptions{.snowball = true});
+  CHECK(plain.TokenizeQuery("When did she go") == plain.Tokenize("When did she go"));
+}
+
 TEST_CASE("tokens outside the length limits are dropped, counting code points") {
   Tokenizer t(TokenizerOptions{.min_token_chars = 2, .max_token_chars = 5});
   CHECK(t.Tokenize("a bb ccccc dddddd ééééé") == Tokens{"bb", "ccccc", "ééééé"});
@@ -169,6 +182,19 @@ TEST_CASE("the config string names every option and parses back to the same opti
   auto bare = ParseTokenizerConfig("unicode-v1");
   REQUIRE(bare.ok());
   CHECK(*bare == TokenizerOptions{});
+}
+
+TEST_CASE("the later options are recorded only when set and parse back") {
+  TokenizerOptions options{.snowball = true, .query_stop_words = true, .context = 2, .own_weight = 3};
+  std::string config = TokenizerConfigString(options);
+  CHECK(config == "unicode-v1;stem=0;stop=0;min=1;max=0;snowball=1;qstop=1;context=2;own=3");
+  auto parsed = ParseTokenizerConfig(config);
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == options);
+  CHECK(ParseTokenizerConfig("unicode-v1;context=9").status().code() == kRange);
+  CHECK(ParseTokenizerConfig("unicode-v1;own=0").status().code() == kRange);
+  CHECK(ParseTokenizerConfig("unicode-v1;own=9").status().code() == kRange);
+  CHECK(ParseTokenizerConfig("unicode-v1;snowball=2").status().code() == kMismatch);
 }
 
 TEST_CASE("an unknown tokenizer or option is refused as needing a newer version") {

@@ -1,0 +1,188 @@
+// tests/index/text/glove_embedder_test.cc -- the built-in semantic embedder
+// "agentmem-glove-v1" (index/text/glove_embedder.h): the table's layout
+// checks, known neighbours, determinism, words outside the table, empty
+// text. The cases that need the linked table say they skip in a build
+// without it (meson option glove_table=none).
+#include "index/text/glove_embedder.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace agentmem::index {
+namespace {
+
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); i++) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
+
+double Norm(const std::vector<float>& v) { return std::sqrt(Dot(v, v)); }
+
+// The linked embedder, or nullopt (with a message) in a build without it.
+std::optional<GloveEmbedder> Linked() {
+  auto e = GloveEmbedder::Create();
+  if (!e.ok()) {
+    MESSAGE("skipped: " << e.status().message());
+    CHECK(e.status().code() == kNotFound);
+    CHECK_FALSE(GloveTable::HasLinked());
+    return std::nullopt;
+  }
+  CHECK(GloveTable::HasLinked());
+  return e.value();
+}
+
+double Sim(const GloveEmbedder& e, const char* a, const char* b) {
+  return Dot(e.Embed(a), e.Embed(b));
+}
+
+// A table in the layout of glove_embedder.h, float32, of the given words,
+// word i's vector having 1.0 at component i and 0.5 at component 99.
+std::vector<uint32_t> SmallTable(const std::vector<std::string>& words) {
+  std::string blob;
+  std::vector<uint32_t> offsets{0};
+  for (const std::string& w : words) {
+    blob += w;
+    offsets.push_back(static_cast<uint32_t>(blob.size()));
+  }
+  while (blob.size() % 4) blob.push_back('\0');
+  std::vector<uint32_t> t(6);
+  std::memcpy(t.data(), "AMGLOVE1", 8);
+  t[2] = 100;
+  t[3] = static_cast<uint32_t>(words.size());
+  t[4] = 0;
+  t[5] = static_cast<uint32_t>(blob.size());
+  t.insert(t.end(), offsets.begin(), offsets.end());
+  size_t at = t.size();
+  t.resize(at + blob.size() / 4);
+  std::memcpy(t.data() + at, blob.data(), blob.size());
+  for (size_t i = 0; i < words.size(); i++) {
+    std::vector<float> row(100, 0.0f);
+    row[i] = 1.0f;
+    row[99] = 0.5f;
+    at = t.size();
+    t.resize(at + 100);
+    std::memcpy(t.data() + at, row.data(), 400);
+  }
+  return t;
+}
+
+std::span<const uint8_t> Bytes(const std::vector<uint32_t>& t) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.data()), t.size() * 4);
+}
+
+TEST_CASE("a table is parsed and its words are found by name in frequency order") {
+  std::vector<uint32_t> bytes = SmallTable({"the", "cat", "sat", "carburetor"});
+  auto t = GloveTable::Parse(Bytes(bytes));
+  REQUIRE(t.ok());
+  CHECK(t.value()->size() == 4);
+  CHECK(t.value()->Find("the") == 0);
+  CHECK(t.value()->Find("carburetor") == 3);
+  CHECK(t.value()->Find("dog") == -1);
+  CHECK(t.value()->Find("") == -1);
+  CHECK(t.value()->Word(2) == "sat");
+}
+
+TEST_CASE("a damaged table is refused with a message naming the check") {
+  const std::vector<uint32_t> good = SmallTable({"a", "b"});
+  auto refused = [](std::vector<uint32_t> t, size_t drop_bytes = 0) {
+    auto r = GloveTable::Parse(Bytes(t).first(t.size() * 4 - drop_bytes));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == kCorrupt);
+    return r.status().message();
+  };
+  std::vector<uint32_t> t = good;
+  t[0] ^= 1;
+  CHECK(refused(t).find("header") != std::string::npos);
+  t = good;
+  t[2] = 50;
+  CHECK(refused(t).find("dimension") != std::string::npos);
+  t = good;
+  t[3] = 3;
+  CHECK(refused(t).find("size") != std::string::npos);
+  t = good;
+  t[4] = 7;
+  CHECK(refused(t).find("quantisation") != std::string::npos);
+  CHECK(refused(good, 4).find("size") != std::string::npos);
+  t = good;
+  t[7] = 0;  // the second word's end equals its start
+  CHECK(refused(t).find("offsets") != std::string::npos);
+  CHECK(refused({}).find("header") != std::string::npos);
+}
+
+TEST_CASE("the embedding is the normalised SIF-weighted mean of the words' vectors") {
+  std::vector<uint32_t> bytes = SmallTable({"the", "cat", "sat"});
+  auto t = GloveTable::Parse(Bytes(bytes));
+  REQUIRE(t.ok());
+  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::DefaultOptions());
+  REQUIRE(e.ok());
+  std::vector<float> v = e->Embed("The cat");
+  auto weight = [](int rank) {  // every vector of this table has the norm sqrt(1.25)
+    const double a = GloveEmbedder::kSifA;
+    const double p = 1.0 / (std::pow(rank, GloveEmbedder::kZipfExponent) * GloveEmbedder::kZipfH);
+    return std::sqrt(1.25) * a / (a + p);
+  };
+  const double w1 = weight(1), w2 = weight(2);
+  const double norm = std::sqrt(w1 * w1 + w2 * w2 + std::pow(0.5 * (w1 + w2), 2));
+  CHECK(v[0] == doctest::Approx(w1 / norm).epsilon(1e-5));
+  CHECK(v[1] == doctest::Approx(w2 / norm).epsilon(1e-5));
+  CHECK(v[2] == 0.0f);
+  CHECK(v[99] == doctest::Approx(0.5 * (w1 + w2) / norm).epsilon(1e-5));
+  CHECK(w1 < w2);  // the more frequent word weighs less
+}
+
+TEST_CASE("the linked embedder is agentmem-glove-v1 with 100 dimensions and unit vectors") {
+  auto e = Linked();
+  if (!e) return;
+  CHECK(e->name() == "agentmem-glove-v1");
+  CHECK(e->dimension() == 100);
+  std::vector<float> v = e->Embed("Melanie painted a lake at sunrise last year.");
+  REQUIRE(v.size() == 100);
+  CHECK(Norm(v) == doctest::Approx(1.0).epsilon(1e-5));
+  std::vector<float> out(99);
+  CHECK(e->EmbedInto("x", out).code() == kMismatchDimension);
+}
+
+TEST_CASE("known neighbours: king is nearer queen than carburetor, car is near automobile") {
+  auto e = Linked();
+  if (!e) return;
+  CHECK(Sim(*e, "king", "queen") > Sim(*e, "king", "carburetor") + 0.3);
+  CHECK(Sim(*e, "car", "automobile") > 0.6);
+  CHECK(Sim(*e, "car", "automobile") > Sim(*e, "car", "poetry") + 0.3);
+  // Whole texts: the same topic in other words is nearer than another topic.
+  CHECK(Sim(*e, "I adopted a puppy from the shelter", "We got a new dog last week") >
+        Sim(*e, "I adopted a puppy from the shelter", "The stock market fell sharply today"));
+}
+
+TEST_CASE("the embedding is deterministic across calls and embedder instances") {
+  auto e = Linked();
+  if (!e) return;
+  auto other = GloveEmbedder::Create();
+  REQUIRE(other.ok());
+  const std::string text = "Caroline went to the LGBTQ support group yesterday.";
+  CHECK(e->Embed(text) == e->Embed(text));
+  CHECK(e->Embed(text) == other->Embed(text));
+  CHECK(e->Embed("Hello, WORLD") == e->Embed("hello world"));  // case and punctuation
+}
+
+TEST_CASE("words outside the table are left out and a text of only such words is zero") {
+  auto e = Linked();
+  if (!e) return;
+  CHECK(e->Embed("zqxjvbw kwyfzzq") == std::vector<float>(100, 0.0f));
+  CHECK(e->Embed("the lake zqxjvbw") == e->Embed("the lake"));
+  CHECK(Norm(e->Embed("\xff\xfe lake \xc3")) == doctest::Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("an empty text or one without words embeds to the zero vector") {
+  auto e = Linked();
+  if (!e) return;
+  CHECK(e->Embed("") == std::vector<float>(100, 0.0f));
+  CHECK(e->Embed("  ,.;!? ") == std::vector<float>(100, 0.0f));
+}
+
+}  // namespace
+}  // namespace agentmem::index
