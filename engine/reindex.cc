@@ -39,6 +39,12 @@ Status Database::Reindex(ReindexReceipt* receipt) {
   ids.reserve(entries.size());
   entries.ForEach([&](uint64_t id, const EpisodeEntry&) { ids.push_back(id); });
   std::sort(ids.begin(), ids.end());
+  // Forgotten episodes are never another's context (ContextTexts skips them).
+  std::vector<uint64_t> gone;
+  for (uint64_t id : ids) {
+    if (entries.Find(id)->forgotten) gone.push_back(id);
+  }
+  std::vector<std::string> context;
   for (uint64_t id : ids) {
     if (!s.ok()) break;
     const EpisodeEntry& e = *entries.Find(id);
@@ -56,7 +62,10 @@ Status Database::Reindex(ReindexReceipt* receipt) {
                               static_cast<unsigned long long>(id));
     }
     if (s.ok()) s = recall_->Add(ep);
-    if (s.ok() && e.present) s = recall_->AddText(recall_->TextFor(ep));
+    if (s.ok() && e.present && !e.forgotten) s = ContextTexts(ep, gone, &context);
+    if (s.ok() && e.present) {
+      s = recall_->AddText(recall_->TextFor(ep, e.forgotten ? std::vector<std::string>{} : context));
+    }
     if (!s.ok()) break;
     if (e.forgotten) {
       forgotten.push_back(id);
