@@ -24,7 +24,7 @@
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
-#include "index/text/hash_embedder.h"
+#include "index/text/builtin_embedder.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/hnsw.h"
 #include "index/vector/metric.h"
@@ -91,8 +91,9 @@ struct EpisodeAttrs {
 
 class RecallIndex {
  public:
+  // `embedder`: the file's built-in embedder, if it has one.
   RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
-              bool builtin_embedder);
+              std::optional<index::BuiltinEmbedder> embedder);
 
   // Indexes one committed episode (filters and vector). REQUIRES: ids arrive
   // in increasing order.
@@ -197,7 +198,7 @@ class RecallIndex {
   index::Tokenizer tokenizer_;
   uint32_t dim_;
   index::Metric metric_;
-  std::optional<index::HashEmbedder> embedder_;
+  std::optional<index::BuiltinEmbedder> embedder_;
   std::vector<EpisodeAttrs> attrs_;  // by id - 1
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;
