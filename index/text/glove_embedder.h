@@ -105,7 +105,6 @@ class GloveEmbedder {
   static constexpr double kSifA = 3e-4;
   static constexpr double kZipfExponent = 0.95;
   static constexpr double kZipfH = 13.3;  // ln(400,000) + Euler's constant
-
   static constexpr double kNumberWeight = 10.0;
 
   static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, kNumberWeight, 0}; }
