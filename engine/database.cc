@@ -36,7 +36,7 @@
 
 #include "engine/json_reader.h"
 #include "engine/validate.h"
-#include "index/text/hash_embedder.h"
+#include "index/text/builtin_embedder.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/metric.h"
 #include "format/page.h"
@@ -120,7 +120,7 @@ Status Database::OpenFile() {
     std::string init = format::EncodeFileHeader(header_);
     init.resize(format::kFirstPageOffset, '\0');
     std::string meta;
-    format::EncodeMeta(SpaceMeta(opts_.space, opts_.tokenizer), &meta);
+    format::EncodeMeta(SpaceMeta(NewFileSpace(opts_), opts_.tokenizer), &meta);
     std::string payload;
     format::AppendRecord(meta, &payload);
     init += format::EncodePage(PageType::kMeta, init.size(), header_.salt, 1, payload, false);
@@ -216,7 +216,7 @@ Status Database::RemoveVacuumLeftover() {
 // its settings on the first writable open.
 Status Database::WriteInitialMeta() {
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
-  if (seq_ == 0) pending_meta_ = SpaceMeta(opts_.space, opts_.tokenizer);
+  if (seq_ == 0) pending_meta_ = SpaceMeta(NewFileSpace(opts_), opts_.tokenizer);
   return FinishWrite(Status::OK());  // which commits
 }
 
@@ -233,11 +233,10 @@ VectorSpace Database::RecordedSpace() const {
 
 Status Database::LoadSpace() {
   VectorSpace s = RecordedSpace();
-  if (opts_.space_given && !(s == opts_.space)) {
+  if (!SpaceMatches(opts_, s)) {
     return StatusF(kMismatch,
-                   "vector space mismatch: the file records %s/%u/%s, the open asked for %s/%u/%s",
-                   s.embedder.c_str(), s.dim, s.metric.c_str(), opts_.space.embedder.c_str(),
-                   opts_.space.dim, opts_.space.metric.c_str());
+                   "vector space mismatch: the file records %s/%u/%s, the open asked for %s",
+                   s.embedder.c_str(), s.dim, s.metric.c_str(), AskedSpace(opts_).c_str());
   }
   space_ = s;
   if (opts_.tokenizer_given) {
@@ -273,7 +272,7 @@ Status Database::EnsureRecallIndex() {
     tok = parsed.value();
   }
   recall_ = std::make_unique<RecallIndex>(tok, s.dim, metric.value(),
-                                          s.embedder == index::HashEmbedder::kName);
+                                          index::BuiltinEmbedder::For(s.embedder, s.dim));
   recall_->set_similarity_floor(RecallIndex::DefaultSimilarityFloor(s.embedder, metric.value()));
   return Status::OK();
 }

@@ -25,7 +25,7 @@
 #include "engine/json_reader.h"
 #include "engine/json_writer.h"
 #include "index/text/bm25.h"
-#include "index/text/hash_embedder.h"
+#include "index/text/builtin_embedder.h"
 #include "index/text/tokenizer.h"
 
 namespace agentmem::engine {
@@ -98,16 +98,13 @@ bool Unbase64(std::string_view in, std::string* out) {
 // ---------------------------------------------------------------- embeddings
 
 // The built-in embedder of the file's vector space, when it has one.
-std::optional<index::HashEmbedder> BuiltinEmbedder(const Database& db) {
-  if (db.space().embedder != index::HashEmbedder::kName) return std::nullopt;
-  auto e = index::HashEmbedder::Create({db.space().dim});
-  if (!e.ok()) return std::nullopt;
-  return std::move(e.value());
+std::optional<index::BuiltinEmbedder> BuiltinEmbedder(const Database& db) {
+  return index::BuiltinEmbedder::For(db.space().embedder, db.space().dim);
 }
 
 // The vector an episode would get from the file if it were remembered
 // without one: the built-in embedding of its text, or none.
-std::vector<float> DefaultVector(const std::optional<index::HashEmbedder>& e,
+std::vector<float> DefaultVector(const std::optional<index::BuiltinEmbedder>& e,
                                  const std::string& text) {
   return e ? e->Embed(text) : std::vector<float>();
 }
@@ -384,7 +381,7 @@ bool RawMetadataFits(const std::string& m) {
          !space(m.back());
 }
 
-void EpisodeLine(const EpisodeRecord& e, const std::optional<index::HashEmbedder>& builtin,
+void EpisodeLine(const EpisodeRecord& e, const std::optional<index::BuiltinEmbedder>& builtin,
                  std::string* out) {
   JsonWriter w(out);
   w.BeginObject();
@@ -486,7 +483,7 @@ Status ExportPinned(Database* db, const std::string* user_id, std::string* jsonl
     AGENTMEM_RETURN_IF_ERROR(db->ListUsers(&users));
     SettingLines(*db, &out);
   }
-  std::optional<index::HashEmbedder> builtin = BuiltinEmbedder(*db);
+  std::optional<index::BuiltinEmbedder> builtin = BuiltinEmbedder(*db);
   std::vector<uint64_t> ids;
   for (const std::string& user : users) {
     std::vector<uint64_t> more;
@@ -1059,7 +1056,7 @@ class Importer {
   Status WriteAll(ImportCounts* counts);
 
   Database* db_;
-  std::optional<index::HashEmbedder> builtin_;
+  std::optional<index::BuiltinEmbedder> builtin_;
   bool new_ids_;
   bool header_seen_ = false;
   int version_ = kExportVersion;  // of the last header

@@ -4,6 +4,9 @@
 #include <charconv>
 #include <string_view>
 
+#include "index/text/glove_embedder.h"
+#include "index/text/hash_embedder.h"
+
 namespace agentmem::engine {
 namespace {
 
@@ -33,15 +36,15 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else if (key == "vector_dim") {
     if (!ParseU64(value, 1, 65536, &n)) return Bad(key, value, "a dimension 1..65536");
     o->space.dim = static_cast<uint32_t>(n);
-    o->space_given = true;
+    o->space_given = o->dim_given = true;
   } else if (key == "vector_metric") {
     if (value != "cosine" && value != "ip" && value != "l2") return Bad(key, value, "cosine, ip or l2");
     o->space.metric = std::string(value);
-    o->space_given = true;
+    o->space_given = o->metric_given = true;
   } else if (key == "embedder") {
     if (value.empty() || value.size() > 200) return Bad(key, value, "a name of 1..200 bytes");
     o->space.embedder = std::string(value);
-    o->space_given = true;
+    o->space_given = o->embedder_given = true;
   } else if (key == "tokenizer") {
     if (value == "unicode") o->tokenizer.alphabet = index::Alphabet::kUnicode;
     else if (value == "ascii") o->tokenizer.alphabet = index::Alphabet::kAscii;
@@ -103,7 +106,55 @@ Status ParseOptions(const char* text, Options* opts) {
     }
     AGENTMEM_RETURN_IF_ERROR(ApplyOne(item.substr(0, eq), item.substr(eq + 1), opts));
   }
+  if (opts->embedder_given && opts->dim_given &&
+      opts->space.embedder == index::GloveEmbedder::kName &&
+      opts->space.dim != index::GloveEmbedder::kDimension) {
+    return StatusF(kMisuse, "option vector_dim=%u: %s has %u dimensions", opts->space.dim,
+                   opts->space.embedder.c_str(), index::GloveEmbedder::kDimension);
+  }
   return Status::OK();
+}
+
+VectorSpace DefaultSpace() {
+  if (index::GloveTable::HasLinked()) {
+    return VectorSpace{std::string(index::GloveEmbedder::kName), index::GloveEmbedder::kDimension,
+                       "cosine"};
+  }
+  return VectorSpace{std::string(index::HashEmbedder::kName), 384, "cosine"};
+}
+
+VectorSpace NewFileSpace(const Options& o) {
+  if (!o.space_given) return DefaultSpace();
+  if (!o.embedder_given && !o.dim_given && !o.metric_given) return o.space;
+  VectorSpace s;
+  s.embedder = o.embedder_given ? o.space.embedder
+               : o.dim_given    ? std::string(index::HashEmbedder::kName)
+                                : DefaultSpace().embedder;
+  s.dim = o.dim_given                                  ? o.space.dim
+          : s.embedder == index::GloveEmbedder::kName ? index::GloveEmbedder::kDimension
+                                                       : 384;
+  s.metric = o.metric_given ? o.space.metric : "cosine";
+  return s;
+}
+
+bool SpaceMatches(const Options& o, const VectorSpace& recorded) {
+  if (!o.space_given) return true;
+  if (!o.embedder_given && !o.dim_given && !o.metric_given) return recorded == o.space;
+  return (!o.embedder_given || recorded.embedder == o.space.embedder) &&
+         (!o.dim_given || recorded.dim == o.space.dim) &&
+         (!o.metric_given || recorded.metric == o.space.metric);
+}
+
+std::string AskedSpace(const Options& o) {
+  const bool all = !o.embedder_given && !o.dim_given && !o.metric_given;
+  std::string out;
+  auto add = [&](const char* key, const std::string& value) {
+    out += (out.empty() ? "" : "&") + std::string(key) + "=" + value;
+  };
+  if (all || o.embedder_given) add("embedder", o.space.embedder);
+  if (all || o.dim_given) add("vector_dim", std::to_string(o.space.dim));
+  if (all || o.metric_given) add("vector_metric", o.space.metric);
+  return out;
 }
 
 const char* SyncModeName(SyncMode m) {

@@ -16,6 +16,8 @@ class Env;
 enum class SyncMode { kFull, kNormal, kOff };
 
 // The vector space of a file: recorded at creation, checked on every write.
+// The defaults are what a file that records none has; a new file opened
+// without vector space options gets DefaultSpace().
 struct VectorSpace {
   std::string embedder = "agentmem-hash-v1";
   uint32_t dim = 384;
@@ -39,6 +41,11 @@ struct Options {
   int busy_timeout_ms = 5000;
   VectorSpace space;
   bool space_given = false;  // the caller named a vector space explicitly
+  // Which parts of it ParseOptions() saw; space_given with none of these set
+  // means all three (a space set as a whole).
+  bool embedder_given = false;
+  bool dim_given = false;
+  bool metric_given = false;
   // Recorded at creation, like the vector space. A new file stems with
   // Snowball, drops the query stop words from queries and indexes each
   // episode with the two turns before it in its session, its own text
@@ -68,5 +75,24 @@ struct Options {
 Status ParseOptions(const char* text, Options* opts);
 
 const char* SyncModeName(SyncMode m);
+
+// The vector space of a new file opened without vector space options:
+// agentmem-glove-v1 (100, cosine) when this library has its table, else
+// agentmem-hash-v1 (384, cosine).
+VectorSpace DefaultSpace();
+
+// The vector space a new file gets from `opts`. A part not named takes its
+// default: the embedder is DefaultSpace()'s, or agentmem-hash-v1 when only a
+// dimension is named (the built-in embedder of any dimension); the dimension
+// is the embedder's own (100 for agentmem-glove-v1, else 384); the metric
+// cosine.
+VectorSpace NewFileSpace(const Options& opts);
+
+// Whether a file that records `recorded` is what `opts` asks for: every part
+// of the vector space the caller named is equal.
+bool SpaceMatches(const Options& opts, const VectorSpace& recorded);
+
+// The parts of the vector space `opts` names, as options ("embedder=x&vector_dim=8").
+std::string AskedSpace(const Options& opts);
 
 }  // namespace agentmem::engine

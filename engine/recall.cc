@@ -72,13 +72,8 @@ std::string RecallPlan::ToJson() const {
 }
 
 RecallIndex::RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
-                         bool builtin_embedder)
-    : tokenizer_(tokenizer), dim_(dim), metric_(metric) {
-  if (builtin_embedder) {
-    auto e = index::HashEmbedder::Create(index::HashEmbedderOptions{dim});
-    if (e.ok()) embedder_.emplace(std::move(e.value()));
-  }
-}
+                         std::optional<index::BuiltinEmbedder> embedder)
+    : tokenizer_(tokenizer), dim_(dim), metric_(metric), embedder_(std::move(embedder)) {}
 
 uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
   auto [it, inserted] = table->ids.emplace(s, static_cast<uint32_t>(table->names.size()));

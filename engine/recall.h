@@ -26,7 +26,7 @@
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
-#include "index/text/hash_embedder.h"
+#include "index/text/builtin_embedder.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/hnsw.h"
 #include "index/vector/metric.h"
@@ -115,8 +115,9 @@ struct EpisodeAttrs {
 
 class RecallIndex {
  public:
+  // `embedder`: the file's built-in embedder, if it has one.
   RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
-              bool builtin_embedder);
+              std::optional<index::BuiltinEmbedder> embedder);
 
   // Indexes one committed episode (filters and vector). REQUIRES: ids arrive
   // in increasing order.
@@ -254,7 +255,7 @@ class RecallIndex {
   index::Tokenizer tokenizer_;
   uint32_t dim_;
   index::Metric metric_;
-  std::optional<index::HashEmbedder> embedder_;
+  std::optional<index::BuiltinEmbedder> embedder_;
   double similarity_floor_ = -INFINITY;
   IdTable<EpisodeAttrs> attrs_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index

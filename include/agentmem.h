@@ -119,10 +119,16 @@ const char *agentmem_errstr(int code);
 **   sync=full|normal|off      durability mode (default full; see Caveats)
 **   busy_timeout=MS           how long a writer waits for the write lock
 **                             (default 5000 ms; 0 = fail at once with BUSY)
-**   vector_dim=N              dimension of episode vectors (default 384)
+**   vector_dim=N              dimension of episode vectors (default: the
+**                             embedder's, 100 for agentmem-glove-v1, else 384)
 **   vector_metric=cosine|ip|l2  (default cosine)
 **   embedder=NAME             name of the model that makes the vectors
-**                             (default "agentmem-hash-v1", the built-in one)
+**                             (default "agentmem-glove-v1", the built-in GloVe
+**                             embedder, or "agentmem-hash-v1" in a library
+**                             built without its table; vector_dim alone
+**                             means agentmem-hash-v1 at that dimension)
+**                             A new file records the vector space; opening an
+**                             existing file checks the parts named here.
 **   tokenizer=unicode|ascii   how text is split into BM25 terms (default unicode:
 **                             lower-cased letters and digits of every script;
 **                             ascii: [a-z0-9]+ of lower-cased text)

@@ -21,6 +21,13 @@ uint32_t Le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
 
+bool IsNumber(std::string_view token) {
+  for (char c : token) {
+    if (c < '0' || c > '9') return false;
+  }
+  return !token.empty();
+}
+
 Status Bad(const char* what) { return StatusF(kCorrupt, "GloVe table: %s", what); }
 
 }  // namespace
@@ -124,8 +131,8 @@ void GloveTable::AddVector(uint32_t rank, float weight, float* acc) const {
 }
 
 GloveEmbedder::GloveEmbedder(std::shared_ptr<const GloveTable> table,
-                             GloveEmbedderOptions options)
-    : table_(std::move(table)), options_(options) {
+                             GloveEmbedderOptions options, HashEmbedder numbers)
+    : table_(std::move(table)), options_(options), numbers_(std::move(numbers)) {
   words_ = options_.max_words == 0 || options_.max_words > table_->size() ? table_->size()
                                                                           : options_.max_words;
 }
@@ -146,7 +153,9 @@ Result<GloveEmbedder> GloveEmbedder::Create(std::shared_ptr<const GloveTable> ta
     return StatusF(kRange, "%s: sif_a and zipf_exponent must be positive",
                    std::string(kName).c_str());
   }
-  return GloveEmbedder(std::move(table), options);
+  auto numbers = HashEmbedder::Create({kDimension});
+  if (!numbers.ok()) return numbers.status();
+  return GloveEmbedder(std::move(table), options, std::move(numbers.value()));
 }
 
 std::vector<float> GloveEmbedder::Embed(std::string_view text) const {
@@ -164,7 +173,15 @@ Status GloveEmbedder::EmbedInto(std::string_view text, std::span<float> out) con
   const double a = options_.sif_a;
   for (const std::string& token : Tokenizer().Tokenize(text)) {
     const int64_t rank = table_->Find(token);
-    if (rank < 0 || rank >= words_) continue;
+    if (rank < 0 || rank >= words_) {
+      if (options_.number_weight > 0 && IsNumber(token)) {
+        float v[kDimension];
+        numbers_.EmbedInto(token, v).IgnoreError();  // kDimension floats by construction
+        const float w = static_cast<float>(options_.number_weight);
+        for (uint32_t i = 0; i < kDimension; i++) acc[i] += w * v[i];
+      }
+      continue;
+    }
     const double p = 1.0 / (std::pow(static_cast<double>(rank + 1), options_.zipf_exponent) * kZipfH);
     const double weight = table_->Norm(static_cast<uint32_t>(rank)) * a / (a + p);
     table_->AddVector(static_cast<uint32_t>(rank), static_cast<float>(weight), acc);

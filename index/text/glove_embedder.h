@@ -16,8 +16,13 @@
 //      and Ma 2017) with the word's probability estimated from its rank by
 //      Zipf's law, times the vector's length (rare, specific words have
 //      longer GloVe vectors; the factor lifts them further).
-//   3. A token not in the table adds nothing (a fallback from the hashing
-//      embedder's character n-grams measured worse: docs/recall.md).
+//   3. A token not in the table adds nothing, unless it is a number (ASCII
+//      digits only: the package has no numbers at all). A number adds
+//      kNumberWeight times the "agentmem-hash-v1" embedding of that token
+//      alone at 100 dimensions (a unit vector; a word of the table adds a
+//      vector of length 10 to 40), so that "room 12" and "room 14" differ.
+//      (The same fallback for every unknown word measured worse:
+//      docs/recall.md.)
 //   4. The sum is divided by its L2 norm and rounded to float32; a text
 //      without any known word embeds to the zero vector.
 // The sums are computed in float in a fixed order, so one build gives the
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "format/status.h"
+#include "index/text/hash_embedder.h"
 
 namespace agentmem::index {
 
@@ -87,6 +93,7 @@ class GloveTable {
 struct GloveEmbedderOptions {
   double sif_a = 0;
   double zipf_exponent = 0;
+  double number_weight = 0;
   uint32_t max_words = 0;  // 0: the whole table
 };
 
@@ -95,11 +102,12 @@ class GloveEmbedder {
  public:
   static constexpr std::string_view kName = "agentmem-glove-v1";
   static constexpr uint32_t kDimension = 100;
-  static constexpr double kSifA = 1e-3;
+  static constexpr double kSifA = 3e-4;
   static constexpr double kZipfExponent = 0.95;
   static constexpr double kZipfH = 13.3;  // ln(400,000) + Euler's constant
+  static constexpr double kNumberWeight = 10.0;
 
-  static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, 0}; }
+  static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, kNumberWeight, 0}; }
 
   // The embedder over the linked table, or kNotFound when the build has none.
   static Result<GloveEmbedder> Create();
@@ -118,10 +126,12 @@ class GloveEmbedder {
   Status EmbedInto(std::string_view text, std::span<float> out) const;
 
  private:
-  GloveEmbedder(std::shared_ptr<const GloveTable> table, GloveEmbedderOptions options);
+  GloveEmbedder(std::shared_ptr<const GloveTable> table, GloveEmbedderOptions options,
+                HashEmbedder numbers);
 
   std::shared_ptr<const GloveTable> table_;
   GloveEmbedderOptions options_;
+  HashEmbedder numbers_;
   uint32_t words_;
 };
 

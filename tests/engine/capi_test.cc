@@ -104,7 +104,8 @@ TEST_CASE("remember, get and iterate episodes round-trip every field") {
   TempDir dir;
   std::string path = dir.File("bot.agentmem");
   agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
+  REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "embedder=agentmem-hash-v1") == AGENTMEM_OK);
   std::vector<float> v = UnitVector(384, 7);
   int64_t id = 0;
   REQUIRE(agentmem_remember(db, "alice", "sess-1", "assistant", "Bonjour, ça va? 🍞", 123456789,
@@ -248,7 +249,8 @@ TEST_CASE("bad input gets a clear error and loses nothing") {
   TempDir dir;
   std::string path = dir.File("bad.agentmem");
   agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open(path.c_str(), &db) == AGENTMEM_OK);
+  REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "embedder=agentmem-hash-v1") == AGENTMEM_OK);
   Remember(db, "u", "kept before");
 
   SUBCASE("NULL handle and NULL arguments") {

@@ -624,7 +624,7 @@ TEST_CASE("bm25 recall reproduces the reference baseline on LoCoMo and REALTALK"
     int n2 = 0, n3 = 0, ignored = 0;
     Evaluate(set, AGENTMEM_RECALL_VECTOR, &v, &n2, &ignored);
     Evaluate(set, AGENTMEM_RECALL_HYBRID, &h, &n3, &ignored);
-    MESSAGE(set << " turn R@10: bm25 " << m.turn10 << ", vector (built-in hash embedder) "
+    MESSAGE(set << " turn R@10: bm25 " << m.turn10 << ", vector (the built-in embedder of a new file) "
                 << v.turn10 << ", hybrid " << h.turn10 << "; session R@10: bm25 " << m.sess10
                 << ", hybrid " << h.sess10);
     CHECK(v.turn10 > 0.25);  // the built-in embedder finds real evidence, well above chance

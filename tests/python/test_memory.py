@@ -13,7 +13,8 @@ DAY = 86_400_000_000  # one day in microseconds
 T0 = 1_700_000_000_000_000
 
 
-def test_remember_keeps_every_field_and_get_episode_returns_it(mem):
+def test_remember_keeps_every_field_and_get_episode_returns_it(path):
+    mem = agentmem.Memory(path, embedder="agentmem-hash-v1")  # 384 dimensions
     vec = [0.0] * 383 + [1.0]
     eid = mem.remember_sync("alice", "I moved to Lisbon.", session_id="s1", role="assistant",
                             ts=T0, metadata={"channel": "chat", "n": 2}, vector=vec)
@@ -24,6 +25,7 @@ def test_remember_keeps_every_field_and_get_episode_returns_it(mem):
     assert ep.vector == tuple(vec)
     assert ep.created_at > 0
     assert mem.get_episode_sync(eid + 1000) is None
+    mem.close()
 
 
 def test_a_datetime_is_taken_as_an_event_time(mem):

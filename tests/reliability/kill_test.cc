@@ -188,7 +188,7 @@ TEST_CASE("a 10k-episode file opens after a kill -9 and the open time is reporte
   std::string path = dir.File("tenk.agentmem");
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                           "sync=normal") == AGENTMEM_OK);
+                           "sync=normal&embedder=agentmem-hash-v1") == AGENTMEM_OK);
   for (int t = 0; t < 100; t++) {
     REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
     for (int i = 0; i < 100; i++) {

@@ -278,7 +278,7 @@ TEST_CASE("episodes are inserted and read back through SQL with every column") {
   CHECK(agentmem_column_count(st) == 8);
   agentmem_finalize(st);
   CHECK(One(h.db, "SELECT length(embedding) FROM episodes WHERE id = 1") ==
-        std::to_string(384 * 4));
+        std::to_string(agentmem::engine::DefaultSpace().dim * 4));
 }
 
 TEST_CASE("episode ids come in id order for every plan") {
@@ -367,13 +367,14 @@ TEST_CASE("an episode without an embedding gets the file's embedder vector") {
           AGENTMEM_OK);
   agentmem_episode* e = nullptr;
   REQUIRE(agentmem_episode_get(h.db, id, &e) == AGENTMEM_OK);
-  REQUIRE(e->dim == 384);
+  const int dim = static_cast<int>(agentmem::engine::DefaultSpace().dim);  // the new file's embedder
+  REQUIRE(e->dim == dim);
   agentmem_stmt* st = nullptr;
   REQUIRE(agentmem_prepare(h.db, "SELECT embedding, user_id, session_id, role FROM episodes "
                                  "WHERE id = 1", -1, &st, nullptr) == AGENTMEM_OK);
   REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
-  REQUIRE(agentmem_column_bytes(st, 0) == 384 * 4);
-  CHECK(std::memcmp(agentmem_column_blob(st, 0), e->vector, 384 * 4) == 0);
+  REQUIRE(agentmem_column_bytes(st, 0) == dim * 4);
+  CHECK(std::memcmp(agentmem_column_blob(st, 0), e->vector, dim * 4) == 0);
   CHECK(std::string(reinterpret_cast<const char*>(agentmem_column_text(st, 2))).empty());
   agentmem_finalize(st);
   agentmem_free(e);

@@ -177,6 +177,17 @@ TEST_CASE("words outside the table are left out and a text of only such words is
   CHECK(Norm(e->Embed("\xff\xfe lake \xc3")) == doctest::Approx(1.0).epsilon(1e-5));
 }
 
+TEST_CASE("numbers, which the table lacks, still tell texts apart") {
+  auto e = Linked();
+  if (!e) return;
+  CHECK(Norm(e->Embed("2023")) == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(e->Embed("2023") == GloveEmbedder::Create().value().Embed("2023"));
+  CHECK(e->Embed("room 12") != e->Embed("room 14"));
+  CHECK(Sim(*e, "room 14", "room 14 is booked") > Sim(*e, "room 14", "room 12 is booked"));
+  CHECK(Sim(*e, "room 12 is booked", "room 14 is booked") < 0.99);
+  CHECK(e->Embed("room 1a2") == e->Embed("room"));  // letters and digits: an unknown word
+}
+
 TEST_CASE("an empty text or one without words embeds to the zero vector") {
   auto e = Linked();
   if (!e) return;

@@ -4,9 +4,10 @@
 // the time to embed a 20-word text. A tool, not a test: docs/recall.md
 // ("The built-in embedder") gives its numbers.
 //
-//   glove_eval recall [TABLE [A S WORDS]]   TABLE: a table file from
+//   glove_eval recall [TABLE [A S N WORDS]] TABLE: a table file from
 //                  index/text/glove/convert.py (default: the linked one);
-//                  A, S: sif_a and zipf_exponent; WORDS: vocabulary cut (0 = all)
+//                  A, S, N: sif_a, zipf_exponent, number_weight; WORDS: the
+//                  vocabulary cut (0 = all)
 //   glove_eval hash                         the same for agentmem-hash-v1 (384-d)
 //   glove_eval time                         microseconds per 20-word text
 #include <algorithm>
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     auto t = GloveTable::Parse({reinterpret_cast<const uint8_t*>(storage.data()), raw.size()});
     if (!t.ok()) return std::fprintf(stderr, "%s: %s\n", argv[2], t.status().ToString().c_str()), 1;
     auto o = GloveEmbedder::DefaultOptions();
-    if (argc > 5) o = {std::atof(argv[3]), std::atof(argv[4]), static_cast<uint32_t>(std::atoi(argv[5]))};
+    if (argc > 6) o = {std::atof(argv[3]), std::atof(argv[4]), std::atof(argv[5]), static_cast<uint32_t>(std::atoi(argv[6]))};
     auto e = GloveEmbedder::Create(t.value(), o);
     if (!e.ok()) return std::fprintf(stderr, "%s\n", e.status().ToString().c_str()), 1;
     glove.emplace(e.value());

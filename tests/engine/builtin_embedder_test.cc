@@ -1,0 +1,139 @@
+// tests/engine/builtin_embedder_test.cc -- which built-in embedder a file uses
+// (engine/options.h NewFileSpace, index/text/builtin_embedder.h): new files
+// get agentmem-glove-v1 when the library links its table, files made with
+// agentmem-hash-v1 keep it, and the vector space options name parts of it.
+#include <doctest/doctest.h>
+
+#include <agentmem.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/options.h"
+#include "index/text/glove_embedder.h"
+#include "index/text/hash_embedder.h"
+#include "tests/util/temp_dir.h"
+
+namespace agentmem {
+namespace {
+
+agentmem_db* Open(const std::string& path, const char* options = nullptr) {
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                            options);
+  INFO(path << " " << (options ? options : "") << ": " << agentmem_errmsg(db));
+  REQUIRE(rc == AGENTMEM_OK);
+  return db;
+}
+
+// Remembers `text` without a vector and returns the vector the file gave it.
+std::vector<float> Remembered(agentmem_db* db, const char* text) {
+  int64_t id = 0;
+  REQUIRE(agentmem_remember(db, "u", "s", "user", text, 0, nullptr, nullptr, 0, &id) ==
+          AGENTMEM_OK);
+  agentmem_episode* e = nullptr;
+  REQUIRE(agentmem_episode_get(db, id, &e) == AGENTMEM_OK);
+  std::vector<float> v(e->vector, e->vector + e->dim);
+  agentmem_free(e);
+  return v;
+}
+
+std::vector<float> Hash(uint32_t dim, const char* text) {
+  return index::HashEmbedder::Create({dim}).value().Embed(text);
+}
+
+TEST_CASE("a new file records agentmem-glove-v1 when the library has its table") {
+  test::TempDir dir;
+  agentmem_db* db = Open(dir.File("new.agentmem"));
+  const char* text = "We adopted a puppy from the shelter last week.";
+  auto glove = index::GloveEmbedder::Create();
+  if (glove.ok()) {
+    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-glove-v1", 100, "cosine"});
+    CHECK(Remembered(db, text) == glove->Embed(text));
+  } else {
+    MESSAGE("without the GloVe table: " << glove.status().message());
+    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-hash-v1", 384, "cosine"});
+    CHECK(Remembered(db, text) == Hash(384, text));
+  }
+  agentmem_close(db);
+  // Reopened without options, with the same embedder named, or another one.
+  db = Open(dir.File("new.agentmem"));
+  CHECK(Remembered(db, text).size() == engine::DefaultSpace().dim);
+  agentmem_close(db);
+  std::string same = "embedder=" + engine::DefaultSpace().embedder;
+  agentmem_close(Open(dir.File("new.agentmem"), same.c_str()));
+  agentmem_db* other = nullptr;
+  std::string wrong = glove.ok() ? "embedder=agentmem-hash-v1" : "embedder=agentmem-glove-v1";
+  CHECK(agentmem_open_v2(dir.File("new.agentmem").c_str(), &other, AGENTMEM_OPEN_READWRITE,
+                         wrong.c_str()) == AGENTMEM_MISMATCH);
+  CHECK(std::string(agentmem_errmsg(other)).find("the open asked for " + wrong) != std::string::npos);
+  agentmem_close(other);
+}
+
+TEST_CASE("a file made with agentmem-hash-v1 reopens with it and keeps embedding with it") {
+  test::TempDir dir;
+  const std::string path = dir.File("hash.agentmem");
+  agentmem_db* db = Open(path, "embedder=agentmem-hash-v1");
+  CHECK(Remembered(db, "first turn") == Hash(384, "first turn"));  // its default dimension
+  agentmem_close(db);
+  db = Open(path);
+  CHECK(Remembered(db, "second turn about the lake") == Hash(384, "second turn about the lake"));
+  agentmem_close(db);
+  // Options that name only parts of the space are checked on those parts.
+  agentmem_close(Open(path, "vector_metric=cosine"));
+  agentmem_close(Open(path, "vector_dim=384"));
+  agentmem_db* other = nullptr;
+  CHECK(agentmem_open_v2(path.c_str(), &other, AGENTMEM_OPEN_READWRITE, "vector_dim=100") ==
+        AGENTMEM_MISMATCH);
+  agentmem_close(other);
+}
+
+TEST_CASE("a dimension named without an embedder means agentmem-hash-v1 at that dimension") {
+  test::TempDir dir;
+  agentmem_db* db = Open(dir.File("d64.agentmem"), "vector_dim=64");
+  CHECK(Remembered(db, "a text of some words") == Hash(64, "a text of some words"));
+  agentmem_close(db);
+  engine::Options o;
+  REQUIRE(engine::ParseOptions("vector_metric=ip", &o).ok());
+  CHECK(engine::NewFileSpace(o) ==
+        engine::VectorSpace{engine::DefaultSpace().embedder, engine::DefaultSpace().dim, "ip"});
+  engine::Options named;
+  REQUIRE(engine::ParseOptions("embedder=my-model", &named).ok());
+  CHECK(engine::NewFileSpace(named) == engine::VectorSpace{"my-model", 384, "cosine"});
+}
+
+TEST_CASE("agentmem-glove-v1 with another dimension than 100 is refused") {
+  engine::Options o;
+  Status s = engine::ParseOptions("embedder=agentmem-glove-v1&vector_dim=384", &o);
+  CHECK(s.code() == kMisuse);
+  CHECK(s.message() == "option vector_dim=384: agentmem-glove-v1 has 100 dimensions");
+  engine::Options ok;
+  REQUIRE(engine::ParseOptions("embedder=agentmem-glove-v1", &ok).ok());
+  CHECK(engine::NewFileSpace(ok) == engine::VectorSpace{"agentmem-glove-v1", 100, "cosine"});
+}
+
+TEST_CASE("recall by text on a new file finds an episode by meaning without a shared word") {
+  if (!index::GloveTable::HasLinked()) {
+    MESSAGE("skipped: agentmem-glove-v1 is not built into this library");
+    return;
+  }
+  agentmem_db* db = Open(":memory:");
+  for (const char* text : {"The carburetor of my old truck needs cleaning.",
+                           "Our new puppy chewed my shoes again!",
+                           "The stock market fell sharply today."}) {
+    Remembered(db, text);
+  }
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.mode = AGENTMEM_RECALL_VECTOR;
+  o.k = 1;
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_recall(db, "u", "a dog that bites footwear", &o, &cur) == AGENTMEM_OK);
+  REQUIRE(agentmem_cursor_step(cur) == AGENTMEM_ROW);
+  CHECK(std::string(agentmem_cursor_hit(cur)->text) == "Our new puppy chewed my shoes again!");
+  agentmem_cursor_close(cur);
+  agentmem_close(db);
+}
+
+}  // namespace
+}  // namespace agentmem
