@@ -37,7 +37,6 @@ namespace {
 // (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
 constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
 constexpr double kGloveSimilarityFloor = 0.91;  // agentmem-glove-v1
-constexpr std::string_view kGloveName = "agentmem-glove-v1";
 
 const char* ModeName(RecallMode m) {
   switch (m) {
@@ -388,7 +387,7 @@ double RecallIndex::DefaultSimilarityFloor(const std::string& embedder, index::M
   double cos_floor;
   if (embedder == index::HashEmbedder::kName) {
     cos_floor = kHashSimilarityFloor;
-  } else if (embedder == kGloveName) {
+  } else if (embedder == index::GloveEmbedder::kName) {
     cos_floor = kGloveSimilarityFloor;
   } else {
     return -INFINITY;

@@ -202,7 +202,10 @@ class RecallIndex {
   // embedder's vectors, whose list is weaker, else kVectorWeight.
   static constexpr double kVectorWeight = 0.2;
   static constexpr double kHashVectorWeight = 0.1;
-  double VectorWeight() const { return embedder_ ? kHashVectorWeight : kVectorWeight; }
+  double VectorWeight() const {
+    return embedder_ && embedder_->name() == index::HashEmbedder::kName ? kHashVectorWeight
+                                                                         : kVectorWeight;
+  }
   const float* VectorOf(uint64_t id) const;
 
   // The writer's side of the graph: inserts the vectors of a transaction's
