@@ -6,6 +6,7 @@
 
 #include <agentmem.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,10 @@ TEST_CASE("recall by text on a new file finds an episode by meaning without a sh
   agentmem_recall_options_init(&o);
   o.mode = AGENTMEM_RECALL_VECTOR;
   o.k = 1;
+  // The nearest neighbour by meaning; the default floor (0.91, the 99th
+  // percentile of unrelated question/turn pairs) is about whether a
+  // neighbour counts as a match, not about which is nearest.
+  o.min_similarity = -INFINITY;
   agentmem_cursor* cur = nullptr;
   REQUIRE(agentmem_recall(db, "u", "a dog that bites footwear", &o, &cur) == AGENTMEM_OK);
   REQUIRE(agentmem_cursor_step(cur) == AGENTMEM_ROW);

@@ -214,7 +214,8 @@ TEST_CASE("an embedder whose name, dimension or metric is not the file's is refu
 
   // A file on the built-in embedder takes no other.
   agentmem_db* builtin = nullptr;
-  REQUIRE(agentmem_open(":memory:", &builtin) == AGENTMEM_OK);
+  REQUIRE(agentmem_open_v2(":memory:", &builtin, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "embedder=agentmem-hash-v1") == AGENTMEM_OK);
   CHECK(agentmem_create_embedder(builtin, "agentmem-hash-v1", 384, AGENTMEM_METRIC_COSINE, Embed,
                                  &m, Destroy) == AGENTMEM_MISUSE);
   CHECK(agentmem_create_embedder(builtin, "test-model", 384, AGENTMEM_METRIC_COSINE, Embed, &m,

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,9 @@ std::vector<uint64_t> RecallIds(Database* db, const std::string& user, const std
   q.text = text;
   q.k = k;
   q.mode = mode;
+  // Every vector neighbour counts: these tests are about what the indexes
+  // hold, not about the embedder's relevance floor.
+  q.min_similarity = -INFINITY;
   std::vector<RecallHit> hits;
   Ok(db->Recall(q, &hits, nullptr));
   std::vector<uint64_t> ids;

@@ -77,6 +77,7 @@ TEST_CASE("a committed episode is found by the very next recall in every mode") 
   int64_t id = Remember(db, "u", "s", "My sourdough starter is bubbling nicely today.");
   for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
     agentmem_recall_options o = Opts(mode, 1);
+    o.min_similarity = -INFINITY;  // the nearest vector, whatever the embedder's floor
     auto hits = Recall(db, "u", "how is the sourdough starter?", &o);
     REQUIRE(hits.size() == 1);
     CHECK(hits[0].id == id);
@@ -86,11 +87,14 @@ TEST_CASE("a committed episode is found by the very next recall in every mode") 
 }
 
 TEST_CASE("every hit reports its fused score, both list scores and both ranks") {
+  // The hashing embedder's vectors and weight; one session per turn, so no
+  // turn matches through the context of another.
   agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
-  Remember(db, "u", "s", "Ana is vegetarian and loves mushrooms.");
-  Remember(db, "u", "s", "Ben trains for a marathon every Sunday.");
-  Remember(db, "u", "s", "Mushroom risotto needs good stock.");
+  REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "embedder=agentmem-hash-v1") == AGENTMEM_OK);
+  Remember(db, "u", "s1", "Ana is vegetarian and loves mushrooms.");
+  Remember(db, "u", "s2", "Ben trains for a marathon every Sunday.");
+  Remember(db, "u", "s3", "Mushroom risotto needs good stock.");
   auto hits = Recall(db, "u", "vegetarian mushrooms");
   REQUIRE(hits.size() == 2);  // the marathon matches neither list: not returned
   agentmem_recall_options all = Opts(AGENTMEM_RECALL_HYBRID);
@@ -255,10 +259,11 @@ TEST_CASE("a query that matches no episode returns no rows unless fill is asked 
 TEST_CASE("min_similarity and min_bm25 decide which hits of each list match") {
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
-  Remember(db, "u", "s", "sourdough starter needs feeding twice a day");
-  Remember(db, "u", "s", "my sourdough loaf came out flat");
-  Remember(db, "u", "s", "the marathon is on Sunday");
-  Remember(db, "u", "s", "starters and main courses at the wedding");
+  // One session per turn: no turn matches through the context of another.
+  Remember(db, "u", "s1", "sourdough starter needs feeding twice a day");
+  Remember(db, "u", "s2", "my sourdough loaf came out flat");
+  Remember(db, "u", "s3", "the marathon is on Sunday");
+  Remember(db, "u", "s4", "a three course dinner at the wedding");
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 10);
   o.min_similarity = -INFINITY;  // no floor: every vector neighbour
   auto all = Recall(db, "u", "sourdough starter", &o);
@@ -288,11 +293,13 @@ TEST_CASE("min_similarity and min_bm25 decide which hits of each list match") {
   o.min_similarity = -INFINITY;
   auto hyb = Recall(db, "u", "sourdough starter", &o);
   CHECK(hyb.size() == 4);
-  for (const Hit& h : hyb) {
-    double expect = 0;
-    if (h.bm25_rank) expect += 1.0 / (60 + h.bm25_rank);
-    if (h.vector_rank) expect += 1.0 / (60 + h.vector_rank);
-    CHECK(h.score == doctest::Approx(expect));
+  agentmem_recall_options plain = Opts(AGENTMEM_RECALL_HYBRID, 10);
+  plain.fill = 1;
+  auto fused = Recall(db, "u", "sourdough starter", &plain);
+  REQUIRE(fused.size() == hyb.size());
+  for (size_t i = 0; i < hyb.size(); i++) {
+    CHECK(hyb[i].id == fused[i].id);
+    CHECK(hyb[i].score == doctest::Approx(fused[i].score));
   }
   // A NaN min_bm25 is refused; NaN min_similarity is the default floor.
   o.min_bm25 = NAN;
@@ -317,7 +324,7 @@ TEST_CASE("the built-in embedder's floor is on the scale of the file's metric") 
   for (const char* metric : {"cosine", "ip", "l2"}) {
     CAPTURE(metric);
     agentmem_db* db = nullptr;
-    std::string options = std::string("vector_metric=") + metric;
+    std::string options = std::string("embedder=agentmem-hash-v1&vector_metric=") + metric;
     REQUIRE(agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
                              options.c_str()) == AGENTMEM_OK);
     for (int i = 0; i < 20; i++) Remember(db, "u", "s", "row " + std::to_string(i) + " of beans");
@@ -336,8 +343,8 @@ TEST_CASE("the built-in embedder's floor is on the scale of the file's metric") 
 TEST_CASE("a version 1 options struct gets the defaults of the fields added later") {
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
-  Remember(db, "u", "s", "the quick brown fox");
-  Remember(db, "u", "s", "a lazy dog sleeps");
+  Remember(db, "u", "s1", "the quick brown fox");
+  Remember(db, "u", "s2", "a lazy dog sleeps");  // another session: not in the fox's context
   agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 2);
   o.version = 1;
   o.fill = 1;  // not read: a version 1 caller does not know the field
@@ -796,6 +803,7 @@ TEST_CASE("a metadata predicate filters inside the search in every mode") {
   }
   for (int mode : {AGENTMEM_RECALL_HYBRID, AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_VECTOR}) {
     agentmem_recall_options o = Opts(mode, 20);
+    o.min_similarity = -INFINITY;  // every vector neighbour: the filter is under test
     o.metadata_key = "channel";
     o.metadata_value = "\"chat\"";
     auto hits = Recall(db, "u", "bread", &o);

@@ -355,7 +355,9 @@ CheckpointedFile BuildCheckpointedFile(Env* env, TestClock* clock) {
     pos += format::PaddedPageSize(h.length);
   }
   REQUIRE(episodes.size() == 5);
-  REQUIRE(texts.size() == 5);
+  // One text page per transaction of episodes, and one for the forget: it
+  // indexes episodes 2 and 3 again without episode 1 in their context.
+  REQUIRE(texts.size() == 6);
   out.episodes_4_6 = episodes[1];
   out.text_4_6 = texts[1];
   REQUIRE(out.forget_page != 0);
