@@ -243,7 +243,9 @@ TEST_CASE("recall shows scores and both ranks") {
   MakeSample(dir.File("s.agentmem"));
   auto r = RunShell(dir.path(), {"s.agentmem", ".recall ana 'sourdough starter' 2"});
   CHECK(r.status == 0);
-  CHECK(Lines(r.out).size() == 5);  // rule, header, rule, the one hit that matches, rule
+  // rule, header, rule, 2 hits, rule: ana's second turn matches through its
+  // context, the turn before it in the session
+  CHECK(Lines(r.out).size() == 6);
   r = RunShell(dir.path(), {"s.agentmem", ".recall ana 'sourdough starter' 2 fill"});
   CHECK(r.status == 0);
   auto lines = Lines(r.out);
@@ -298,7 +300,7 @@ TEST_CASE("recall through SQL in json mode gives the ids of the C API in the sam
   while (agentmem_cursor_step(cur) == AGENTMEM_ROW) api_ids.push_back(agentmem_cursor_hit(cur)->id);
   agentmem_cursor_close(cur);
   agentmem_close(db);
-  CHECK(shell_ids.size() == 1);  // the other of ana's turns does not match
+  CHECK(shell_ids.size() == 2);  // the second of ana's turns matches through the first
   CHECK(shell_ids == api_ids);
 }
 
@@ -376,7 +378,7 @@ TEST_CASE("parameters are bound by name and position and a missing one is an err
                     "SELECT id FROM recall('sourdough starter', :user, @k);\n");
   CHECK(r.status == 0);
   CHECK(r.err == "");
-  CHECK(r.out == ":user = 'ana'\n?2 = 'it''s'\n@k = 2\n2|it's\n1\n");
+  CHECK(r.out == ":user = 'ana'\n?2 = 'it''s'\n@k = 2\n2|it's\n1\n2\n");
   r = RunShell(dir.path(), {"s.agentmem", "SELECT :a, ?, ':b', @c -- :d"});
   CHECK(r.status == 1);
   CHECK(r.out == "");

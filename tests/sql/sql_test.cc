@@ -865,6 +865,13 @@ TEST_CASE("recall through SQL gives the ids and scores of Database::Recall and t
     c.q.text = "Lisbon rent";
     c.q.k = 7;
     c.q.mode = mode;
+    if (mode == agentmem::engine::RecallMode::kVector) {
+      // No vector neighbour is above the embedder's floor: fill = 1, so
+      // both sides have hits to compare.
+      c.sql.insert(c.sql.size() - 1, ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+                                     "NULL, 1");
+      c.q.fill = true;
+    }
     cases.push_back(c);
   }
   Case filtered;
