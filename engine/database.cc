@@ -882,6 +882,7 @@ Status Database::ContextTexts(const EpisodeRecord& r, std::span<const uint64_t> 
   // Pending episodes of the same session before r, newest first.
   for (auto it = pending_episodes_.rbegin(); it != pending_episodes_.rend() && out->size() < want; ++it) {
     if (it->id >= r.id || it->user_id != r.user_id || it->session_id != r.session_id) continue;
+    if (std::binary_search(skip.begin(), skip.end(), it->id)) continue;
     out->push_back(it->text);
   }
   if (out->size() == want) return Status::OK();

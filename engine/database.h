@@ -317,7 +317,8 @@ class Database {
   Status ApplyForget(const format::ForgetRecord& f);
   Status KeepCited(Selection* sel);
   Status MarkContextMatches(const RecallQuery& q, std::vector<RecallHit>* hits);
-  // The episodes the pending forgets select (sorted), before they apply.
+  // The episodes the pending forgets select (sorted), before they apply,
+  // the transaction's own pending episodes among them.
   Status PendingForgottenEpisodes(std::vector<uint64_t>* ids);
   // The texts of the context of episode `r` (RecallIndex::ContextIds), newest
   // first: pending episodes of its session before it, then committed ones,

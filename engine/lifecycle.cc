@@ -90,11 +90,29 @@ Status Database::KeepCited(Selection* sel) {
   return Status::OK();
 }
 
+// Whether `f` names the pending episode `r`: a transaction's forgets apply
+// after its episodes (as when it is read back), so they may name its own.
+static bool SelectsPending(const ForgetRecord& f, const EpisodeRecord& r) {
+  switch (f.kind) {
+    case ForgetKind::kUser: return r.user_id == f.user_id;
+    case ForgetKind::kSession: return r.user_id == f.user_id && r.session_id == f.session_id;
+    case ForgetKind::kBefore: return r.user_id == f.user_id && r.ts < f.before;
+    case ForgetKind::kEpisode: return r.id == f.id;
+    case ForgetKind::kRetention: return r.ts < f.before;
+    case ForgetKind::kFact:
+    case ForgetKind::kBlock: return false;
+  }
+  return false;
+}
+
 Status Database::PendingForgottenEpisodes(std::vector<uint64_t>* ids) {
   ids->clear();
   for (const ForgetRecord& f : pending_forgets_) {
     Selection sel;
     Select(catalog_, f, &sel);
+    for (const EpisodeRecord& r : pending_episodes_) {
+      if (SelectsPending(f, r)) sel.episodes.push_back(r.id);
+    }
     if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
     ids->insert(ids->end(), sel.episodes.begin(), sel.episodes.end());
   }

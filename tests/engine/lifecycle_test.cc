@@ -963,3 +963,24 @@ TEST_CASE("a VACUUM that drops nothing, or a PURGE of one episode, never makes t
     CHECK(RecallIds(db.get(), "u1", "distinct thing number 7", RecallMode::kVector).size() == 10);
   }
 }
+
+TEST_CASE("an episode forgotten in the transaction that remembers it is no context of the next") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  {
+    auto db = MustOpen(path, Options{});
+    Ok(db->Begin());
+    const uint64_t first = Remember(db.get(), "u", "s", "the zeppelin landed at noon");
+    Remember(db.get(), "u", "s", "and then we all went home");
+    ForgetRecord f;
+    f.kind = ForgetKind::kEpisode;
+    f.id = first;
+    Ok(db->Forget(f, nullptr));
+    Ok(db->Commit());
+    CHECK(RecallIds(db.get(), "u", "zeppelin", RecallMode::kBm25).empty());
+    Ok(db->Close());
+  }
+  auto db = MustOpen(path, Options{});
+  CHECK(RecallIds(db.get(), "u", "zeppelin", RecallMode::kBm25).empty());
+  CHECK(RecallIds(db.get(), "u", "went home", RecallMode::kBm25).size() == 1);
+}
