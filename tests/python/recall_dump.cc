@@ -11,8 +11,8 @@
 #include <cstring>
 
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s FILE USER QUERY K hybrid|bm25|vector\n", argv[0]);
+  if (argc != 6 && !(argc == 7 && std::strcmp(argv[6], "fill") == 0)) {
+    std::fprintf(stderr, "usage: %s FILE USER QUERY K hybrid|bm25|vector [fill]\n", argv[0]);
     return 2;
   }
   agentmem_db *db = nullptr;
@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
   opts.mode = std::strcmp(argv[5], "bm25") == 0     ? AGENTMEM_RECALL_BM25
               : std::strcmp(argv[5], "vector") == 0 ? AGENTMEM_RECALL_VECTOR
                                                     : AGENTMEM_RECALL_HYBRID;
+  opts.fill = argc == 7;
   agentmem_cursor *cur = nullptr;
   int rc = agentmem_recall(db, argv[2], argv[3], &opts, &cur);
   while (rc == AGENTMEM_OK && agentmem_cursor_step(cur) == AGENTMEM_ROW) {

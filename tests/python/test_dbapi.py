@@ -90,8 +90,10 @@ def test_recall_runs_as_a_table_valued_function_with_its_scores(conn):
     insert_turns(conn)
     rows = conn.execute("SELECT id, score, bm25_rank, vector_rank FROM recall(?, ?, 3)",
                         ("where does she live lisbon", "alice")).fetchall()
-    assert [r[0] for r in rows] == [1]  # only what matches
+    # only what matches: alice's turn 2 through its context, turn 1 before it
+    assert [r[0] for r in rows] == [1, 2]
     assert rows[0][2:] == (1, 1)
+    assert rows[0][1] > rows[1][1] > 0
     rows = conn.execute("SELECT id, score, bm25_rank, vector_rank FROM recall WHERE query = ? "
                         "AND for_user = ? AND k = 3 AND fill = 1",
                         ("where does she live lisbon", "alice")).fetchall()

@@ -33,16 +33,17 @@ def corpus(tmp_path_factory):
     return path
 
 
-def c_recall(path, user, query, k, mode):
+def c_recall(path, user, query, k, mode, fill=False):
     out = subprocess.run([str(build_program("tests/python/recall_dump")), str(path), user, query,
-                          str(k), mode], capture_output=True, text=True, check=True).stdout
+                          str(k), mode] + (["fill"] if fill else []),
+                         capture_output=True, text=True, check=True).stdout
     return [(int(i), float(s), float(b), float(v), int(br), int(vr))
             for i, s, b, v, br, vr in (line.split() for line in out.splitlines())]
 
 
-def py_recall(mem, user, query, k, mode):
+def py_recall(mem, user, query, k, mode, fill=False):
     return [(h.id, h.score, h.bm25_score, h.vector_score, h.bm25_rank, h.vector_rank)
-            for h in mem.recall_scored_sync(user, query, k, mode=mode)]
+            for h in mem.recall_scored_sync(user, query, k, mode=mode, fill=fill)]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
@@ -54,8 +55,12 @@ def test_python_recall_equals_the_c_api_id_for_id_and_score_for_score(corpus, us
             assert py_recall(mem, user, query, 20, mode) == expected, query
             if query == "xylophone":  # no episode matches it: no rows
                 assert expected == []
-            else:
+            elif mode != "vector":  # no vector neighbour reaches the embedder's floor
                 assert expected
+            # With fill, every vector neighbour counts and k rows come back.
+            filled = c_recall(corpus, user, query, 20, mode, fill=True)
+            assert py_recall(mem, user, query, 20, mode, fill=True) == filled, query
+            assert len(filled) == 20
 
 
 def test_the_corpus_takes_both_vector_paths(corpus):
