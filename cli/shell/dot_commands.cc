@@ -185,7 +185,11 @@ bool Shell::RunDot(const std::string& line) {
   for (const auto& c : kCommands) {
     if (args[0] != c.name) continue;
     // A command that may write creates a file not created yet first.
-    if (not_created() && !ReadOnlyCommand(c.name) && !CreateFile()) return false;
+    // .import creates the file itself: with the vector space of an export.
+    if (not_created() && !ReadOnlyCommand(c.name) && c.name != std::string(".import") &&
+        !CreateFile()) {
+      return false;
+    }
     return c.fn(*this, args);
   }
   Fail("unknown command: " + args[0] + " (.help lists the commands)");
