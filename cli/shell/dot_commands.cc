@@ -185,9 +185,10 @@ bool Shell::RunDot(const std::string& line) {
   for (const auto& c : kCommands) {
     if (args[0] != c.name) continue;
     // A command that may write creates a file not created yet first.
-    // .import creates the file itself: with the vector space of an export.
+    // .import and .import-user create the file themselves: with the vector
+    // space of an export.
     if (not_created() && !ReadOnlyCommand(c.name) && c.name != std::string(".import") &&
-        !CreateFile()) {
+        c.name != std::string(".import-user") && !CreateFile()) {
       return false;
     }
     return c.fn(*this, args);

@@ -334,28 +334,14 @@ void Importer::Bad(int64_t line_no, const std::string& reason) {
 }
 
 // Whether the first line that is not blank is an agentmem export header;
-// *space gets the open options of the header's vector space ("" when the
-// header does not name one the options can hold).
+// *space as ExportHeader gives it.
 bool IsExport(std::ifstream& in, std::string* space) {
   std::string line;
   bool header = false;
   space->clear();
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json obj = Json::parse(line, nullptr, false);
-    auto it = obj.is_object() ? obj.find("type") : obj.end();
-    header = obj.is_object() && it != obj.end() && *it == "agentmem-export";
-    if (!header) break;
-    auto e = obj.find("embedder"), d = obj.find("dim"), m = obj.find("metric");
-    if (e != obj.end() && e->is_string() && d != obj.end() && d->is_number_unsigned() &&
-        m != obj.end() && m->is_string()) {
-      const std::string name = e->get<std::string>(), metric = m->get<std::string>();
-      if (name.find_first_of("&=") == std::string::npos &&
-          metric.find_first_of("&=") == std::string::npos) {
-        *space = "embedder=" + name + "&vector_dim=" + std::to_string(d->get<uint64_t>()) +
-                 "&vector_metric=" + metric;
-      }
-    }
+    header = ExportHeader(line, space);
     break;
   }
   in.clear();
@@ -491,6 +477,24 @@ bool Importer::Run() {
 }
 
 }  // namespace
+
+bool ExportHeader(const std::string& line, std::string* space) {
+  space->clear();
+  Json obj = Json::parse(line, nullptr, false);
+  auto it = obj.is_object() ? obj.find("type") : obj.end();
+  if (!obj.is_object() || it == obj.end() || *it != "agentmem-export") return false;
+  auto e = obj.find("embedder"), d = obj.find("dim"), m = obj.find("metric");
+  if (e != obj.end() && e->is_string() && d != obj.end() && d->is_number_unsigned() &&
+      m != obj.end() && m->is_string()) {
+    const std::string name = e->get<std::string>(), metric = m->get<std::string>();
+    if (name.find_first_of("&=") == std::string::npos &&
+        metric.find_first_of("&=") == std::string::npos) {
+      *space = "embedder=" + name + "&vector_dim=" + std::to_string(d->get<uint64_t>()) +
+               "&vector_metric=" + metric;
+    }
+  }
+  return true;
+}
 
 bool CmdImport(Shell& sh, const Args& args) {
   ImportOptions o;

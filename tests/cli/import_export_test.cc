@@ -473,6 +473,10 @@ TEST_CASE(".import of an export into a new file creates it with the export's vec
         std::string::npos);
   r = RunShell(dir.path(), {"b.agentmem", "SELECT count(*) FROM episodes"});
   CHECK(r.out == "3\n");
+  r = RunShell(dir.path(), {"e.agentmem", ".import-user backup.jsonl",
+                            "SELECT count(*) FROM episodes"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == "added 8 records\n3\n");
   // A space named by -options wins, and the import reports the difference.
   r = RunShell(dir.path(), {"-options", "embedder=agentmem-glove-v1", "c.agentmem",
                             ".import backup.jsonl"});
