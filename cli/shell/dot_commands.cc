@@ -185,7 +185,12 @@ bool Shell::RunDot(const std::string& line) {
   for (const auto& c : kCommands) {
     if (args[0] != c.name) continue;
     // A command that may write creates a file not created yet first.
-    if (not_created() && !ReadOnlyCommand(c.name) && !CreateFile()) return false;
+    // .import and .import-user create the file themselves: with the vector
+    // space of an export.
+    if (not_created() && !ReadOnlyCommand(c.name) && c.name != std::string(".import") &&
+        c.name != std::string(".import-user") && !CreateFile()) {
+      return false;
+    }
     return c.fn(*this, args);
   }
   Fail("unknown command: " + args[0] + " (.help lists the commands)");

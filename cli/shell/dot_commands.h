@@ -28,6 +28,10 @@ bool CmdExplain(Shell& sh, const Args& args);
 bool CmdParameter(Shell& sh, const Args& args);
 // import.cc / export.cc
 bool CmdImport(Shell& sh, const Args& args);
+// Whether `line` is an agentmem export header; *space gets the open options
+// of its vector space ("embedder=...&vector_dim=...&vector_metric="), or ""
+// when it names none the options can hold.
+bool ExportHeader(const std::string& line, std::string* space);
 bool CmdExport(Shell& sh, const Args& args);
 // memory_commands.cc
 bool CmdContext(Shell& sh, const Args& args);

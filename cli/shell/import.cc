@@ -152,7 +152,9 @@ class Importer {
 
  private:
   // The file is an agentmem export: the whole of it through agentmem_import.
-  bool RunExport(std::ifstream& in);
+  // A file not created yet is created with the export's vector space
+  // (`space`, open options) unless -options names one.
+  bool RunExport(std::ifstream& in, const std::string& space);
   // One record; throws BadLine for a record the engine or the format refuses.
   void Import(const Json& obj);
   void Episode(const Json& obj);
@@ -331,15 +333,15 @@ void Importer::Bad(int64_t line_no, const std::string& reason) {
                  o_.file.c_str());
 }
 
-// Whether the first line that is not blank is an agentmem export header.
-bool IsExport(std::ifstream& in) {
+// Whether the first line that is not blank is an agentmem export header;
+// *space as ExportHeader gives it.
+bool IsExport(std::ifstream& in, std::string* space) {
   std::string line;
   bool header = false;
+  space->clear();
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json obj = Json::parse(line, nullptr, false);
-    auto it = obj.is_object() ? obj.find("type") : obj.end();
-    header = obj.is_object() && it != obj.end() && *it == "agentmem-export";
+    header = ExportHeader(line, space);
     break;
   }
   in.clear();
@@ -347,7 +349,7 @@ bool IsExport(std::ifstream& in) {
   return header;
 }
 
-bool Importer::RunExport(std::ifstream& in) {
+bool Importer::RunExport(std::ifstream& in, const std::string& space) {
   if (!o_.plain_option.empty()) {
     sh_.Fail(".import: " + o_.plain_option + " is for plain records; \"" + o_.file +
              "\" is an agentmem export, whose records name their users and sessions");
@@ -366,6 +368,10 @@ bool Importer::RunExport(std::ifstream& in) {
              ": a NUL byte, which no JSON text holds (nothing was imported)");
     return false;
   }
+  if (sh_.not_created()) {
+    if (!sh_.CreateFile(space)) return false;
+    db_ = sh_.db();
+  }
   int64_t added = 0;
   if (agentmem_import_v2(db_, jsonl.c_str(), o_.new_ids ? AGENTMEM_IMPORT_NEW_IDS : 0, &added) !=
       AGENTMEM_OK) {
@@ -379,16 +385,27 @@ bool Importer::RunExport(std::ifstream& in) {
 
 bool Importer::Run() {
   struct stat st;
-  if (stat(o_.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  const bool folder = stat(o_.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::ifstream in;
+  if (!folder) in.open(o_.file, std::ios::binary);
+  const int open_errno = errno;
+  std::string space;
+  const bool is_export = !folder && in && IsExport(in, &space);
+  // A file not created yet is created now, like for any other command that
+  // may write; for an export, by RunExport with the export's vector space.
+  if (!is_export && sh_.not_created()) {
+    if (!sh_.CreateFile()) return false;
+    db_ = sh_.db();
+  }
+  if (folder) {
     sh_.Fail(".import: \"" + o_.file + "\" is a folder, not a file");
     return false;
   }
-  std::ifstream in(o_.file, std::ios::binary);
   if (!in) {
-    sh_.Fail(".import: cannot read \"" + o_.file + "\": " + std::strerror(errno));
+    sh_.Fail(".import: cannot read \"" + o_.file + "\": " + std::strerror(open_errno));
     return false;
   }
-  if (IsExport(in)) return RunExport(in);
+  if (is_export) return RunExport(in, space);
   if (o_.new_ids) {
     sh_.Fail(".import: --new-ids is for an agentmem export (docs/export.md); \"" + o_.file +
              "\" holds plain records, which always get this file's next ids");
@@ -460,6 +477,24 @@ bool Importer::Run() {
 }
 
 }  // namespace
+
+bool ExportHeader(const std::string& line, std::string* space) {
+  space->clear();
+  Json obj = Json::parse(line, nullptr, false);
+  auto it = obj.is_object() ? obj.find("type") : obj.end();
+  if (!obj.is_object() || it == obj.end() || *it != "agentmem-export") return false;
+  auto e = obj.find("embedder"), d = obj.find("dim"), m = obj.find("metric");
+  if (e != obj.end() && e->is_string() && d != obj.end() && d->is_number_unsigned() &&
+      m != obj.end() && m->is_string()) {
+    const std::string name = e->get<std::string>(), metric = m->get<std::string>();
+    if (name.find_first_of("&=") == std::string::npos &&
+        metric.find_first_of("&=") == std::string::npos) {
+      *space = "embedder=" + name + "&vector_dim=" + std::to_string(d->get<uint64_t>()) +
+               "&vector_metric=" + metric;
+    }
+  }
+  return true;
+}
 
 bool CmdImport(Shell& sh, const Args& args) {
   ImportOptions o;

@@ -3,6 +3,7 @@
 // export / import (docs/memory.md) and the retention policy
 // (docs/lifecycle.md), through agentmem_context / profile / export / import /
 // retention_set.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -120,6 +121,20 @@ bool CmdImportUser(Shell& sh, const Args& args) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  // A file not created yet takes the export's vector space.
+  std::string space;
+  if (sh.not_created()) {
+    const std::string& all = text.str();
+    for (size_t at = 0; at < all.size();) {
+      size_t end = std::min(all.find('\n', at), all.size());
+      std::string line = all.substr(at, end - at);
+      at = end + 1;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      ExportHeader(line, &space);
+      break;
+    }
+    if (!sh.CreateFile(space)) return false;
+  }
   int64_t added = 0;
   int flags = new_ids ? AGENTMEM_IMPORT_NEW_IDS : 0;
   if (agentmem_import_v2(sh.db(), text.str().c_str(), flags, &added) != AGENTMEM_OK) {

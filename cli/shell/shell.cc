@@ -4,6 +4,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -141,8 +142,17 @@ bool Shell::WriteRefused() const {
   return not_created_ && db_ && (agentmem_errcode(db_) & 0xff) == AGENTMEM_READONLY;
 }
 
-bool Shell::CreateFile() {
-  const char* options = open_settings.options.empty() ? nullptr : open_settings.options.c_str();
+bool Shell::CreateFile(const std::string& space) {
+  std::string all = open_settings.options;
+  bool space_named = false;
+  for (size_t at = 0; at <= all.size();) {
+    size_t end = std::min(all.find('&', at), all.size());
+    std::string key = all.substr(at, std::min(all.find('=', at), end) - at);
+    space_named |= key == "embedder" || key == "vector_dim" || key == "vector_metric";
+    at = end + 1;
+  }
+  if (!space.empty() && !space_named) all += (all.empty() ? "" : "&") + space;
+  const char* options = all.empty() ? nullptr : all.c_str();
   agentmem_db* db = nullptr;
   int rc = agentmem_open_v2(path_.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
                             options);

@@ -44,8 +44,10 @@ class Shell {
   // The file at path() does not exist yet (Open).
   bool not_created() const { return not_created_; }
   // Creates that file and makes it the current database. False (reported)
-  // on failure.
-  bool CreateFile();
+  // on failure. `space`, when not empty, is open options naming a vector
+  // space ("embedder=...&vector_dim=...&vector_metric=..."): the file gets it
+  // unless -options names one.
+  bool CreateFile(const std::string& space = "");
   // Opens path read-only for .check and .recover only: a file that fails to
   // open as damaged (AGENTMEM_CORRUPT_*) becomes the current path with no
   // handle, and damage() holds why. Returns false (reported) otherwise.

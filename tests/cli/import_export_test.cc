@@ -460,6 +460,36 @@ TEST_CASE("import of an export refuses plain-record options, an unknown version 
   CHECK(r.err.find("--new-ids is for an agentmem export") != std::string::npos);
 }
 
+TEST_CASE(".import of an export into a new file creates it with the export's vector space") {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.jsonl"), kSample);
+  auto r = RunShell(dir.path(), {"-options", "embedder=agentmem-hash-v1", "a.agentmem",
+                                 ".import in.jsonl", ".export backup.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  // A new file: the export's space, not the default one.
+  r = RunShell(dir.path(), {"b.agentmem", ".import backup.jsonl", ".export"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find(R"("embedder":"agentmem-hash-v1","dim":384,"metric":"cosine")") !=
+        std::string::npos);
+  r = RunShell(dir.path(), {"b.agentmem", "SELECT count(*) FROM episodes"});
+  CHECK(r.out == "3\n");
+  r = RunShell(dir.path(), {"e.agentmem", ".import-user backup.jsonl",
+                            "SELECT count(*) FROM episodes"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == "added 8 records\n3\n");
+  // A space named by -options wins, and the import reports the difference.
+  r = RunShell(dir.path(), {"-options", "embedder=agentmem-glove-v1", "c.agentmem",
+                            ".import backup.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("vector space agentmem-hash-v1/384/cosine differs from this file's "
+                   "agentmem-glove-v1/100/cosine") != std::string::npos);
+  // A file that exists keeps its space.
+  r = RunShell(dir.path(), {"d.agentmem", ".import in.jsonl", ".import backup.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("differs from this file's agentmem-glove-v1/100/cosine") !=
+        std::string::npos);
+}
+
 TEST_CASE("an export of format version 1 is still imported, metadata given as a string") {
   TempDir dir;
   WriteFileBytes(

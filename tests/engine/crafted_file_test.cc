@@ -176,6 +176,22 @@ bool Has(const std::string& outcome, const std::string& line) {
   return outcome.find(line) != std::string::npos;
 }
 
+// The export of HugeIdFile(1) (user "ann"). The crafted episode has no
+// creation time (0), which an import refuses: it is given time 5, its ts.
+void ExportOfOneEpisode(std::string* jsonl) {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, HugeIdFile(1)).ok());
+  engine::Options o;
+  o.env = env.get();
+  o.create = false;
+  std::unique_ptr<Database> db;
+  REQUIRE(Database::Open(kPath, o, &db).ok());
+  REQUIRE(engine::ExportUser(db.get(), "ann", jsonl).ok());
+  const size_t at = jsonl->find("\"created_at\":0,");
+  REQUIRE(at != std::string::npos);
+  jsonl->replace(at, 15, "\"created_at\":5,");
+}
+
 }  // namespace
 
 TEST_SUITE("crafted files") {
@@ -246,7 +262,7 @@ TEST_CASE("an import of an episode id above 2^63 - 1 is refused with a clear err
   std::unique_ptr<Database> db;
   REQUIRE(Database::Open(kPath, o, &db).ok());
   std::string jsonl;
-  REQUIRE(engine::ExportUser(db.get(), "ann", &jsonl).ok());
+  ExportOfOneEpisode(&jsonl);
   const size_t at = jsonl.find("\"id\":1,");
   REQUIRE(at != std::string::npos);
   for (const char* id : {"9223372036854775808", "18446744073709551615"}) {
@@ -277,16 +293,7 @@ TEST_CASE("a commit that moves the next episode id to twenty million keeps the n
 TEST_CASE("importing an export whose episode id is thirty million stays small, and so do reopens") {
   // The export of a one-episode file, its id rewritten.
   std::string jsonl;
-  {
-    std::unique_ptr<engine::Env> env = engine::NewMemEnv();
-    REQUIRE(env->CreateAtomic(kPath, HugeIdFile(1)).ok());
-    engine::Options o;
-    o.env = env.get();
-    o.create = false;
-    std::unique_ptr<Database> db;
-    REQUIRE(Database::Open(kPath, o, &db).ok());
-    REQUIRE(engine::ExportUser(db.get(), "ann", &jsonl).ok());
-  }
+  ExportOfOneEpisode(&jsonl);
   const size_t at = jsonl.find("\"id\":1,");
   REQUIRE(at != std::string::npos);
   jsonl.replace(at, 7, "\"id\":30000000,");

@@ -451,6 +451,9 @@ Status Driver::Compacting(const std::vector<Txn>& outcomes, const std::function<
   acked_.Compacted();
   if (s.ok()) {
     Acked(outcomes.back());
+    // The outcome's commits came before the copy, which holds as few
+    // commits as its records need: as few as one.
+    acked_.Compacted();
   } else {
     for (const Txn& t : outcomes)
       if (!t.empty()) in_doubt_.push_back(t);
