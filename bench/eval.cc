@@ -12,7 +12,7 @@
 // (adversarial, no evidence) is left out, as there.
 //
 //   eval [--data DIR] [--set locomo|realtalk]... [--mode bm25|vector|hybrid]...
-//        [--glove-vectors] [--config NAME=OPTIONS]...
+//        [--glove-vectors] [--no-floor] [--config NAME=OPTIONS]...
 //
 // Without --config: "reference" (the bm25_baseline.py tokenization, no
 // context), "default" (a new file's defaults), "hash" (the defaults with
@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -56,6 +57,9 @@ void Die(const std::string& what, int rc) {
 // the eval computes and passes to the engine (episode and query vectors).
 const agentmem::index::GloveEmbedder* glove = nullptr;
 
+// --no-floor: vector hits are not dropped below the embedder's floor.
+bool no_floor = false;
+
 const agentmem::index::GloveEmbedder* LinkedGlove() {
   static auto made = agentmem::index::GloveEmbedder::Create();
   if (!made.ok()) Die("GloVe vectors: " + made.status().message(), 0);
@@ -89,6 +93,7 @@ void Recall(agentmem_db* db, const std::string& user, const std::string& query, 
   agentmem_recall_options_init(&o);
   o.mode = mode;
   o.k = k;
+  if (no_floor) o.min_similarity = -INFINITY;
   std::vector<float> qv;
   if (glove) {
     qv = glove->Embed(query);
@@ -212,6 +217,8 @@ int main(int argc, char** argv) {
       data = value();
     } else if (a == "--glove-vectors") {
       all_glove = true;
+    } else if (a == "--no-floor") {
+      no_floor = true;
     } else if (a == "--mode") {
       modes.insert(value());
     } else if (a == "--set") {
@@ -224,10 +231,11 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: eval [--data DIR] [--set locomo|realtalk]... [--mode bm25|vector|hybrid]...\n"
-                   "            [--glove-vectors] [--config NAME=OPTIONS]...\n"
+                   "            [--glove-vectors] [--no-floor] [--config NAME=OPTIONS]...\n"
                    "  --glove-vectors: the eval embeds texts and queries with the linked GloVe\n"
                    "  table (agentmem-glove-v1) and passes the vectors to the engine, in every\n"
                    "  configuration (whatever embedder it names)\n"
+                   "  --no-floor: no similarity floor (min_similarity = -inf): ranking quality\n"
                    "  DIR defaults to $AGENTMEM_DATA_DIR or ../shared/data; OPTIONS are open\n"
                    "  options (agentmem_open_v2), e.g. reference=tokenizer=ascii;stem=0;stop_words=0\n");
       return a == "--help" ? 0 : 2;

@@ -36,7 +36,7 @@ namespace {
 // another conversation, LoCoMo and REALTALK, rounded up to 0.01
 // (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
 constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
-constexpr double kGloveSimilarityFloor = 0.91;  // agentmem-glove-v1
+constexpr double kGloveSimilarityFloor = 0.59;  // agentmem-glove-v1
 
 const char* ModeName(RecallMode m) {
   switch (m) {

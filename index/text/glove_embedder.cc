@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "index/text/glove/linked_table.h"
@@ -135,12 +136,43 @@ GloveEmbedder::GloveEmbedder(std::shared_ptr<const GloveTable> table,
     : table_(std::move(table)), options_(options), numbers_(std::move(numbers)) {
   words_ = options_.max_words == 0 || options_.max_words > table_->size() ? table_->size()
                                                                           : options_.max_words;
+  if (options_.remove_common) {
+    double u[kDimension] = {};
+    for (uint32_t r = 0; r < words_; r++) {
+      const double w = Probability(r) * Weight(r);
+      float v[kDimension] = {};
+      table_->AddVector(r, 1.0f, v);
+      for (uint32_t i = 0; i < kDimension; i++) u[i] += w * v[i];
+    }
+    double sum_sq = 0;
+    for (double x : u) sum_sq += x * x;
+    if (sum_sq > 0) {
+      common_.resize(kDimension);
+      const double norm = std::sqrt(sum_sq);
+      for (uint32_t i = 0; i < kDimension; i++) common_[i] = static_cast<float>(u[i] / norm);
+    }
+  }
+}
+
+double GloveEmbedder::Probability(uint32_t rank) const {
+  return 1.0 / (std::pow(static_cast<double>(rank + 1), options_.zipf_exponent) * kZipfH);
+}
+
+double GloveEmbedder::Weight(uint32_t rank) const {
+  const double a = options_.sif_a;
+  return table_->Norm(rank) * a / (a + Probability(rank));
 }
 
 Result<GloveEmbedder> GloveEmbedder::Create() {
-  auto table = GloveTable::Linked();
-  if (!table.ok()) return table.status();
-  return Create(table.value(), DefaultOptions());
+  // Made once: the common direction costs a pass over the table.
+  static std::once_flag once;
+  static std::optional<Result<GloveEmbedder>> made;
+  std::call_once(once, [] {
+    auto table = GloveTable::Linked();
+    if (!table.ok()) made.emplace(table.status());
+    else made.emplace(Create(table.value(), DefaultOptions()));
+  });
+  return *made;
 }
 
 Result<GloveEmbedder> GloveEmbedder::Create(std::shared_ptr<const GloveTable> table,
@@ -170,7 +202,6 @@ Status GloveEmbedder::EmbedInto(std::string_view text, std::span<float> out) con
                    std::string(kName).c_str(), out.size(), kDimension);
   }
   float acc[kDimension] = {};
-  const double a = options_.sif_a;
   for (const std::string& token : Tokenizer().Tokenize(text)) {
     const int64_t rank = table_->Find(token);
     if (rank < 0 || rank >= words_) {
@@ -182,9 +213,13 @@ Status GloveEmbedder::EmbedInto(std::string_view text, std::span<float> out) con
       }
       continue;
     }
-    const double p = 1.0 / (std::pow(static_cast<double>(rank + 1), options_.zipf_exponent) * kZipfH);
-    const double weight = table_->Norm(static_cast<uint32_t>(rank)) * a / (a + p);
+    const double weight = Weight(static_cast<uint32_t>(rank));
     table_->AddVector(static_cast<uint32_t>(rank), static_cast<float>(weight), acc);
+  }
+  if (!common_.empty()) {
+    float dot = 0;
+    for (uint32_t i = 0; i < kDimension; i++) dot += acc[i] * common_[i];
+    for (uint32_t i = 0; i < kDimension; i++) acc[i] -= dot * common_[i];
   }
   double sum_sq = 0;
   for (float v : acc) sum_sq += static_cast<double>(v) * v;

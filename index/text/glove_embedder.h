@@ -23,7 +23,13 @@
 //      vector of length 10 to 40), so that "room 12" and "room 14" differ.
 //      (The same fallback for every unknown word measured worse:
 //      docs/recall.md.)
-//   4. The sum is divided by its L2 norm and rounded to float32; a text
+//   4. The common component is removed (the second step of SIF): the sum s
+//      becomes s - (s . u) u, where u is the unit vector along
+//        sum over the words of the table, by rank r, of p(r) * weight(r) * v,
+//      the direction every English sentence shares (without this step any
+//      two sentences have cosine ~0.8). u is computed in float64 in rank
+//      order when the embedder is created.
+//   5. The result is divided by its L2 norm and rounded to float32; a text
 //      without any known word embeds to the zero vector.
 // The sums are computed in float in a fixed order, so one build gives the
 // same vector for the same text every time.
@@ -95,6 +101,7 @@ struct GloveEmbedderOptions {
   double zipf_exponent = 0;
   double number_weight = 0;
   uint32_t max_words = 0;  // 0: the whole table
+  bool remove_common = false;  // step 4 of the definition
 };
 
 // Immutable after creation; safe to use from many threads at once.
@@ -107,7 +114,7 @@ class GloveEmbedder {
   static constexpr double kZipfH = 13.3;  // ln(400,000) + Euler's constant
   static constexpr double kNumberWeight = 10.0;
 
-  static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, kNumberWeight, 0}; }
+  static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, kNumberWeight, 0, true}; }
 
   // The embedder over the linked table, or kNotFound when the build has none.
   static Result<GloveEmbedder> Create();
@@ -128,11 +135,14 @@ class GloveEmbedder {
  private:
   GloveEmbedder(std::shared_ptr<const GloveTable> table, GloveEmbedderOptions options,
                 HashEmbedder numbers);
+  double Probability(uint32_t rank) const;  // p(r) of step 2, 0-based rank
+  double Weight(uint32_t rank) const;       // weight(r) of step 2
 
   std::shared_ptr<const GloveTable> table_;
   GloveEmbedderOptions options_;
   HashEmbedder numbers_;
   uint32_t words_;
+  std::vector<float> common_;  // u of step 4, or empty
 };
 
 }  // namespace agentmem::index

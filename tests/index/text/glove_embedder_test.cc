@@ -118,7 +118,9 @@ TEST_CASE("the embedding is the normalised SIF-weighted mean of the words' vecto
   std::vector<uint32_t> bytes = SmallTable({"the", "cat", "sat"});
   auto t = GloveTable::Parse(Bytes(bytes));
   REQUIRE(t.ok());
-  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::DefaultOptions());
+  GloveEmbedderOptions options = GloveEmbedder::DefaultOptions();
+  options.remove_common = false;  // steps 2 and 5 alone
+  auto e = GloveEmbedder::Create(t.value(), options);
   REQUIRE(e.ok());
   std::vector<float> v = e->Embed("The cat");
   auto weight = [](int rank) {  // every vector of this table has the norm sqrt(1.25)
@@ -133,6 +135,48 @@ TEST_CASE("the embedding is the normalised SIF-weighted mean of the words' vecto
   CHECK(v[2] == 0.0f);
   CHECK(v[99] == doctest::Approx(0.5 * (w1 + w2) / norm).epsilon(1e-5));
   CHECK(w1 < w2);  // the more frequent word weighs less
+}
+
+TEST_CASE("the common component is removed: the table's weighted mean direction embeds to zero") {
+  std::vector<uint32_t> bytes = SmallTable({"the", "cat", "sat"});
+  auto t = GloveTable::Parse(Bytes(bytes));
+  REQUIRE(t.ok());
+  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::DefaultOptions());
+  REQUIRE(e.ok());
+  // u is along sum p(r) * weight(r) * v_r; the result is orthogonal to it.
+  std::vector<double> u(100, 0.0);
+  for (int rank = 1; rank <= 3; rank++) {
+    const double a = GloveEmbedder::kSifA;
+    const double p = 1.0 / (std::pow(rank, GloveEmbedder::kZipfExponent) * GloveEmbedder::kZipfH);
+    const double w = p * std::sqrt(1.25) * a / (a + p);
+    u[rank - 1] += w;
+    u[99] += 0.5 * w;
+  }
+  for (const char* text : {"the", "cat sat", "the cat sat"}) {
+    std::vector<float> v = e->Embed(text);
+    CHECK(Norm(v) == doctest::Approx(1.0).epsilon(1e-5));
+    double dot = 0;
+    for (int i = 0; i < 100; i++) dot += v[i] * u[i];
+    CHECK(dot == doctest::Approx(0.0).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("unrelated sentences are not similar once the common component is removed") {
+  auto e = Linked();
+  if (!e) return;
+  const char* a = "What did Caroline do yesterday?";
+  const char* b = "The weather was nice in Paris";
+  auto table = GloveTable::Linked();
+  REQUIRE(table.ok());
+  GloveEmbedderOptions options = GloveEmbedder::DefaultOptions();
+  options.remove_common = false;
+  auto plain = GloveEmbedder::Create(table.value(), options);
+  REQUIRE(plain.ok());
+  CHECK(Sim(*plain, a, b) > 0.5);  // the shared direction of averaged word vectors
+  CHECK(Sim(*e, a, b) < 0.3);
+  const char* puppy = "I adopted a puppy from the shelter";
+  CHECK(Sim(*e, puppy, "We got a new dog last week") >
+        Sim(*e, puppy, "The quarterly tax report is due on Monday") + 0.3);
 }
 
 TEST_CASE("the linked embedder is agentmem-glove-v1 with 100 dimensions and unit vectors") {
