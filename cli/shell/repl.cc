@@ -6,6 +6,7 @@
 #include <sys/select.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -55,24 +56,37 @@ class ReplLines : public LineSource {
     if (continuation)
       prompt = std::string(prompt.size() > 5 ? prompt.size() - 5 : 0, ' ') + "...> ";
     std::fflush(sh_.out);
+    // SIGINT stays blocked except inside pselect(), so a ^C that arrives
+    // after the prompt is shown and before the wait begins is not lost: it
+    // interrupts the wait, and the loop sees it.
+    sigset_t sigint, before;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigint, &before);
+    sigset_t waiting = before;
+    sigdelset(&waiting, SIGINT);
     g_pending = Pending();
     ClearInterrupt();
     rl_callback_handler_install(prompt.c_str(), OnLine);
+    Read result = Read::kLine;
     while (!g_pending.done) {
-      fd_set in;
-      FD_ZERO(&in);
-      FD_SET(0, &in);
-      int n = select(1, &in, nullptr, nullptr, nullptr);
-      if (n < 0 && errno == EINTR && Interrupted()) {
+      if (Interrupted()) {
         // ^C: drop what was typed (and the pending statement).
         ClearInterrupt();
         rl_callback_handler_remove();
         std::fputs("^C\n", sh_.out);
         std::fflush(sh_.out);
-        return Read::kCancel;
+        result = Read::kCancel;
+        break;
       }
+      fd_set in;
+      FD_ZERO(&in);
+      FD_SET(0, &in);
+      int n = pselect(1, &in, nullptr, nullptr, nullptr, &waiting);
       if (n > 0) rl_callback_read_char();
     }
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+    if (result == Read::kCancel) return result;
     if (g_pending.eof) {
       std::fputc('\n', sh_.out);  // leave the shell on a fresh line after ^D
       return Read::kEnd;
