@@ -1002,7 +1002,11 @@ class Importer {
     AGENTMEM_RETURN_IF_ERROR(Facts(r.user_id, &have));
     auto [it, fresh] = have->try_emplace(r.id, r);
     if (!fresh) {
-      if (it->second == r || LaterState(it->second, r)) {
+      // The file reports only the sources it still remembers: compare with
+      // the line's sources read the same way.
+      const FactRecord shown = Remembered(r);
+      if (it->second == r || LaterState(it->second, r) || it->second == shown ||
+          LaterState(it->second, shown)) {
         plan_.skipped++;
         return Status::OK();
       }
@@ -1053,6 +1057,20 @@ class Importer {
            version < plan_.next_block_version;
   }
 
+  // r with only the source episodes the file or this import remembers (ids
+  // at or past the file's next id count as remembered, as reads count them).
+  FactRecord Remembered(FactRecord r) const {
+    const uint64_t limit = db_->episode_id_limit();
+    auto& src = r.source_episode_ids;
+    src.erase(std::remove_if(src.begin(), src.end(),
+                             [&](uint64_t e) {
+                               EpisodeRecord found;
+                               return e < limit && !episodes_.count(e) &&
+                                      !db_->GetEpisode(e, &found).ok();
+                             }),
+              src.end());
+    return r;
+  }
   Status WriteAll(ImportCounts* counts);
 
   Database* db_;
