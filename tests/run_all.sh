@@ -13,7 +13,9 @@
 #                 count into the total. If SAN_DIR is built with source-based
 #                 coverage, prints the branch coverage of format/ and engine/
 #                 over those runs (tests/coverage_report.sh)
-#   --fuzz        also runs each libFuzzer target of SAN_DIR for SECONDS on a
+#   --fuzz        also runs each libFuzzer target of SAN_DIR for SECONDS (libFuzzer
+#                 seed AGENTMEM_FUZZ_SEED, default 1, so that a run is repeatable;
+#                 make fuzz explores with random seeds) on a
 #                 copy of its kept corpus (tests/fuzz/corpus/<target>/); each
 #                 target counts as one case, failed on a crash, a sanitizer
 #                 report or a broken invariant (the input is kept in
@@ -159,7 +161,7 @@ if [ -n "$fuzz_dir" ]; then
     rm -rf "$work" && mkdir -p "$work" "$artifacts"
     cp "$corpus"* "$work/"
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$exe" -max_total_time="$fuzz_seconds" \
-      -timeout=30 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+      -seed="${AGENTMEM_FUZZ_SEED:-1}" -timeout=30 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
       -artifact_prefix="$artifacts/" "$work" > "$artifacts/log.txt" 2>&1
     rc=$?
     grep -E '^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY|fuzz invariant|artifact)' \
