@@ -689,24 +689,18 @@ std::string RecoverReportJson(const RecoverReport& r) {
   } else {
     w.String(r.destination);
   }
-  w.Key("clean");
-  w.Bool(r.clean());
-  w.Key("file_bytes");
-  w.Uint(r.file_bytes);
-  w.Key("pages_valid");
-  w.Uint(r.pages_valid);
-  w.Key("header_damaged");
-  w.Bool(r.header_damaged);
+  w.Field("clean", r.clean());
+  w.Field("file_bytes", r.file_bytes);
+  w.Field("pages_valid", r.pages_valid);
+  w.Field("header_damaged", r.header_damaged);
   w.Key("damaged");
   w.BeginArray();
   for (const auto& d : r.damage) {
     w.BeginObject();
     w.Key("page");
     page(d.offset);
-    w.Key("offset");
-    w.Uint(d.offset);
-    w.Key("bytes");
-    w.Uint(d.bytes);
+    w.Field("offset", d.offset);
+    w.Field("bytes", d.bytes);
     w.Key("commit_seq");
     if (d.commit_seq) {
       w.Uint(d.commit_seq);
@@ -718,10 +712,8 @@ std::string RecoverReportJson(const RecoverReport& r) {
     w.EndObject();
   }
   w.EndArray();
-  w.Key("torn_bytes");
-  w.Uint(r.torn_bytes);
-  w.Key("transactions_kept");
-  w.Uint(r.transactions_kept);
+  w.Field("torn_bytes", r.torn_bytes);
+  w.Field("transactions_kept", r.transactions_kept);
   w.Key("transactions_dropped");
   w.BeginArray();
   for (const auto& d : r.dropped) {
@@ -749,28 +741,20 @@ std::string RecoverReportJson(const RecoverReport& r) {
     w.EndObject();
   }
   w.EndArray();
-  w.Key("forgets_from_dropped");
-  w.Uint(r.forgets_from_dropped);
-  w.Key("settings_lost");
-  w.Bool(r.settings_lost);
-  w.Key("records_from_checkpoint");
-  w.Uint(r.records_from_checkpoint);
-  w.Key("forgets_from_checkpoint");
-  w.Uint(r.forgets_from_checkpoint);
+  w.Field("forgets_from_dropped", r.forgets_from_dropped);
+  w.Field("settings_lost", r.settings_lost);
+  w.Field("records_from_checkpoint", r.records_from_checkpoint);
+  w.Field("forgets_from_checkpoint", r.forgets_from_checkpoint);
   w.Key("checkpoint_page");
   if (r.checkpoint_offset) {
     page(r.checkpoint_offset);
   } else {
     w.Null();
   }
-  w.Key("episodes_written");
-  w.Uint(r.episodes_written);
-  w.Key("block_versions_written");
-  w.Uint(r.block_versions_written);
-  w.Key("fact_records_written");
-  w.Uint(r.fact_records_written);
-  w.Key("episodes_lost_count");
-  w.Uint(r.episodes_lost_count);
+  w.Field("episodes_written", r.episodes_written);
+  w.Field("block_versions_written", r.block_versions_written);
+  w.Field("fact_records_written", r.fact_records_written);
+  w.Field("episodes_lost_count", r.episodes_lost_count);
   w.Key("episodes_lost");
   w.BeginArray();
   for (const auto& [first, last] : r.episodes_lost) {
