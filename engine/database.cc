@@ -364,6 +364,10 @@ Status Database::Close() {
     if (s.ok() && sticky_.ok() && end_ > superblock_.durable_through) s = WriteSuperblock();
     if (s.ok()) s = checkpoint;
   }
+  if (s.ok() && sticky_unreported_) {
+    s = Status(kIoErrSticky, "the work after the last commit (retention or checkpoint) failed (" +
+                                 sticky_.message() + "); with sync=normal the last commits may not be durable");
+  }
   ReleaseWriteLock();
   file_.reset();
   embedder_.reset();  // the application's destroy callback runs here
@@ -656,6 +660,7 @@ Status Database::CheckWritable() const {
   if (opts_.read_only) return Status(kReadOnlyFile, "attempt to write a database opened read-only");
   if (!write_refused_.ok()) return write_refused_;
   if (!sticky_.ok()) {
+    sticky_unreported_ = false;
     return Status(kIoErrSticky, "an earlier write or sync failed (" + sticky_.message() +
                                     "); close and reopen the database");
   }
@@ -720,10 +725,7 @@ Status Database::Commit() {
   explicit_txn_ = false;
   Status s = write_locked_ ? CommitPending() : Status::OK();
   ClearPending();
-  if (s.ok() && write_locked_) {
-    RetentionAfterCommit();
-    CheckpointAfterCommit();
-  }
+  if (s.ok() && write_locked_) AfterCommit();
   ReleaseWriteLock();
   return s;
 }
@@ -743,10 +745,7 @@ Status Database::FinishWrite(Status s) {
   if (explicit_txn_) return s;  // the transaction decides at Commit()
   if (s.ok()) s = CommitPending();
   ClearPending();
-  if (s.ok()) {
-    RetentionAfterCommit();
-    CheckpointAfterCommit();
-  }
+  if (s.ok()) AfterCommit();
   ReleaseWriteLock();
   return s;
 }
@@ -760,6 +759,16 @@ Status Database::FinishWrite(Status s) {
 // the handle as it was, and a failed sync stays the handle's error
 // (WriteCheckpoint makes it sticky).
 void Database::CheckpointAfterCommit() { MaybeCheckpoint(false).IgnoreError(); }
+
+// The work after a commit. Its failure is not the commit's, but a failed
+// write or sync there leaves sticky_ set, which the next write returns, or
+// Close if no write comes: in sync=normal that sync was the commits' too.
+void Database::AfterCommit() {
+  const bool was_ok = sticky_.ok();
+  RetentionAfterCommit();
+  CheckpointAfterCommit();
+  if (was_ok && !sticky_.ok()) sticky_unreported_ = true;
+}
 
 void Database::ClearPending() {
   pending_embed_.clear();

@@ -300,6 +300,7 @@ class Database {
   // Writes a checkpoint when the policy of Options::checkpoint_bytes asks.
   Status MaybeCheckpoint(bool closing);
   void CheckpointAfterCommit();
+  void AfterCommit();
   // Loads the checkpoint a superblock points at (open).
   Status LoadCheckpoint(const format::Superblock& sb);
   Status BuildCheckpointState(format::CheckpointState* out) const;
@@ -385,6 +386,10 @@ class Database {
   uint64_t synced_through_ = 0;  // every byte before this offset is known synced
   uint64_t syncs_ = 0;
   Status sticky_;  // set by a failed write or sync; refuses further writes
+  // sticky_ was set by the work after a commit (retention, checkpoint) and
+  // no call has returned it yet: Close returns it then. Mutable because the
+  // const CheckWritable is what returns it.
+  mutable bool sticky_unreported_ = false;
   std::vector<format::EpisodeRecord> pending_episodes_;
   // Indexes into pending_episodes_ of the episodes whose vector embedder_
   // computes at the next batch (a transaction's texts are embedded together).

@@ -567,3 +567,51 @@ TEST_CASE("a full disk while a commit checkpoints fails neither that commit nor 
     CHECK(problems.empty());
   }
 }
+
+TEST_CASE("a failed sync in a commit's checkpoint is reported by the next write, or by the close") {
+  // The commit returns OK (its own sync went through), but fsync is never
+  // retried: the handle's next call must say so, and when no call comes
+  // before the close, the close does -- with sync=normal that sync was the
+  // one that made the commits durable.
+  using agentmem::test::Fault;
+  using agentmem::test::FaultEnv;
+  for (bool write_after : {false, true}) {
+    CAPTURE(write_after);
+    auto base = agentmem::engine::NewMemEnv();
+    agentmem::test::TestClock clock;
+    FaultEnv env(base.get());
+    auto opts = agentmem::test::TestOptionsFor(&env, &clock, agentmem::engine::SyncMode::kFull, 99, 8);
+    opts.checkpoint_bytes = 512;  // a commit checkpoints past 8 KiB of log
+    auto db = agentmem::test::MustOpen("f", opts);
+    auto remember = [&](int i) {
+      EpisodeRecord r;
+      r.user_id = "u";
+      std::mt19937 words(i);
+      r.text = "episode " + std::to_string(i);
+      for (int w = 0; w < 12; w++) r.text += " w" + std::to_string(words() % 100000);
+      uint64_t id = 0;
+      return db->Remember(r, &id);
+    };
+    // The commit's sync goes through; the checkpoint's, next, fails.
+    env.FailAt(2, Fault::kEio, /*persistent=*/false, agentmem::test::kOpSync);
+    REQUIRE(db->Begin().ok());
+    for (int i = 0; i < 300; i++) REQUIRE(remember(i).ok());
+    Status committed = db->Commit();
+    CHECK_MESSAGE(committed.ok(), committed.ToString());
+    REQUIRE(env.faults_hit() == 1);  // the checkpoint's sync failed
+    if (write_after) {
+      CHECK(remember(300).code() == agentmem::kIoErrSticky);
+      CHECK(db->Close().ok());  // already reported
+    } else {
+      Status closed = db->Close();
+      CHECK(closed.code() == agentmem::kIoErrSticky);
+      CHECK(closed.message().find("checkpoint") != std::string::npos);
+    }
+    db.reset();
+    opts.env = base.get();
+    db = agentmem::test::MustOpen("f", opts);
+    agentmem::engine::Stats st;
+    REQUIRE(db->GetStats(&st).ok());
+    CHECK(st.episodes == 300u);
+  }
+}
