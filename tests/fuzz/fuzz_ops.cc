@@ -231,7 +231,9 @@ AGENTMEM_FUZZ_TARGET(ops) {
         break;
       }
     }
-    if (trace && !w.driver->in_transaction()) {
+    // The diff reads through the FaultEnv: only while no fault is pending,
+    // or the trace would move it.
+    if (trace && !faulted && !w.driver->in_transaction()) {
       std::string diff = w.driver->acked().Diff(w.db.get());
       std::fprintf(stderr, "  after: %zu in doubt, faulted %d, model %zu episodes; %s\n",
                    w.driver->in_doubt().size(), faulted, w.driver->acked().episode_count(),

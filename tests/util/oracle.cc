@@ -301,15 +301,21 @@ bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
 
 // ------------------------------------------------------------------ Driver
 
-void Driver::Acked(const Txn& t) {
+void Driver::Acked(const Txn& t, bool compacted) {
   if (t.empty()) return;
   // An in-doubt write that took ids cannot have been written: the acked one
   // would own its ids. An in-doubt forget or retention policy can have been
   // (a PURGE whose forget committed before its VACUUM failed): it counts if
-  // the handle, which read the acked commit back, shows it.
+  // the handle, which read the acked commit back, shows it. After a
+  // compaction the file holds as few commits as one, whatever came before.
   for (const Txn& d : in_doubt_) {
     if (!d.episodes.empty() || !d.blocks.empty() || !d.facts.empty()) continue;
-    if (acked_.With(d).With(t).Diff(db_).empty() && !acked_.With(t).Diff(db_).empty()) {
+    Oracle with = acked_.With(d).With(t), without = acked_.With(t);
+    if (compacted) {
+      with.Compacted();
+      without.Compacted();
+    }
+    if (with.Diff(db_).empty() && !without.Diff(db_).empty()) {
       acked_.Apply(d);
       break;
     }
@@ -450,7 +456,7 @@ Status Driver::Compacting(const std::vector<Txn>& outcomes, const std::function<
   failed_ |= !s.ok();
   acked_.Compacted();
   if (s.ok()) {
-    Acked(outcomes.back());
+    Acked(outcomes.back(), /*compacted=*/true);
     // The outcome's commits came before the copy, which holds as few
     // commits as its records need: as few as one.
     acked_.Compacted();

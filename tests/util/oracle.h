@@ -169,7 +169,7 @@ class Driver {
  private:
   template <typename Rec, typename Call>
   Status Write(Rec expected, std::vector<Rec> Txn::*list, Call call);
-  void Acked(const Txn& t);
+  void Acked(const Txn& t, bool compacted = false);
   // After an acknowledged commit a writer applies its retention policy when it
   // is due (docs/lifecycle.md, "Retention"): when the model has one due, the
   // handle decides -- it shows the retention forget (acked), or shows none
