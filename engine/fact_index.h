@@ -1,5 +1,5 @@
-// engine/fact_index.h -- facts by subject, predicate and object, per user
-// (issue #5): the lookups behind single-valued predicates and fact queries,
+// engine/fact_index.h -- facts by subject, predicate and object, per user:
+// the lookups behind single-valued predicates and fact queries,
 // so that neither scans a user's facts. Derived, in memory: built from the
 // fact records the first time a handle needs it, then kept current by every
 // commit the handle applies.

@@ -1,5 +1,5 @@
 // engine/lifecycle.cc -- forgetting, fact queries on two time axes, and
-// compaction (VACUUM, PURGE) of a Database (issue #5; docs/lifecycle.md).
+// compaction (VACUUM, PURGE) of a Database (docs/lifecycle.md).
 //
 // Forgetting is a record (format/records.h, ForgetRecord) committed like any
 // other: every handle applies it when it reads the commit, so what it names is

@@ -1,6 +1,6 @@
 // index/text/bm25.cc -- Bm25Index maintenance (add, remove), BM25 scoring and
 // the brute-force top-k oracle (see bm25.h; the skipping top-k is in
-// maxscore.cc; issue #3).
+// maxscore.cc).
 #include "index/text/bm25.h"
 
 #include <algorithm>

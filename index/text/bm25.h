@@ -1,6 +1,6 @@
 // index/text/bm25.h -- an in-memory BM25 inverted index over the documents of
 // one partition, with a skipping (block-max MaxScore) disjunctive top-k and a
-// brute-force scorer that serves as its test oracle (issue #3).
+// brute-force scorer that serves as its test oracle.
 //
 // Scoring is Okapi BM25 exactly as shared/data/bm25_baseline.py defines it:
 //

@@ -1,5 +1,5 @@
 // index/text/bm25_scorer.h -- the BM25 term score, shared by the brute-force
-// and the MaxScore top-k so that both compute bit-identical numbers (issue #3).
+// and the MaxScore top-k so that both compute bit-identical numbers.
 #pragma once
 
 #include <array>

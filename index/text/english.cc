@@ -1,5 +1,5 @@
 // index/text/english.cc -- Porter step 1 stemming and the stop-word list (see
-// english.h; issue #3).
+// english.h).
 #include "index/text/english.h"
 
 #include <libstemmer.h>

@@ -1,5 +1,5 @@
 // index/text/english.h -- the optional English word processing of the
-// tokenizer: a light suffix stemmer and a short stop-word list (issue #3).
+// tokenizer: a light suffix stemmer and a short stop-word list.
 //
 // Both are part of the file format when enabled (tokenizer options "stem=1",
 // "stop=1" are recorded in the file): change them only under a new name.

@@ -1,5 +1,4 @@
-// index/text/hash_embedder.cc -- "agentmem-hash-v1" (see hash_embedder.h;
-// issue #3).
+// index/text/hash_embedder.cc -- "agentmem-hash-v1" (see hash_embedder.h).
 #include "index/text/hash_embedder.h"
 
 #include <cmath>

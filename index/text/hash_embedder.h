@@ -1,6 +1,6 @@
 // index/text/hash_embedder.h -- "agentmem-hash-v1", the built-in deterministic
 // text embedder: signed feature hashing of words, word bigrams and character
-// n-grams, L2-normalised (issue #3).
+// n-grams, L2-normalised.
 //
 // Definition (part of the file format: any change needs a new name):
 //   1. Tokens: Tokenizer with default options ("unicode-v1;stem=0;stop=0;

@@ -1,5 +1,5 @@
 // index/text/maxscore.cc -- Bm25Index::TopK(): disjunctive top-k with
-// block-max MaxScore, document at a time (issue #3).
+// block-max MaxScore, document at a time.
 //
 // MaxScore (Turtle & Flood, 1995). The query's posting lists are sorted by
 // their score upper bound (the best of the list's peaks, posting_list.h),

@@ -1,5 +1,5 @@
 // index/text/posting_list.cc -- a term's postings and their block and peak
-// summaries (see posting_list.h; issue #3).
+// summaries (see posting_list.h).
 #include "index/text/posting_list.h"
 
 #include <algorithm>

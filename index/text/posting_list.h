@@ -1,5 +1,5 @@
 // index/text/posting_list.h -- the in-memory posting list of one term, with
-// the score summaries that let the BM25 top-k skip (issue #3).
+// the score summaries that let the BM25 top-k skip.
 //
 // Besides the postings (sorted by doc id) and the length |d| of each posting's
 // document, a list keeps two summaries, both exact at all times:

@@ -1,5 +1,5 @@
 // index/text/postings.cc -- posting list encoding and bounds-checked decoding
-// (see postings.h; issue #3).
+// (see postings.h).
 #include "index/text/postings.h"
 
 #include <limits>

@@ -1,6 +1,6 @@
 // index/text/postings.h -- a BM25 posting (document id, term frequency) and
 // the byte encoding of a posting list, the unit that BM25 index pages will
-// store (issue #3).
+// store.
 //
 // Encoding of a posting list (all varints are LEB128, format/coding.h):
 //

@@ -1,7 +1,6 @@
 // index/text/stable_hash.h -- the 64-bit hash of the built-in embedder:
 // FNV-1a over bytes, then a 64-bit avalanche finalizer (the one of the
-// SplitMix64 generator) so that every output bit depends on every input bit
-// (issue #3).
+// SplitMix64 generator) so that every output bit depends on every input bit.
 //
 // Unlike std::hash, these values are fixed forever: they decide where
 // "agentmem-hash-v1" puts each feature, and so are part of the file format.

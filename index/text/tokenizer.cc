@@ -1,5 +1,5 @@
 // index/text/tokenizer.cc -- the tokenizer pipeline and its config string
-// (see tokenizer.h; issue #3).
+// (see tokenizer.h).
 #include "index/text/tokenizer.h"
 
 #include <charconv>

@@ -1,5 +1,5 @@
 // index/text/tokenizer.h -- the text tokenizer shared by BM25 and the hash
-// embedder (issue #3).
+// embedder.
 //
 // Pipeline, per code point of the UTF-8 input:
 //   1. decode; a malformed byte becomes U+FFFD (a separator), so invalid UTF-8

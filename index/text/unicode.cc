@@ -1,5 +1,5 @@
 // index/text/unicode.cc -- UTF-8 decoding, the "unicode-v1" lower-case table
-// and the separator table (see unicode.h; issue #3).
+// and the separator table (see unicode.h).
 //
 // The case table was written from the Unicode 14 simple lower-case mappings of
 // the blocks named in unicode.h, compressed into ranges. A range either maps

@@ -1,6 +1,6 @@
 // index/text/unicode.h -- the Unicode pieces of the tokenizer: a forgiving
 // UTF-8 decoder, simple lower-case mapping, and the "is this code point part of
-// a word" classification (issue #3).
+// a word" classification.
 //
 // These tables are part of the file format: the tokenizer name recorded in a
 // file ("unicode-v1") promises exactly this folding and classification. Any

@@ -1,5 +1,5 @@
 // index/vector/distance.h -- float32 distance kernels (dot product, squared L2,
-// cosine) written with xsimd and chosen at run time for the CPU (issue #3).
+// cosine) written with xsimd and chosen at run time for the CPU.
 //
 // Paths. One set of kernels exists per instruction set ("path"): a plain-C++
 // scalar reference, SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F. The

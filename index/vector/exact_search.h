@@ -1,5 +1,5 @@
 // index/vector/exact_search.h -- exact top-k by brute force over a contiguous
-// block of vectors, with the SIMD kernels of distance.h (issue #3).
+// block of vectors, with the SIMD kernels of distance.h.
 //
 // This is the planner's exact path: a filtered partition small enough to scan
 // (a user with a few hundred episodes) is scanned here rather than searched in

@@ -1,4 +1,4 @@
-// index/vector/hnsw.h -- HnswIndex: our adapter around hnswlib 0.6.2 (issue #3).
+// index/vector/hnsw.h -- HnswIndex: our adapter around hnswlib 0.6.2.
 //
 // hnswlib supplies the graph construction (insertion, neighbour selection
 // heuristic, link repair). Around it this adapter adds what the engine needs
@@ -11,38 +11,27 @@
 // hnswlib defines non-inline functions in its headers, so <hnswlib/hnswlib.h>
 // is included by hnsw.cc only; this header shows none of its types.
 //
-// ---------------------------------------------------------------------------
-// Design note: persisting the graph in the .agentmem file (for the engine)
-// ---------------------------------------------------------------------------
-// DESIGN.md §4 wants the graph in pages of the file, committed atomically with
-// the episodes it indexes, never rewritten whole per commit, and never rebuilt
-// when a file is opened. The pieces this class offers for that:
+// Persistence: the graph lives in pages of the .agentmem file, committed
+// atomically with the episodes it indexes, never rewritten whole per commit
+// and never rebuilt at open (docs/format.md §5.8).
 //
 //  * Checkpoint: Serialize() writes a full image (base_count 0). Deserialize()
-//    rebuilds the index from one, validating every byte first.
+//    rebuilds the index from one, validating every byte first; Map() uses an
+//    image in place, without a copy (hnsw_mapped.h checks its records).
 //  * Delta: a ChangeMark taken after the last persisted state, then
 //    EncodeDelta(mark) at commit: one image holding the nodes added since the
 //    mark (with vectors) and the older nodes whose neighbour lists or deleted
 //    flag changed (links only). An insert changes the new node and the nodes it
 //    links to (hnswlib rewrites exactly those lists): about 1 + m records, each
-//    a whole neighbour list of up to 2m ids. Measured at m = 16, 128-d, 10k
-//    nodes: 17 records, 2.7 KiB per insert (0.5 KiB of it the vector), against
-//    6 MiB for the whole graph. NodesChangedSince(mark) lists the nodes without
-//    encoding them. (A later format could store list edits instead of lists.)
-//  * Replay: open = Deserialize(last checkpoint), then ApplyDelta() of each
+//    a whole neighbour list of up to 2m ids. NodesChangedSince(mark) lists the
+//    nodes without encoding them.
+//  * Replay: open = the last checkpoint's image, then ApplyDelta() of each
 //    later commit's delta, in commit order. Each delta names the node count it
 //    builds on, so a missing or repeated delta is refused, not misapplied.
-//  * The engine folds deltas into a new checkpoint every so often (e.g. when
-//    the deltas since the last one exceed a fraction of it), so that replay
-//    stays short.
 //  * Images are self-checking (CRC-32C) and self-describing (metric, dim, m),
 //    so they can span pages; the engine's page checksums come on top.
 //  * A delta is made under the writer's lock in the engine, so "changed since
 //    the mark" is exactly what the commit did.
-// Later work: a graph mapped straight from the file (no copy on open) needs a
-// page-aligned layout of level 0 and hnswlib's memory replaced; the image
-// layout keeps fixed-width fields with that in mind.
-// ---------------------------------------------------------------------------
 //
 // Thread safety: Search(), Contains(), size(), Stats() and the encoders may run
 // concurrently with each other. Add(), AddBatch(), MarkDeleted(), Reserve() and

@@ -1,5 +1,5 @@
 // index/vector/hnsw_format.h -- the bytes of an HNSW graph image: a full
-// checkpoint of a graph, or a delta of the nodes one commit changed (issue #3).
+// checkpoint of a graph, or a delta of the nodes one commit changed.
 //
 // hnswlib's own saveIndex/loadIndex write a raw memory dump to a file path, with
 // no checksum and no bounds checks. This is our own layout instead, written to

@@ -1,5 +1,5 @@
 // index/vector/metric.h -- the metrics of a vector space and the one distance
-// convention every vector search in index/ uses (issue #3).
+// convention every vector search in index/ uses.
 //
 // All searches rank by a *distance*: smaller is closer, and ties are broken by
 // the smaller id, so that results are deterministic. Per metric:
