@@ -25,7 +25,6 @@
 #include <unordered_map>
 
 #include "engine/database.h"
-#include "format/crc32c.h"
 #include "format/page.h"
 #include "index/vector/hnsw_mapped.h"
 
@@ -278,12 +277,12 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   // A checkpoint page read whole into `page`: its checksum, then its section
   // (SplitSection's errors); *body points into `page`.
   std::string page;
-  auto read_whole = [&](uint64_t at, uint64_t padded, const format::PageHeader& h, uint32_t stored,
+  auto read_whole = [&](uint64_t at, uint64_t padded, const format::PageHeader& h,
                         std::string_view* body) -> Status {
     const int64_t page_no = static_cast<int64_t>(h.page_no);
     AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(at, padded, &page));
     if (page.size() != padded) return damaged(at, "a page runs past the checkpoint's end");
-    if (stored != format::Crc32c(page.data() + 4, padded - 4)) return bad_checksum(page_no);
+    if (!format::ChecksumOf(page).Matches()) return bad_checksum(page_no);
     format::CheckpointSection kind;
     return format::SplitSection(std::string_view(page).substr(format::kPageHeaderSize, h.length),
                                 page_no, &kind, body);
@@ -316,31 +315,29 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     if (h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (h.flags & format::kPageFlagZstd)) {
       return damaged(pos, "not a checkpoint page");
     }
-    const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(head.data()));
     const uint32_t kind_word = head.size() >= head_size && h.length >= format::kSectionHeaderSize
                                    ? format::DecodeFixed32(head.data() + format::kPageHeaderSize)
                                    : 0;
     if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kState)) {
       // Read whole (it is decoded into memory anyway), then imported on another thread.
       std::string_view body;
-      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, stored, &body));
+      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, &body));
       if (have_state) return damaged(pos, "a section repeats");
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
       have_state = true;
       imported = std::async(std::launch::async, [this, &state] { return ImportCheckpointState(state); });
     } else if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kBm25)) {
       if (bm25) return damaged(pos, "a section repeats");
-      uint32_t crc = 0;
+      format::PageChecksum sum;
       std::shared_ptr<MappedBytes> bytes;
       AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(
           pos, padded, 0,
-          [&](uint64_t at, std::string_view piece) {
-            if (at == 0) piece.remove_prefix(4);  // the checksum itself
-            crc = format::Crc32cExtend(crc, piece.data(), piece.size());
+          [&](uint64_t, std::string_view piece) {
+            sum.Update(piece);
             return Status::OK();
           },
           &bytes));
-      if (crc != stored) return bad_checksum(page_no);
+      if (!sum.Matches()) return bad_checksum(page_no);
       format::CheckpointSection kind;
       AGENTMEM_RETURN_IF_ERROR(format::SplitSection(
           std::string_view(bytes->data() + format::kPageHeaderSize, h.length), page_no, &kind, &bm25_body));
@@ -371,18 +368,17 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
           if (from < to) check_status = check.Feed(from - image_at, piece.substr(from - at, to - from));
         }
       };
-      uint32_t crc = 0;
+      format::PageChecksum sum;
       std::shared_ptr<MappedBytes> bytes;  // spare room lets the graph take new nodes in place
       AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(
           pos, padded, padded / 4 + (size_t{1} << 20),
           [&](uint64_t at, std::string_view piece) {
             feed(at, piece);
-            if (at == 0) piece.remove_prefix(4);  // the checksum itself
-            crc = format::Crc32cExtend(crc, piece.data(), piece.size());
+            sum.Update(piece);
             return Status::OK();
           },
           &bytes));
-      if (crc != stored) return bad_checksum(page_no);
+      if (!sum.Matches()) return bad_checksum(page_no);
       if (checking && check_status.ok()) check_status = check.Finish();
       if (!check_status.ok()) {
         return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (checkpoint graph): %s",
@@ -402,7 +398,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       // is a bad checksum), then SplitSection refuses it ("unknown section",
       // "no section header"). read_whole cannot succeed here.
       std::string_view body;
-      return read_whole(pos, padded, h, stored, &body);
+      return read_whole(pos, padded, h, &body);
     }
     pages++;
     pos += padded;

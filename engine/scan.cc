@@ -15,7 +15,6 @@
 #include <algorithm>
 
 #include "format/coding.h"
-#include "format/crc32c.h"
 
 namespace agentmem::engine {
 namespace {
@@ -61,23 +60,21 @@ Status CheckCheckpointPage(Window* w, uint64_t pos, const PageHeader& h, Decoded
   const int64_t page_no = static_cast<int64_t>(h.page_no);
   const uint64_t size = format::PaddedPageSize(h.length);
   std::string_view chunk;
-  AGENTMEM_RETURN_IF_ERROR(w->View(pos, 4, &chunk));
-  const uint32_t stored = format::UnmaskCrc(format::DecodeFixed32(chunk.data()));
-  uint32_t crc = 0;
-  for (uint64_t at = 4; at < size;) {
+  format::PageChecksum sum;
+  for (uint64_t at = 0; at < size;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kWindowBytes, size - at));
     AGENTMEM_RETURN_IF_ERROR(w->View(pos + at, want, &chunk));
     if (chunk.size() < want) {
       return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): cut short",
                                  static_cast<long long>(page_no));
     }
-    crc = format::Crc32cExtend(crc, chunk.data(), want);
+    sum.Update(chunk);
     at += want;
   }
-  if (crc != stored || (h.flags & format::kPageFlagZstd)) {
+  if (!sum.Matches() || (h.flags & format::kPageFlagZstd)) {
     return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no,
                                "page %lld (checkpoint): checksum mismatch (stored %08x, computed %08x)",
-                               static_cast<long long>(page_no), stored, crc);
+                               static_cast<long long>(page_no), sum.stored(), sum.computed());
   }
   out->header = h;
   out->payload.clear();

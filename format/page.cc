@@ -35,6 +35,24 @@ const char* PageTypeName(uint8_t type) {
 
 bool IsKnownPageType(uint8_t type) { return type >= 1 && type <= 9; }
 
+void PageChecksum::Update(std::string_view piece) {
+  while (fed_ < 4 && !piece.empty()) {
+    head_[fed_++] = piece.front();
+    piece.remove_prefix(1);
+    if (fed_ == 4) stored_ = UnmaskCrc(DecodeFixed32(head_));
+  }
+  crc_ = Crc32cExtend(crc_, piece.data(), piece.size());
+  fed_ += piece.size();
+}
+
+uint32_t PageChecksum::Masked() const { return MaskCrc(crc_); }
+
+PageChecksum ChecksumOf(std::string_view page) {
+  PageChecksum sum;
+  sum.Update(page);
+  return sum;
+}
+
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {
   std::string compressed;
@@ -53,7 +71,7 @@ std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t r
   PutFixed32(&page, record_count);
   page.append(stored.data(), stored.size());
   page.resize(PaddedPageSize(static_cast<uint32_t>(stored.size())), '\0');
-  EncodeFixed32(page.data(), MaskCrc(Crc32c(page.data() + 4, page.size() - 4)));
+  EncodeFixed32(page.data(), ChecksumOf(page).Masked());
   return page;
 }
 
@@ -105,13 +123,12 @@ Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHea
                                static_cast<long long>(page_no), PageTypeName(h.type), page.size(),
                                static_cast<unsigned long long>(size));
   }
-  uint32_t stored = UnmaskCrc(DecodeFixed32(page.data()));
-  uint32_t actual = Crc32c(page.data() + 4, size - 4);
-  if (stored != actual) {
+  const PageChecksum sum = ChecksumOf(page.substr(0, size));
+  if (!sum.Matches()) {
     return AGENTMEM_CORRUPTION(kCorruptChecksum, page_no,
                                "page %lld (%s): checksum mismatch (stored %08x, computed %08x)",
-                               static_cast<long long>(page_no), PageTypeName(h.type), stored,
-                               actual);
+                               static_cast<long long>(page_no), PageTypeName(h.type), sum.stored(),
+                               sum.computed());
   }
   std::string_view body = page.substr(kPageHeaderSize, h.length);
   if (h.flags & kPageFlagZstd) {

@@ -52,6 +52,33 @@ inline uint64_t PaddedPageSize(uint32_t length) {
   return (uint64_t{kPageHeaderSize} + length + 15) & ~uint64_t{15};
 }
 
+// The page checksum rule (docs/format.md §4.1): bytes 0..3 of a page hold
+// the masked CRC-32C of every later byte up to the end of its padding. Fed
+// the page's bytes in file order, in pieces of any size (a page of hundreds
+// of megabytes need not be in memory at once); every page checksum, written
+// or checked, goes through here.
+class PageChecksum {
+ public:
+  // The next bytes of the page, from its first byte on.
+  void Update(std::string_view piece);
+  // Once the whole padded page was fed: whether the stored value matches.
+  bool Matches() const { return fed_ >= 4 && stored_ == crc_; }
+  uint32_t stored() const { return stored_; }    // unmasked
+  uint32_t computed() const { return crc_; }     // unmasked
+  // The value to store at bytes 0..3 of a page fed whole (its first four
+  // bytes whatever they are).
+  uint32_t Masked() const;
+
+ private:
+  uint64_t fed_ = 0;
+  uint32_t stored_ = 0;  // bytes 0..3 as fed, unmasked
+  char head_[4] = {};
+  uint32_t crc_ = 0;
+};
+
+// The checksum of a whole page in memory (PageChecksum fed once).
+PageChecksum ChecksumOf(std::string_view page);
+
 // Builds a complete page for `offset`. The payload is zstd-compressed when
 // `try_compress` is set and compression saves at least an eighth.
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,

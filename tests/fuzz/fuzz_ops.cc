@@ -73,6 +73,7 @@ struct World {
     AGENTMEM_FUZZ_CHECK(s.ok() && problems.empty(), "integrity check: %s",
                         s.ok() ? problems.front().c_str() : s.ToString().c_str());
     driver = std::make_unique<Driver>(db.get(), &clock);
+    driver->set_faults(fenv.get());
     driver->mutable_acked() = model;
   }
 };
@@ -112,7 +113,9 @@ AGENTMEM_FUZZ_TARGET(ops) {
     return f;
   };
   bool faulted = false;  // an injected fault may still be pending
-  const bool trace = std::getenv("AGENTMEM_FUZZ_TRACE") != nullptr;  // each op on stderr
+  const char* trace_env = std::getenv("AGENTMEM_FUZZ_TRACE");
+  const bool trace = trace_env != nullptr;  // each op on stderr
+  const bool trace_diff = trace && std::string(trace_env) == "2";  // and the model diff
   while (!in.empty() && steps++ < 200) {
     uint8_t op = in.U8();
     Driver& d = *w.driver;
@@ -231,10 +234,15 @@ AGENTMEM_FUZZ_TARGET(ops) {
         break;
       }
     }
-    // The diff reads through the FaultEnv: only while no fault is pending,
-    // or the trace would move it.
-    if (trace && !faulted && !w.driver->in_transaction()) {
-      std::string diff = w.driver->acked().Diff(w.db.get());
+    // The diff fills the handle's page cache, which moves where a later
+    // fault lands: only with AGENTMEM_FUZZ_TRACE=2.
+    if (trace) {
+      std::fprintf(stderr, "  faults hit %d, model %zu episodes, %zu in doubt, handle %s\n",
+                   static_cast<int>(w.fenv->faults_hit()), w.driver->acked().episode_count(),
+                   w.driver->in_doubt().size(), w.db->write_failed() ? "failed" : "ok");
+    }
+    if (trace_diff && !w.driver->in_transaction()) {
+      std::string diff = w.driver->Compare(w.driver->acked());
       std::fprintf(stderr, "  after: %zu in doubt, faulted %d, model %zu episodes; %s\n",
                    w.driver->in_doubt().size(), faulted, w.driver->acked().episode_count(),
                    diff.empty() ? "the handle equals the model" : diff.c_str());

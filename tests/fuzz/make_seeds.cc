@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
                                         test::ZstdZeros(format::kMaxPagePayload), false);
   bomb[5] = static_cast<char>(format::kPageFlagZstd);
   format::EncodeFixed32(bomb.data() + 24, format::kMaxPagePayload);
-  format::EncodeFixed32(bomb.data(), format::MaskCrc(format::Crc32c(bomb.data() + 4, bomb.size() - 4)));
+  format::EncodeFixed32(bomb.data(), format::ChecksumOf(bomb).Masked());
   Write(root / "decode", "crafted-page-bomb", Sel(2, offb + bomb));
   index::HnswOptions ho;
   ho.dim = 4;

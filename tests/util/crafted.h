@@ -83,7 +83,7 @@ class CraftedLog {
     if (raw_length != 0) {
       page[5] = static_cast<char>(format::kPageFlagZstd);
       format::EncodeFixed32(page.data() + 24, raw_length);
-      format::EncodeFixed32(page.data(), format::MaskCrc(format::Crc32c(page.data() + 4, page.size() - 4)));
+      format::EncodeFixed32(page.data(), format::ChecksumOf(page).Masked());
     }
     if (txn_pages_++ == 0) txn_start_ = at;
     bytes_ += page;

@@ -143,10 +143,16 @@ uint64_t FaultEnv::ops() const { return ops_; }
 uint64_t FaultEnv::syncs() const { return syncs_; }
 uint64_t FaultEnv::faults_hit() const { return faults_hit_; }
 
+void FaultEnv::set_paused(bool paused) {
+  std::lock_guard<std::mutex> g(mu_);
+  paused_ = paused;
+}
+
 Status FaultEnv::Check(uint32_t kind, Fault* fault_out, bool* fault) {
   std::lock_guard<std::mutex> g(mu_);
-  ops_++;
   *fault = false;
+  if (paused_) return Status::OK();
+  ops_++;
   if (!(kind & fail_mask_) || fail_at_ == 0) return Status::OK();
   matching_++;
   if (matching_ == fail_at_ || (persistent_ && matching_ > fail_at_)) {

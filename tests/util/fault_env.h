@@ -52,6 +52,9 @@ class FaultEnv : public engine::Env {
   uint64_t ops() const;        // operations counted so far (all kinds)
   uint64_t syncs() const;      // successful Sync() calls
   uint64_t faults_hit() const; // operations that were failed
+  // While paused, operations are neither counted nor failed: a test's own
+  // reads (comparing the handle with a model) do not meet its faults.
+  void set_paused(bool paused);
 
   // Rewrites every file to a state a power loss could leave, per `policy`,
   // and kills every File opened so far (their calls then fail with EIO).
@@ -97,6 +100,7 @@ class FaultEnv : public engine::Env {
   Fault fault_ = Fault::kEio;
   uint64_t matching_ = 0;
   uint64_t faults_hit_ = 0;
+  bool paused_ = false;
 };
 
 }  // namespace agentmem::test

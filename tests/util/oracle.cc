@@ -315,13 +315,20 @@ void Driver::Acked(const Txn& t, bool compacted) {
       with.Compacted();
       without.Compacted();
     }
-    if (with.Diff(db_).empty() && !without.Diff(db_).empty()) {
+    if (Compare(with).empty() && !Compare(without).empty()) {
       acked_.Apply(d);
       break;
     }
   }
   acked_.Apply(t);
   in_doubt_.clear();
+}
+
+std::string Driver::Compare(const Oracle& model) {
+  if (faults_) faults_->set_paused(true);
+  std::string diff = model.Diff(db_);
+  if (faults_) faults_->set_paused(false);
+  return diff;
 }
 
 void Driver::AfterCommit() {
@@ -337,7 +344,7 @@ void Driver::AfterCommit() {
     return;
   }
   Oracle with = acked_.With(t);
-  if (with.Diff(db_).empty()) acked_ = std::move(with);
+  if (Compare(with).empty()) acked_ = std::move(with);
 }
 
 template <typename Rec, typename Call>

@@ -25,6 +25,7 @@
 
 #include "engine/database.h"
 #include "format/records.h"
+#include "tests/util/fault_env.h"
 
 namespace agentmem::test {
 
@@ -133,6 +134,11 @@ bool MatchesAckedOrOneInDoubt(engine::Database* db, const Oracle& acked,
 class Driver {
  public:
   Driver(engine::Database* db, TestClock* clock) : db_(db), clock_(clock) {}
+  // The FaultEnv under the handle, if any: the driver's own comparisons of
+  // the handle with the model run with it paused.
+  void set_faults(FaultEnv* faults) { faults_ = faults; }
+  // model.Diff(db), with that FaultEnv paused.
+  std::string Compare(const Oracle& model);
   void set_db(engine::Database* db) {
     db_ = db;
     failed_ = false;
@@ -170,6 +176,7 @@ class Driver {
   template <typename Rec, typename Call>
   Status Write(Rec expected, std::vector<Rec> Txn::*list, Call call);
   void Acked(const Txn& t, bool compacted = false);
+
   // After an acknowledged commit a writer applies its retention policy when it
   // is due (docs/lifecycle.md, "Retention"): when the model has one due, the
   // handle decides -- it shows the retention forget (acked), or shows none
@@ -184,6 +191,7 @@ class Driver {
 
   engine::Database* db_;
   TestClock* clock_;
+  FaultEnv* faults_ = nullptr;
   Oracle acked_;
   std::vector<Txn> in_doubt_;
   bool in_txn_ = false;
