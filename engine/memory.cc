@@ -37,7 +37,7 @@ using format::EpisodeRecord;
 using format::FactRecord;
 using format::kForever;
 
-constexpr int kExportVersion = 2;  // written; 1 is read too
+constexpr int kExportVersion = 3;  // written; 1 and 2 are read too
 constexpr size_t kTopFacts = 10;  // facts listed in a profile
 
 // The user's current facts: valid now and known now (not superseded), as
@@ -365,6 +365,7 @@ void HeaderLine(const Database& db, const std::string* user_id, std::string* out
   w.Field("embedder", db.space().embedder);
   w.Field("dim", db.space().dim);
   w.Field("metric", db.space().metric);
+  w.Field("tokenizer", index::TokenizerConfigString(db.RecordedTokenizer()));
   w.Field("next_episode_id", next_episode);
   w.Field("next_fact_id", next_fact);
   w.Field("next_block_version", next_version);
@@ -738,9 +739,9 @@ class Importer {
 
   Status CheckHeader(size_t line_no, const JsonTokens& j) {
     int version = Int<int>(j, "version");
-    if (version != 1 && version != kExportVersion) {
+    if (version < 1 || version > kExportVersion) {
       return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
-                     "library reads versions 1 and %d)", line_no, version, kExportVersion);
+                     "library reads versions 1 to %d)", line_no, version, kExportVersion);
     }
     if (version >= 2) {
       std::string scope = Text(j, "scope");
@@ -757,13 +758,31 @@ class Importer {
     if (!(s == db_->space())) {
       return StatusF(kMismatch,
                      "import line %zu: the export's vector space %s/%u/%s differs from this "
-                     "file's %s/%u/%s",
+                     "file's %s/%u/%s; import it into a new file created with the open "
+                     "options \"%s\"",
                      line_no, s.embedder.c_str(), s.dim, s.metric.c_str(),
                      db_->space().embedder.c_str(), db_->space().dim,
-                     db_->space().metric.c_str());
+                     db_->space().metric.c_str(), SpaceOpenOptions(s).c_str());
     }
+    if (version >= 3) AGENTMEM_RETURN_IF_ERROR(CheckTokenizer(line_no, Text(j, "tokenizer")));
     header_seen_ = true;
     return Status::OK();
+  }
+
+  // The export's text analysis must be the file's: its text records are
+  // the tokens of the file's tokenizer, and recall would differ.
+  Status CheckTokenizer(size_t line_no, const std::string& config) {
+    auto parsed = index::ParseTokenizerConfig(config);
+    if (!parsed.ok()) Wrong("tokenizer", "must be a tokenizer this library knows");
+    const index::TokenizerOptions mine = db_->RecordedTokenizer();
+    if (parsed.value() == mine) return Status::OK();
+    const std::string options = TokenizerOpenOptions(parsed.value());
+    return StatusF(kMismatch,
+                   "import line %zu: the export's tokenizer \"%s\" differs from this file's "
+                   "\"%s\"; import it into a new file created with %s%s%s",
+                   line_no, config.c_str(), index::TokenizerConfigString(mine).c_str(),
+                   options.empty() ? "that tokenizer" : "the open options \"",
+                   options.c_str(), options.empty() ? "" : "\"");
   }
 
   Status CheckEpisode(size_t line_no, const JsonTokens& j) {

@@ -724,7 +724,7 @@ int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
 ** is open, else its own). On AGENTMEM_OK *pnAdded (if not NULL) receives the
 ** number of records written. Failures write nothing: AGENTMEM_MISMATCH_JSON
 ** (a malformed line; the message names it), AGENTMEM_MISMATCH (the export's
-** vector space differs from the file's), AGENTMEM_CONSTRAINT (an id already
+** vector space or tokenizer differs from the file's), AGENTMEM_CONSTRAINT (an id already
 ** holds different content), and the codes of agentmem_remember(). */
 int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
 

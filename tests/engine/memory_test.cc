@@ -934,3 +934,65 @@ TEST_CASE("an import refuses a time of 0, which would not read back as it was wr
   }
   agentmem_close(db);
 }
+
+namespace {
+
+// The ids and scores of a BM25 recall of `query` for `user`.
+std::vector<std::pair<int64_t, double>> Bm25(agentmem_db* db, const char* user,
+                                             const char* query) {
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.mode = AGENTMEM_RECALL_BM25;
+  o.k = 10;
+  agentmem_cursor* cur = nullptr;
+  int rc = agentmem_recall(db, user, query, &o, &cur);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  std::vector<std::pair<int64_t, double>> out;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    const agentmem_hit* h = agentmem_cursor_hit(cur);
+    out.emplace_back(h->id, h->score);
+  }
+  agentmem_cursor_close(cur);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an export carries the file's text analysis: an import recreates its recall, or is refused naming the options") {
+  const char* kText = "tokenizer=unicode&stem=1&stop_words=1&context=0&own_weight=1";
+  agentmem_db* a = Open(":memory:", kText);
+  Remember(a, "u", "s", "user", "The runners were running in the parks");
+  Remember(a, "u", "s", "user", "A runner runs");
+  Remember(a, "u", "s", "user", "the park is big and the parks are green");
+  const std::string jsonl = Export(a, nullptr);
+  CHECK(jsonl.find(R"("tokenizer":"unicode-v1;stem=1;stop=1;min=1;max=0")") !=
+        std::string::npos);
+  const auto want = Bm25(a, "u", "the running parks");
+  REQUIRE(want.size() == 3);
+
+  agentmem_db* plain = Open(":memory:");  // the default text analysis
+  CHECK(agentmem_import(plain, jsonl.c_str(), nullptr) == AGENTMEM_MISMATCH);
+  const std::string msg = agentmem_errmsg(plain);
+  CHECK(msg.find("import line 1: the export's tokenizer") != std::string::npos);
+  CHECK(msg.find(std::string("the open options \"") + kText + "\"") != std::string::npos);
+  agentmem_stats st;
+  REQUIRE(agentmem_stats_get(plain, &st) == AGENTMEM_OK);
+  CHECK(st.episodes == 0);
+  agentmem_close(plain);
+
+  agentmem_db* b = Open(":memory:", kText);  // the options the refusal named
+  CHECK(Import(b, jsonl) == 3);
+  CHECK(Bm25(b, "u", "the running parks") == want);
+  CHECK(Export(b, nullptr) == jsonl);
+  agentmem_close(b);
+  agentmem_close(a);
+
+  // A version 2 export names no tokenizer: a file of any text analysis takes it.
+  std::string v2 = jsonl;
+  v2.replace(v2.find("\"version\":3"), 11, "\"version\":2");
+  const size_t t = v2.find(",\"tokenizer\":");
+  v2.erase(t, v2.find(",\"next_episode_id\"") - t);
+  agentmem_db* c = Open(":memory:");
+  CHECK(Import(c, v2) == 3);
+  agentmem_close(c);
+}
