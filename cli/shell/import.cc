@@ -363,12 +363,7 @@ bool Importer::RunExport(std::ifstream& in, const std::string& space) {
     return false;
   }
   const std::string& jsonl = text.str();
-  if (size_t nul = jsonl.find('\0'); nul != std::string::npos) {
-    int64_t line = 1 + std::count(jsonl.begin(), jsonl.begin() + static_cast<ptrdiff_t>(nul), '\n');
-    sh_.Fail(".import: " + o_.file + ":" + std::to_string(line) +
-             ": a NUL byte, which no JSON text holds (nothing was imported)");
-    return false;
-  }
+  if (!RefuseNul(sh_, ".import", o_.file, jsonl)) return false;
   if (sh_.not_created()) {
     if (!sh_.CreateFile(space)) return false;
     db_ = sh_.db();
@@ -512,6 +507,16 @@ std::string TextOptions(const std::string& config) {
 }
 
 }  // namespace
+
+bool RefuseNul(Shell& sh, const std::string& command, const std::string& file,
+               const std::string& text) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return true;
+  int64_t line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n');
+  sh.Fail(command + ": " + file + ":" + std::to_string(line) +
+          ": a NUL byte, which no JSON text holds (nothing was imported)");
+  return false;
+}
 
 bool ExportHeader(const std::string& line, std::string* space) {
   space->clear();

@@ -996,3 +996,52 @@ TEST_CASE("an export carries the file's text analysis: an import recreates its r
   CHECK(Import(c, v2) == 3);
   agentmem_close(c);
 }
+
+TEST_CASE("every refusal of an import line names the line, whichever record and check refuses it") {
+  // A blank line first: line numbers count every line of the text.
+  const std::string jsonl = "\n" + SmallExport("u");
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < jsonl.size();) {
+    size_t nl = jsonl.find('\n', at);
+    lines.push_back(jsonl.substr(at, nl - at));
+    at = nl + 1;
+  }
+  auto refusal = [&](size_t index, const std::string& from, const std::string& to) {
+    std::vector<std::string> changed = lines;
+    const size_t at = changed[index].find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, changed[index]);
+    changed[index].replace(at, from.size(), to);
+    std::string text;
+    for (const std::string& l : changed) text += l + "\n";
+    agentmem_db* db = Open(":memory:");
+    CHECK(agentmem_import(db, text.c_str(), nullptr) != AGENTMEM_OK);
+    std::string msg = agentmem_errmsg(db);
+    agentmem_stats st;
+    REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
+    CHECK(st.episodes + st.block_versions + st.facts == 0);
+    agentmem_close(db);
+    return msg;
+  };
+  int kinds = 0;
+  for (size_t i = 0; i < lines.size(); i++) {
+    const std::string prefix = "import line " + std::to_string(i + 1) + ": ";
+    CAPTURE(lines[i]);
+    if (lines[i].find("\"user_id\":\"u\"") == std::string::npos) continue;
+    if (lines[i].find("\"type\":\"agentmem-export\"") != std::string::npos) continue;
+    kinds++;
+    // A NUL escape in a name, which the engine refuses when it writes.
+    std::string msg = refusal(i, "\"user_id\":\"u\"", "\"user_id\":\"u\\u0000x\"");
+    CHECK(msg.rfind(prefix, 0) == 0);
+    CHECK(msg.find("NUL") != std::string::npos);
+    // An unpaired surrogate escape: not valid UTF-8.
+    msg = refusal(i, "\"user_id\":\"u\"", "\"user_id\":\"u\\ud800\"");
+    CHECK(msg.rfind(prefix, 0) == 0);
+  }
+  CHECK(kinds >= 3);  // episodes, block versions and facts
+  const size_t episode = 2;  // the first episode, after the blank line and the header
+  REQUIRE(lines[episode].find("\"type\":\"episode\"") != std::string::npos);
+  std::string deep = "\"metadata\":" + std::string(65, '[') + std::string(65, ']');
+  std::string msg = refusal(episode, "\"metadata\":{\"a\":[1,2]}", deep);
+  CHECK(msg.rfind("import line 3: ", 0) == 0);
+  CHECK(msg.find("64") != std::string::npos);
+}

@@ -298,6 +298,26 @@ def test_an_export_of_other_text_settings_is_refused_by_a_default_file_and_resto
         assert c.export_sync() == backup
 
 
+def test_every_refusal_of_an_import_line_names_the_line(mem, tmp_path):
+    mem.remember_sync("alice", "first")
+    mem.remember_sync("alice", "beforeXafter")
+    lines = mem.export_sync("alice").splitlines(keepends=True)
+    assert "beforeXafter" in lines[2]
+    cases = {
+        "a raw NUL": lines[2].replace("beforeXafter", "before\0after"),
+        "a NUL escape": lines[2].replace("beforeXafter", "before\\u0000after"),
+        "an unpaired surrogate": lines[2].replace("beforeXafter", "before\\ud800"),
+        "a line that is not JSON": lines[2][:20] + "\n",
+    }
+    with agentmem.Memory(tmp_path / "other.agentmem") as other:
+        for what, bad in cases.items():
+            jsonl = "".join(lines[:2]) + "\n" + bad   # a blank line 3: the bad one is line 4
+            with pytest.raises(agentmem.DataError) as e:
+                other.import_jsonl_sync(jsonl)
+            assert e.value.message.startswith("import line 4: "), (what, e.value.message)
+            assert other.stats_sync()["episodes"] == 0
+
+
 @requires("agentmem_import_v2")
 def test_import_with_new_ids_merges_a_user_into_a_file_whose_ids_moved_on(mem, tmp_path):
     src = mem.remember_sync("alice", "I moved to Lisbon.")
