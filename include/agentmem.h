@@ -260,6 +260,12 @@ int agentmem_commit(agentmem_db *db);
 ** no open transaction. Never fails otherwise. */
 int agentmem_rollback(agentmem_db *db);
 
+/* 0 while a transaction is open on db (agentmem_begin(), or SQL BEGIN), 1
+** when none is (every write is then its own transaction), as
+** sqlite3_get_autocommit(). A COMMIT that failed has ended its transaction
+** unless this still says 0. 1 for a handle that is not open. */
+int agentmem_get_autocommit(agentmem_db *db);
+
 /* ---------------------------------------------------------------- episodes */
 
 typedef struct agentmem_episode {
