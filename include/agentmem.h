@@ -469,7 +469,9 @@ int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
 ** page, offset, bytes, commit_seq of its transaction or null, error),
 ** "transactions_kept", "transactions_dropped" (first_page, commit_page,
 ** commit_seq, reason, and the episode ids lost with it), "episodes_lost"
-** (ids and [first, last] ranges), "episodes_lost_count", "torn_bytes" and
+** (ids and [first, last] ranges), "episodes_lost_count", "torn_bytes",
+** "forgets_unknown" (dropped transactions whose lost pages may have held
+** forgets: the records written before them may include forgotten ones) and
 ** the rest listed in docs/recovery.md. Damage is not an error: the report
 ** says what was lost. On failure -- AGENTMEM_CANTOPEN, AGENTMEM_NOTADB,
 ** AGENTMEM_FORMAT_VERSION, AGENTMEM_CORRUPT_HEADER (neither the header nor a
