@@ -251,6 +251,13 @@ Status Database::LoadSpace() {
   return EnsureRecallIndex();
 }
 
+index::TokenizerOptions Database::RecordedTokenizer() const {
+  const std::string* v = catalog_.Meta("text.tokenizer");
+  if (v == nullptr) return index::TokenizerOptions{};
+  auto parsed = index::ParseTokenizerConfig(*v);
+  return parsed.ok() ? parsed.value() : index::TokenizerOptions{};
+}
+
 // The recall index needs the vector space and tokenizer, which the file's
 // first transaction records; it is created when the first episode or the
 // end of open needs it.

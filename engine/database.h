@@ -243,6 +243,9 @@ class Database {
   bool has_embedder() const { return embedder_ != nullptr; }
 
   const VectorSpace& space() const { return space_; }
+  // The text analysis the file records (text.tokenizer; without one, the
+  // defaults of docs/format.md §5.4).
+  index::TokenizerOptions RecordedTokenizer() const;
   const Options& options() const { return opts_; }
   const std::string& path() const { return path_; }
 

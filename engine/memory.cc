@@ -37,7 +37,7 @@ using format::EpisodeRecord;
 using format::FactRecord;
 using format::kForever;
 
-constexpr int kExportVersion = 2;  // written; 1 is read too
+constexpr int kExportVersion = 3;  // written; 1 and 2 are read too
 constexpr size_t kTopFacts = 10;  // facts listed in a profile
 
 // The user's current facts: valid now and known now (not superseded), as
@@ -365,6 +365,7 @@ void HeaderLine(const Database& db, const std::string* user_id, std::string* out
   w.Field("embedder", db.space().embedder);
   w.Field("dim", db.space().dim);
   w.Field("metric", db.space().metric);
+  w.Field("tokenizer", index::TokenizerConfigString(db.RecordedTokenizer()));
   w.Field("next_episode_id", next_episode);
   w.Field("next_fact_id", next_fact);
   w.Field("next_block_version", next_version);
@@ -700,6 +701,12 @@ int64_t Time(const JsonTokens& j, const char* key) {
   return t;
 }
 
+// `s` naming the line it refuses, when its message does not already.
+Status AtLine(size_t line_no, Status s) {
+  if (s.ok() || s.message().rfind("import line ", 0) == 0) return s;
+  return StatusF(s.code(), "import line %zu: %s", line_no, s.message().c_str());
+}
+
 class Importer {
  public:
   Importer(Database* db, bool new_ids)
@@ -710,6 +717,7 @@ class Importer {
       return StatusF(kMismatchJson, "import line %zu: not a JSON object", line_no);
     }
     line_text_ = line;
+    line_no_ = line_no;
     try {
       return CheckRecord(line_no, line_);
     } catch (const FieldError& e) {
@@ -738,9 +746,9 @@ class Importer {
 
   Status CheckHeader(size_t line_no, const JsonTokens& j) {
     int version = Int<int>(j, "version");
-    if (version != 1 && version != kExportVersion) {
+    if (version < 1 || version > kExportVersion) {
       return StatusF(kMismatchJson, "import line %zu: export version %d is unknown (this "
-                     "library reads versions 1 and %d)", line_no, version, kExportVersion);
+                     "library reads versions 1 to %d)", line_no, version, kExportVersion);
     }
     if (version >= 2) {
       std::string scope = Text(j, "scope");
@@ -757,13 +765,31 @@ class Importer {
     if (!(s == db_->space())) {
       return StatusF(kMismatch,
                      "import line %zu: the export's vector space %s/%u/%s differs from this "
-                     "file's %s/%u/%s",
+                     "file's %s/%u/%s; import it into a new file created with the open "
+                     "options \"%s\"",
                      line_no, s.embedder.c_str(), s.dim, s.metric.c_str(),
                      db_->space().embedder.c_str(), db_->space().dim,
-                     db_->space().metric.c_str());
+                     db_->space().metric.c_str(), SpaceOpenOptions(s).c_str());
     }
+    if (version >= 3) AGENTMEM_RETURN_IF_ERROR(CheckTokenizer(line_no, Text(j, "tokenizer")));
     header_seen_ = true;
     return Status::OK();
+  }
+
+  // The export's text analysis must be the file's: its text records are
+  // the tokens of the file's tokenizer, and recall would differ.
+  Status CheckTokenizer(size_t line_no, const std::string& config) {
+    auto parsed = index::ParseTokenizerConfig(config);
+    if (!parsed.ok()) Wrong("tokenizer", "must be a tokenizer this library knows");
+    const index::TokenizerOptions mine = db_->RecordedTokenizer();
+    if (parsed.value() == mine) return Status::OK();
+    const std::string options = TokenizerOpenOptions(parsed.value());
+    return StatusF(kMismatch,
+                   "import line %zu: the export's tokenizer \"%s\" differs from this file's "
+                   "\"%s\"; import it into a new file created with %s%s%s",
+                   line_no, config.c_str(), index::TokenizerConfigString(mine).c_str(),
+                   options.empty() ? "that tokenizer" : "the open options \"",
+                   options.c_str(), options.empty() ? "" : "\"");
   }
 
   Status CheckEpisode(size_t line_no, const JsonTokens& j) {
@@ -829,6 +855,7 @@ class Importer {
                      line_no, static_cast<unsigned long long>(r.id),
                      static_cast<unsigned long long>(db_->episode_id_limit()));
     }
+    episode_line_[r.id] = line_no_;
     plan_.episodes.push_back(std::move(r));
     return Status::OK();
   }
@@ -870,6 +897,7 @@ class Importer {
       return Status::OK();
     }
     id_map_[r.id] = 0;
+    episode_line_[r.id] = line_no_;
     plan_.episodes.push_back(std::move(r));
     return Status::OK();
   }
@@ -911,6 +939,7 @@ class Importer {
         }
       }
     }
+    fact_line_[r.id] = line_no_;
     plan_.facts.push_back(std::move(r));
     return Status::OK();
   }
@@ -952,6 +981,7 @@ class Importer {
       }
     }
     history->push_back(r);
+    block_line_.push_back(line_no_);
     plan_.blocks.push_back(std::move(r));
     return Status::OK();
   }
@@ -1013,6 +1043,7 @@ class Importer {
       return StatusF(kConstraint, "import line %zu: fact %llu exists with different content",
                      line_no, static_cast<unsigned long long>(r.id));
     }
+    fact_line_[r.id] = line_no_;
     plan_.facts.push_back(std::move(r));
     return Status::OK();
   }
@@ -1029,6 +1060,7 @@ class Importer {
       plan_.predicates.erase(name);
     } else {
       plan_.predicates[name] = single;
+      predicate_line_[name] = line_no_;
     }
     return Status::OK();
   }
@@ -1044,6 +1076,7 @@ class Importer {
       plan_.retention.reset();
     } else {
       plan_.retention.emplace(max_age_s, keep_cited);
+      retention_line_ = line_no_;
     }
     return Status::OK();
   }
@@ -1080,6 +1113,13 @@ class Importer {
   int version_ = kExportVersion;  // of the last header
   JsonTokens line_;  // the line being checked
   std::string_view line_text_;  // and its text
+  size_t line_no_ = 0;          // and its number
+  // The line of each record and setting of the plan: by exported id, in
+  // block order, by predicate.
+  std::map<uint64_t, size_t> episode_line_, fact_line_;
+  std::vector<size_t> block_line_;
+  std::map<std::string, size_t> predicate_line_;
+  size_t retention_line_ = 0;
   ImportPlan plan_;
   std::map<uint64_t, EpisodeRecord> episodes_;  // seen in this import
   std::map<std::pair<std::string, std::string>, std::vector<BlockRecord>> blocks_;
@@ -1106,32 +1146,38 @@ Status Importer::WriteAll(ImportCounts* counts) {
   auto by_id = [](const auto& a, const auto& b) { return a.id < b.id; };
   std::sort(plan_.episodes.begin(), plan_.episodes.end(), by_id);
   std::sort(plan_.facts.begin(), plan_.facts.end(), by_id);
+  // A record the engine refuses (a NUL byte in a name or text, bad UTF-8,
+  // metadata nested too deep, a value over its block's limit) names its line.
   for (EpisodeRecord& r : plan_.episodes) {
     uint64_t exported = r.id, id = 0;
     if (new_ids_) r.id = 0;
-    AGENTMEM_RETURN_IF_ERROR(db_->Remember(std::move(r), &id));
+    AGENTMEM_RETURN_IF_ERROR(AtLine(episode_line_[exported], db_->Remember(std::move(r), &id)));
     if (new_ids_) id_map_[exported] = id;
     counts->episodes++;
   }
-  for (BlockRecord& r : plan_.blocks) {
+  for (size_t i = 0; i < plan_.blocks.size(); i++) {
+    BlockRecord& r = plan_.blocks[i];
     if (new_ids_) r.version = 0;  // the next version here
-    AGENTMEM_RETURN_IF_ERROR(db_->SetBlock(std::move(r)));
+    AGENTMEM_RETURN_IF_ERROR(AtLine(block_line_[i], db_->SetBlock(std::move(r))));
     counts->block_versions++;
   }
   for (FactRecord& r : plan_.facts) {
+    const size_t line_no = fact_line_[r.id];
     if (new_ids_) {
       r.id = 0;
       MapSources(&r.source_episode_ids);
     }
     uint64_t id = 0;
-    AGENTMEM_RETURN_IF_ERROR(ImportFact(db_, std::move(r), &id));
+    AGENTMEM_RETURN_IF_ERROR(AtLine(line_no, ImportFact(db_, std::move(r), &id)));
     counts->facts++;
   }
   for (const auto& [name, single] : plan_.predicates) {
-    AGENTMEM_RETURN_IF_ERROR(db_->DeclarePredicate(name, single));
+    AGENTMEM_RETURN_IF_ERROR(
+        AtLine(predicate_line_[name], db_->DeclarePredicate(name, single)));
   }
   if (plan_.retention) {
-    AGENTMEM_RETURN_IF_ERROR(db_->SetRetention(plan_.retention->first, plan_.retention->second));
+    AGENTMEM_RETURN_IF_ERROR(AtLine(
+        retention_line_, db_->SetRetention(plan_.retention->first, plan_.retention->second)));
   }
   if (!new_ids_) {
     AGENTMEM_RETURN_IF_ERROR(
@@ -1170,7 +1216,7 @@ Status ImportJsonl(Database* db, std::string_view jsonl, ImportCounts* counts, b
     line_no++;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    AGENTMEM_RETURN_IF_ERROR(imp.CheckLine(line_no, line));
+    AGENTMEM_RETURN_IF_ERROR(AtLine(line_no, imp.CheckLine(line_no, line)));
   }
   return imp.Write(counts);
 }

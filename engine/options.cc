@@ -166,4 +166,21 @@ const char* SyncModeName(SyncMode m) {
   return "?";
 }
 
+std::string SpaceOpenOptions(const VectorSpace& s) {
+  return "embedder=" + s.embedder + "&vector_dim=" + std::to_string(s.dim) +
+         "&vector_metric=" + s.metric;
+}
+
+std::string TokenizerOpenOptions(const index::TokenizerOptions& t) {
+  if (t.min_token_chars != 1 || t.max_token_chars != 0 || (t.stop_words && t.query_stop_words) ||
+      (t.stem && t.snowball)) {
+    return "";
+  }
+  std::string o = t.alphabet == index::Alphabet::kAscii ? "tokenizer=ascii" : "tokenizer=unicode";
+  o += t.snowball ? "&stem=snowball" : t.stem ? "&stem=1" : "&stem=0";
+  o += t.stop_words ? "&stop_words=1" : t.query_stop_words ? "&stop_words=query" : "&stop_words=0";
+  o += "&context=" + std::to_string(t.context) + "&own_weight=" + std::to_string(t.own_weight);
+  return o;
+}
+
 }  // namespace agentmem::engine

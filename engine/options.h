@@ -95,4 +95,14 @@ bool SpaceMatches(const Options& opts, const VectorSpace& recorded);
 // The parts of the vector space `opts` names, as options ("embedder=x&vector_dim=8").
 std::string AskedSpace(const Options& opts);
 
+// The open options that create a file of vector space `s`
+// ("embedder=x&vector_dim=8&vector_metric=cosine").
+std::string SpaceOpenOptions(const VectorSpace& s);
+
+// The open options that create a file with text analysis `t`
+// ("tokenizer=unicode&stem=snowball&stop_words=query&context=2&own_weight=3"),
+// or "" when no options give it (token lengths other than min 1 / max 0, or
+// both stop lists, or both stemmers, which only older files record).
+std::string TokenizerOpenOptions(const index::TokenizerOptions& t);
+
 }  // namespace agentmem::engine

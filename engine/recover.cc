@@ -25,8 +25,11 @@
 // section decodes, a dropped transaction before it gives up every record on
 // its valid pages that the checkpoint names (the checkpoint proves that the
 // transaction was committed), and when the replay reaches the checkpoint,
-// every episode written so far that it does not name as live is forgotten in
-// the new file (a forget on a damaged page still counts).
+// every episode, fact and block written so far that it does not name as live
+// is forgotten in the new file (a forget on a damaged page still counts).
+// Without such a checkpoint, a dropped transaction with a damaged page may
+// have held forgets that are lost: the report names what was written before
+// it (forgets_unknown).
 // Then the episode ids that the source's commits say were assigned, and that
 // neither a kept record nor a kept commit accounts for, are reported lost.
 #include "engine/recover.h"
@@ -376,7 +379,22 @@ class Salvage {
     }
   }
 
-  // At the checkpoint: what it does not name as live is forgotten.
+  // A dropped transaction with an unreadable page, which may have held
+  // forget records: what was written before it may include what it forgot.
+  void NoteForgetsUnknown(const Group& g) {
+    bool damaged = false;
+    for (size_t j = g.first; j < g.last; j++) damaged = damaged || !units_[j].valid;
+    if (!damaged) return;
+    RecoverReport::ForgetsUnknown f;
+    f.commit_seq = g.commit >= 0 ? units_[g.commit].commit.commit_seq : 0;
+    f.episodes_below = next_written_.episode;
+    f.facts_below = next_written_.fact;
+    f.block_versions_below = next_written_.block;
+    r_->forgets_unknown.push_back(f);
+  }
+
+  // At the checkpoint: what it does not name as live is forgotten --
+  // episodes, facts and whole blocks written so far.
   Status ForgetPerCheckpoint() {
     Database::DecodedTxn d;
     for (uint64_t id : written_) {
@@ -389,8 +407,46 @@ class Salvage {
       f.id = id;
       d.forgets.push_back(std::move(f));
     }
+    ForgetFactsPerCheckpoint(&d);
+    ForgetBlocksPerCheckpoint(&d);
     r_->forgets_from_checkpoint = d.forgets.size();
     return d.forgets.empty() ? Status::OK() : Write(d);
+  }
+
+  void ForgetFactsPerCheckpoint(Database::DecodedTxn* d) const {
+    std::unordered_set<uint64_t> live;
+    for (const format::CheckpointFact& c : checkpoint_->facts) live.insert(c.id);
+    std::vector<uint64_t> ids(facts_.begin(), facts_.end());
+    std::sort(ids.begin(), ids.end());
+    for (uint64_t id : ids) {
+      if (id >= checkpoint_->next_fact_id || live.count(id)) continue;
+      if (dst_ && !dst_->catalog_.FindFact(id)) continue;  // forgotten already
+      format::ForgetRecord f;
+      f.kind = format::ForgetKind::kFact;
+      f.id = id;
+      d->forgets.push_back(std::move(f));
+    }
+  }
+
+  // A block with no version in the checkpoint was forgotten (a forget takes
+  // every version of a block).
+  void ForgetBlocksPerCheckpoint(Database::DecodedTxn* d) const {
+    std::set<std::pair<std::string, std::string>> live;
+    for (const format::CheckpointBlock& c : checkpoint_->blocks) {
+      if (c.user < checkpoint_->strings.size()) live.emplace(checkpoint_->strings[c.user], c.name);
+    }
+    for (const auto& [user, name] : blocks_) {
+      if (live.count({user, name})) continue;
+      if (dst_) {
+        const UserEntry* u = dst_->catalog_.FindUser(user);
+        if (!u || !u->blocks.count(name)) continue;  // forgotten already
+      }
+      format::ForgetRecord f;
+      f.kind = format::ForgetKind::kBlock;
+      f.user_id = user;
+      f.name = name;
+      d->forgets.push_back(std::move(f));
+    }
   }
 
   // Pass 3.
@@ -486,6 +542,7 @@ class Salvage {
       if (b.version < next_written_.block) continue;
       next_written_.block = b.version + 1;
       r_->block_versions_written++;
+      blocks_.emplace(b.user_id, b.name);
       if (dst_) dst_->pending_blocks_.push_back(std::move(b));
     }
     for (auto& [f, loc] : d.facts) {
@@ -531,6 +588,7 @@ class Salvage {
       // A dropped transaction: what the checkpoint after it names as live,
       // and its forget records, from its valid pages.
       if (!g.committed) continue;
+      if (!(checkpoint_ && i < checkpoint_group_)) NoteForgetsUnknown(g);
       Database::DecodedTxn d;
       NoteIds(t);
       if (checkpoint_ && i < checkpoint_group_) AGENTMEM_RETURN_IF_ERROR(FromCheckpoint(t, &d));
@@ -663,6 +721,7 @@ class Salvage {
   Database::Counters max_next_;             // the largest counters of any valid commit
   Database::Counters next_written_;
   std::unordered_set<uint64_t> facts_;  // fact ids written
+  std::set<std::pair<std::string, std::string>> blocks_;  // blocks written (user, name)
   std::vector<uint64_t> written_;       // episode ids written, increasing
   std::unique_ptr<Database> dst_;
   std::unique_ptr<format::CheckpointState> checkpoint_;  // the one used, if any
@@ -771,6 +830,22 @@ std::string RecoverReportJson(const RecoverReport& r) {
   w.Key("fact_versions_dropped");
   w.BeginArray();
   for (uint64_t id : r.fact_versions_dropped) w.Uint(id);
+  w.EndArray();
+  w.Key("forgets_unknown");
+  w.BeginArray();
+  for (const auto& f : r.forgets_unknown) {
+    w.BeginObject();
+    w.Key("commit_seq");
+    if (f.commit_seq) {
+      w.Uint(f.commit_seq);
+    } else {
+      w.Null();
+    }
+    w.Field("episodes_below", f.episodes_below);
+    w.Field("facts_below", f.facts_below);
+    w.Field("block_versions_below", f.block_versions_below);
+    w.EndObject();
+  }
   w.EndArray();
   w.EndObject();
   return out;

@@ -55,6 +55,15 @@ struct RecoverReport {
   std::vector<std::pair<uint64_t, uint64_t>> episodes_lost;
   uint64_t episodes_lost_count = 0;
   std::vector<uint64_t> fact_versions_dropped;  // new versions of facts whose first record was lost
+  // A dropped transaction with a damaged or missing page that no checkpoint
+  // after it covers: a forget record on that page is lost, so the records
+  // written before it (ids and versions below these) may include some it
+  // forgot, which the new file holds.
+  struct ForgetsUnknown {
+    uint64_t commit_seq = 0;  // 0: not known
+    uint64_t episodes_below = 0, facts_below = 0, block_versions_below = 0;
+  };
+  std::vector<ForgetsUnknown> forgets_unknown;
   bool clean() const { return damage.empty() && dropped.empty() && !header_damaged; }
 };
 

@@ -260,6 +260,12 @@ int agentmem_commit(agentmem_db *db);
 ** no open transaction. Never fails otherwise. */
 int agentmem_rollback(agentmem_db *db);
 
+/* 0 while a transaction is open on db (agentmem_begin(), or SQL BEGIN), 1
+** when none is (every write is then its own transaction), as
+** sqlite3_get_autocommit(). A COMMIT that failed has ended its transaction
+** unless this still says 0. 1 for a handle that is not open. */
+int agentmem_get_autocommit(agentmem_db *db);
+
 /* ---------------------------------------------------------------- episodes */
 
 typedef struct agentmem_episode {
@@ -463,7 +469,9 @@ int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
 ** page, offset, bytes, commit_seq of its transaction or null, error),
 ** "transactions_kept", "transactions_dropped" (first_page, commit_page,
 ** commit_seq, reason, and the episode ids lost with it), "episodes_lost"
-** (ids and [first, last] ranges), "episodes_lost_count", "torn_bytes" and
+** (ids and [first, last] ranges), "episodes_lost_count", "torn_bytes",
+** "forgets_unknown" (dropped transactions whose lost pages may have held
+** forgets: the records written before them may include forgotten ones) and
 ** the rest listed in docs/recovery.md. Damage is not an error: the report
 ** says what was lost. On failure -- AGENTMEM_CANTOPEN, AGENTMEM_NOTADB,
 ** AGENTMEM_FORMAT_VERSION, AGENTMEM_CORRUPT_HEADER (neither the header nor a
@@ -724,7 +732,7 @@ int agentmem_export(agentmem_db *db, const char *user_id, char **pzJsonl);
 ** is open, else its own). On AGENTMEM_OK *pnAdded (if not NULL) receives the
 ** number of records written. Failures write nothing: AGENTMEM_MISMATCH_JSON
 ** (a malformed line; the message names it), AGENTMEM_MISMATCH (the export's
-** vector space differs from the file's), AGENTMEM_CONSTRAINT (an id already
+** vector space or tokenizer differs from the file's), AGENTMEM_CONSTRAINT (an id already
 ** holds different content), and the codes of agentmem_remember(). */
 int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
 

@@ -29,9 +29,15 @@ bool CmdParameter(Shell& sh, const Args& args);
 // import.cc / export.cc
 bool CmdImport(Shell& sh, const Args& args);
 // Whether `line` is an agentmem export header; *space gets the open options
-// of its vector space ("embedder=...&vector_dim=...&vector_metric="), or ""
-// when it names none the options can hold.
+// of its vector space ("embedder=...&vector_dim=...&vector_metric=") and of
+// its text analysis ("tokenizer=...&stem=...&stop_words=...&context=...&
+// own_weight=..."), each left out when the header names none the options
+// can hold.
 bool ExportHeader(const std::string& line, std::string* space);
+// True when `text`, read from `file`, holds no NUL byte (the C import would
+// stop there); else fails `command`, naming the line of the first one.
+bool RefuseNul(Shell& sh, const std::string& command, const std::string& file,
+               const std::string& text);
 bool CmdExport(Shell& sh, const Args& args);
 // memory_commands.cc
 bool CmdContext(Shell& sh, const Args& args);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -362,12 +363,7 @@ bool Importer::RunExport(std::ifstream& in, const std::string& space) {
     return false;
   }
   const std::string& jsonl = text.str();
-  if (size_t nul = jsonl.find('\0'); nul != std::string::npos) {
-    int64_t line = 1 + std::count(jsonl.begin(), jsonl.begin() + static_cast<ptrdiff_t>(nul), '\n');
-    sh_.Fail(".import: " + o_.file + ":" + std::to_string(line) +
-             ": a NUL byte, which no JSON text holds (nothing was imported)");
-    return false;
-  }
+  if (!RefuseNul(sh_, ".import", o_.file, jsonl)) return false;
   if (sh_.not_created()) {
     if (!sh_.CreateFile(space)) return false;
     db_ = sh_.db();
@@ -478,6 +474,50 @@ bool Importer::Run() {
 
 }  // namespace
 
+namespace {
+
+// The open options that give a file the text analysis `config` (the
+// text.tokenizer value of docs/format.md §5.4 that an export header
+// carries), or "" when it is not one options can give.
+std::string TextOptions(const std::string& config) {
+  std::map<std::string, std::string> f = {{"stem", "0"}, {"stop", "0"},    {"min", "1"},
+                                          {"max", "0"},  {"snowball", "0"}, {"qstop", "0"},
+                                          {"context", "0"}, {"own", "1"}};
+  size_t semi = config.find(';');
+  const std::string alphabet = config.substr(0, semi);
+  for (size_t at = semi; at != std::string::npos && at < config.size();) {
+    size_t end = std::min(config.find(';', at + 1), config.size());
+    std::string item = config.substr(at + 1, end - at - 1);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || !f.count(item.substr(0, eq))) return "";
+    std::string value = item.substr(eq + 1);
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos) return "";
+    f[item.substr(0, eq)] = value;
+    at = end;
+  }
+  if ((alphabet != "unicode-v1" && alphabet != "ascii-v1") || f["min"] != "1" ||
+      f["max"] != "0" || (f["stop"] == "1" && f["qstop"] == "1") ||
+      (f["stem"] == "1" && f["snowball"] == "1")) {
+    return "";
+  }
+  return std::string("tokenizer=") + (alphabet == "ascii-v1" ? "ascii" : "unicode") +
+         "&stem=" + (f["snowball"] == "1" ? "snowball" : f["stem"]) +
+         "&stop_words=" + (f["qstop"] == "1" ? "query" : f["stop"]) + "&context=" + f["context"] +
+         "&own_weight=" + f["own"];
+}
+
+}  // namespace
+
+bool RefuseNul(Shell& sh, const std::string& command, const std::string& file,
+               const std::string& text) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return true;
+  int64_t line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n');
+  sh.Fail(command + ": " + file + ":" + std::to_string(line) +
+          ": a NUL byte, which no JSON text holds (nothing was imported)");
+  return false;
+}
+
 bool ExportHeader(const std::string& line, std::string* space) {
   space->clear();
   Json obj = Json::parse(line, nullptr, false);
@@ -492,6 +532,11 @@ bool ExportHeader(const std::string& line, std::string* space) {
       *space = "embedder=" + name + "&vector_dim=" + std::to_string(d->get<uint64_t>()) +
                "&vector_metric=" + metric;
     }
+  }
+  auto t = obj.find("tokenizer");
+  if (t != obj.end() && t->is_string()) {
+    const std::string text = TextOptions(t->get<std::string>());
+    if (!text.empty()) *space += (space->empty() ? "" : "&") + text;
   }
   return true;
 }

@@ -121,6 +121,7 @@ bool CmdImportUser(Shell& sh, const Args& args) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (!RefuseNul(sh, ".import-user", args[1], text.str())) return false;
   // A file not created yet takes the export's vector space.
   std::string space;
   if (sh.not_created()) {

@@ -77,6 +77,17 @@ void PrintLoss(std::FILE* o, const Json& r) {
   if (r.value("settings_lost", false)) {
     std::fprintf(o, "file settings lost: the default vector space and tokenizer were used\n");
   }
+  for (const auto& f : r.value("forgets_unknown", Json::array())) {
+    std::string name = f["commit_seq"].is_number()
+                           ? "transaction " + std::to_string(f["commit_seq"].get<uint64_t>())
+                           : "a transaction whose commit page is lost";
+    std::fprintf(o, "%s may have forgotten records that are kept (its damaged pages may have held "
+                 "forgets): episodes below id %llu, facts below id %llu, block versions below "
+                 "%llu\n", name.c_str(),
+                 static_cast<unsigned long long>(f["episodes_below"].get<uint64_t>()),
+                 static_cast<unsigned long long>(f["facts_below"].get<uint64_t>()),
+                 static_cast<unsigned long long>(f["block_versions_below"].get<uint64_t>()));
+  }
 }
 
 }  // namespace

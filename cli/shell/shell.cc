@@ -142,16 +142,43 @@ bool Shell::WriteRefused() const {
   return not_created_ && db_ && (agentmem_errcode(db_) & 0xff) == AGENTMEM_READONLY;
 }
 
-bool Shell::CreateFile(const std::string& space) {
-  std::string all = open_settings.options;
-  bool space_named = false;
-  for (size_t at = 0; at <= all.size();) {
-    size_t end = std::min(all.find('&', at), all.size());
-    std::string key = all.substr(at, std::min(all.find('=', at), end) - at);
-    space_named |= key == "embedder" || key == "vector_dim" || key == "vector_metric";
+namespace {
+
+// Which group of the file's settings an open option belongs to: 1 the
+// vector space, 2 the text analysis, 0 neither.
+int SettingGroup(const std::string& key) {
+  if (key == "embedder" || key == "vector_dim" || key == "vector_metric") return 1;
+  if (key == "tokenizer" || key == "stem" || key == "stop_words" || key == "context" ||
+      key == "own_weight") {
+    return 2;
+  }
+  return 0;
+}
+
+// Calls fn(key, item) for each "key=value" item of an options string.
+template <typename Fn>
+void ForEachOption(const std::string& options, Fn fn) {
+  for (size_t at = 0; at < options.size();) {
+    size_t end = std::min(options.find_first_of("&;", at), options.size());
+    std::string item = options.substr(at, end - at);
+    fn(item.substr(0, item.find('=')), item);
     at = end + 1;
   }
-  if (!space.empty() && !space_named) all += (all.empty() ? "" : "&") + space;
+}
+
+}  // namespace
+
+bool Shell::CreateFile(const std::string& space) {
+  std::string all = open_settings.options;
+  bool named[3] = {false, false, false};
+  ForEachOption(all, [&](const std::string& key, const std::string&) {
+    named[SettingGroup(key)] = true;
+  });
+  // A group of settings that -options names wins over the export's.
+  ForEachOption(space, [&](const std::string& key, const std::string& item) {
+    int group = SettingGroup(key);
+    if (group != 0 && !named[group]) all += (all.empty() ? "" : "&") + item;
+  });
   const char* options = all.empty() ? nullptr : all.c_str();
   agentmem_db* db = nullptr;
   int rc = agentmem_open_v2(path_.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,

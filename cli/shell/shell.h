@@ -45,8 +45,9 @@ class Shell {
   bool not_created() const { return not_created_; }
   // Creates that file and makes it the current database. False (reported)
   // on failure. `space`, when not empty, is open options naming a vector
-  // space ("embedder=...&vector_dim=...&vector_metric=..."): the file gets it
-  // unless -options names one.
+  // space ("embedder=...&vector_dim=...&vector_metric=...") and text
+  // analysis ("tokenizer=...&stem=..."): the file gets each unless -options
+  // names one of its keys.
   bool CreateFile(const std::string& space = "");
   // Opens path read-only for .check and .recover only: a file that fails to
   // open as damaged (AGENTMEM_CORRUPT_*) becomes the current path with no

@@ -235,6 +235,13 @@ int64_t agentmem_changes(agentmem_db* db) {
   return db->sql ? static_cast<int64_t>(sqlite3_changes64(db->sql->conn())) : 0;
 }
 
+int agentmem_get_autocommit(agentmem_db* db) {
+  if (!IsLive(db)) return 1;
+  std::lock_guard<std::mutex> g(db->mu);
+  if (db->db && db->db->in_transaction()) return 0;
+  return db->sql && !sqlite3_get_autocommit(db->sql->conn()) ? 0 : 1;
+}
+
 // Like sqlite3_exec(): prepare, step and finalize each statement in turn.
 int agentmem_exec(agentmem_db* db, const char* zSql, int (*xCallback)(void*, int, char**, char**),
                   void* pArg, char** pzErr) {

@@ -17,6 +17,7 @@ from .errors import (CODES, DatabaseError, DataError, Error, CorruptError, Integ
                      InterfaceError, InternalError, LibraryNotFoundError, MissingFunctionError,
                      NotFoundError, NotSupportedError, OperationalError, ProgrammingError,
                      Warning)
+from ._recover import recover
 from .memory import (Block, ContextItem, Episode, Fact, Match, Memory, Receipt, micros,
                      resolve)
 
@@ -39,6 +40,6 @@ __all__ = [
     "InternalError", "LibraryNotFoundError", "Match", "Memory", "MissingFunctionError",
     "NotFoundError", "NotSupportedError", "OperationalError", "ProgrammingError", "Receipt",
     "Warning",
-    "apilevel", "connect", "libversion", "library_path", "micros", "paramstyle", "resolve",
+    "apilevel", "connect", "libversion", "library_path", "micros", "paramstyle", "recover", "resolve",
     "threadsafety",
 ]

@@ -189,6 +189,8 @@ PROTOTYPES = {
     "agentmem_import_v2": (c_int, [c_void_p, c_char_p, c_int, P(c_int64)]),
     "agentmem_create_embedder": (c_int, [c_void_p, c_char_p, c_int, c_int, EMBED_FN, c_void_p,
                                          c_void_p]),
+    "agentmem_recover": (c_int, [c_char_p, c_char_p, P(c_void_p)]),
+    "agentmem_get_autocommit": (c_int, [c_void_p]),
 }
 
 

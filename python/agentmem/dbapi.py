@@ -73,7 +73,19 @@ class Connection:
 
     @property
     def in_transaction(self):
+        """Whether a transaction is open: the engine's own state (agentmem_get_autocommit), so
+        that a COMMIT that failed and ended its transaction reads False."""
+        self._sync_txn()
         return self._txn is not None
+
+    def _sync_txn(self):
+        """Forget a transaction the engine no longer has (a failed COMMIT ended it)."""
+        h = self._handle
+        if self._txn is None or h.db is None or not h.lib.has("agentmem_get_autocommit"):
+            return
+        with h.lock:
+            if h.db is not None and h.fn.agentmem_get_autocommit(h.db):
+                self._txn = None
 
     def begin(self):
         """Open an engine transaction (agentmem_begin) for SQL and Memory writes alike."""
@@ -93,7 +105,10 @@ class Connection:
             self._txn = None
             self._handle.call(function)
         elif self._txn == "sql":
-            self.execute(sql)
+            try:
+                self.execute(sql)
+            finally:
+                self._sync_txn()
 
     def close(self):
         """Finalize every statement, roll back an open transaction and close the file."""

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 from . import _capi, _embedder
 from ._handle import Handle, cstr, text
 from .dbapi import Connection
-from .errors import MissingFunctionError, NotFoundError
+from .errors import MissingFunctionError, NotFoundError, NulCharacterError
 
 SCHEME = "agentmem:"
 RECALL_OPTIONS = {"k", "mode", "session_id", "role", "ts_from", "ts_to", "half_life_s",
@@ -168,6 +168,16 @@ def _floats(vector):
         return None, 0
     arr = (ctypes.c_float * len(vector))(*vector)
     return ctypes.cast(arr, ctypes.POINTER(ctypes.c_float)), len(vector)
+
+
+def _refuse_nul(jsonl):
+    """A NUL in JSONL text would end the C string there: refuse it, naming its line."""
+    if isinstance(jsonl, (str, bytes)):
+        nul = jsonl.find("\0" if isinstance(jsonl, str) else b"\0")
+        if nul >= 0:
+            line = jsonl.count("\n" if isinstance(jsonl, str) else b"\n", 0, nul) + 1
+            raise NulCharacterError(f"import line {line}: a NUL character, which no JSON text "
+                                    "holds (nothing was imported)")
 
 
 def _async_twin(sync_method):
@@ -451,6 +461,7 @@ class Memory:
         new_ids: write episodes and facts under this file's next ids (to merge a
         user's memory into a file whose ids have moved on; agentmem_import_v2).
         """
+        _refuse_nul(jsonl)
         added = ctypes.c_int64()
         if new_ids:
             self._handle.call("agentmem_import_v2", cstr(jsonl, "jsonl"), _capi.IMPORT_NEW_IDS,

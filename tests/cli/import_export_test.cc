@@ -378,7 +378,7 @@ TEST_CASE("a whole-file backup of superseded facts, block history and forgotten 
   REQUIRE(lines.size() == 1 + 2 + 3 + 4 + 4);
   auto header = nlohmann::json::parse(lines[0]);
   CHECK(header["type"] == "agentmem-export");
-  CHECK(header["version"] == 2);
+  CHECK(header["version"] == 3);
   CHECK(header["scope"] == "file");
   CHECK(header["next_episode_id"] == 5);  // episode 4 was forgotten
   CHECK(lines[1] == R"({"type":"predicate","predicate":"likes","single_valued":false})");
@@ -438,13 +438,13 @@ TEST_CASE("import of an export refuses plain-record options, an unknown version 
         "export, whose records name their users and sessions\n");
   std::string backup = ReadFileBytes(dir.File("backup.jsonl"));
   std::string v9 = backup;
-  v9.replace(v9.find("\"version\":2"), 11, "\"version\":9");
+  v9.replace(v9.find("\"version\":3"), 11, "\"version\":9");
   WriteFileBytes(dir.File("v9.jsonl"), v9);
   r = RunShell(dir.path(), {"b.agentmem", ".import v9.jsonl"});
   CHECK(r.status == 1);
   CHECK(r.err ==
         "Error: .import: v9.jsonl: import line 1: export version 9 is unknown (this library "
-        "reads versions 1 and 2)\n");
+        "reads versions 1 to 3)\n");
   std::string nul = backup;
   nul.insert(nul.find("Osaka"), 1, '\0');
   WriteFileBytes(dir.File("nul.jsonl"), nul);
@@ -510,4 +510,37 @@ TEST_CASE("an export of format version 1 is still imported, metadata given as a 
   CHECK(out[1].find("imported 0 new records") == 0);
   CHECK(out[2] == R"(3|{"k":1}|6)");
   CHECK(out[3] == "1|kind|7");
+}
+
+TEST_CASE(".import of an export into a new file creates it with the export's text analysis") {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.jsonl"),
+                 R"({"user_id":"ana","session_id":"s1","text":"The runners were running in the parks","ts":1709287200000000})" "\n"
+                 R"({"user_id":"ana","session_id":"s1","text":"A runner runs","ts":1709287200000001})" "\n"
+                 R"({"user_id":"ana","session_id":"s2","text":"the park is big and the parks are green","ts":1709287200000002})" "\n");
+  const std::string query = "SELECT id, score FROM recall('the running parks', 'ana', 5)";
+  auto r = RunShell(dir.path(), {"-options", "stem=1&stop_words=1&context=0", "a.agentmem",
+                                 ".import in.jsonl", ".export backup.jsonl", query});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto lines = Lines(r.out);
+  REQUIRE(lines.size() == 5);
+  const std::vector<std::string> want(lines.begin() + 2, lines.end());
+  r = RunShell(dir.path(), {"b.agentmem", ".import backup.jsonl", ".export", query});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find(R"("tokenizer":"unicode-v1;stem=1;stop=1;min=1;max=0;own=3")") !=
+        std::string::npos);
+  lines = Lines(r.out);
+  REQUIRE(lines.size() > 3);
+  CHECK(std::vector<std::string>(lines.end() - 3, lines.end()) == want);  // ids and scores
+  // A file made without those options ranks otherwise.
+  r = RunShell(dir.path(), {"c.agentmem", ".import in.jsonl", query});
+  lines = Lines(r.out);
+  CHECK(std::vector<std::string>(lines.begin() + 1, lines.end()) != want);
+  // That file exists with another text analysis: it refuses the export, naming the options.
+  r = RunShell(dir.path(), {"c.agentmem", ".import backup.jsonl"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("import line 1: the export's tokenizer \"unicode-v1;stem=1;stop=1;min=1;max=0;"
+                   "own=3\" differs from this file's") != std::string::npos);
+  CHECK(r.err.find("\"tokenizer=unicode&stem=1&stop_words=1&context=0&own_weight=3\"") !=
+        std::string::npos);
 }

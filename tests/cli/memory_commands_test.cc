@@ -105,3 +105,33 @@ TEST_CASE("the shell's .import-user refuses a NUL byte in a text instead of cutt
   CHECK(imp.err.find("NUL byte") != std::string::npos);
   CHECK(imp.out.find("0\n") != std::string::npos);
 }
+
+TEST_CASE("the shell's .import-user names the line of a NUL byte, raw or escaped, and imports nothing") {
+  TempDir dir;
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    "INSERT INTO episodes(user_id, text) VALUES ('alice', 'first');\n"
+                    "INSERT INTO episodes(user_id, text) VALUES ('alice', 'beforeXafter');\n"
+                    ".export-user alice\n");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const size_t at = r.out.find("beforeXafter");
+  REQUIRE(at != std::string::npos);
+  // The second episode is on line 3, after the header and the first.
+  std::string escaped = r.out, raw = r.out, raw_at_start = r.out;
+  escaped.replace(at, 12, "before\\u0000after");
+  raw.replace(at, 12, std::string("before\0after", 12));
+  // A NUL where line 3 starts would end the C string there: lines 1-2 alone import.
+  raw_at_start.insert(raw_at_start.rfind("{\"type\":\"episode\""), 1, '\0');
+  agentmem::test::WriteFileBytes(dir.File("escaped.jsonl"), escaped);
+  agentmem::test::WriteFileBytes(dir.File("raw.jsonl"), raw);
+  agentmem::test::WriteFileBytes(dir.File("start.jsonl"), raw_at_start);
+  for (const char* file : {"escaped.jsonl", "raw.jsonl", "start.jsonl"}) {
+    CAPTURE(file);
+    auto imp = RunShell(dir.path(), {"b.agentmem"},
+                        std::string(".import-user ") + file + "\n"
+                        "SELECT count(*) FROM episodes;\n");
+    CHECK(imp.err.find(std::string(file) == "escaped.jsonl" ? "import line 3: " : ".jsonl:3: ") !=
+          std::string::npos);
+    CHECK(imp.err.find("NUL") != std::string::npos);
+    CHECK(imp.out == "0\n");
+  }
+}

@@ -303,6 +303,7 @@ TEST_CASE("importing an export whose episode id is thirty million stays small, a
     o.env = env.get();
     o.space = engine::VectorSpace{"test-hash", 4, "cosine"};
     o.space_given = true;
+    o.tokenizer = index::TokenizerOptions{};  // the export's: its file records no tokenizer
     o.checkpoint_bytes = 1;
     std::unique_ptr<Database> db;
     Status s = Database::Open(kPath, o, &db);

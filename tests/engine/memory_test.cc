@@ -934,3 +934,114 @@ TEST_CASE("an import refuses a time of 0, which would not read back as it was wr
   }
   agentmem_close(db);
 }
+
+namespace {
+
+// The ids and scores of a BM25 recall of `query` for `user`.
+std::vector<std::pair<int64_t, double>> Bm25(agentmem_db* db, const char* user,
+                                             const char* query) {
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.mode = AGENTMEM_RECALL_BM25;
+  o.k = 10;
+  agentmem_cursor* cur = nullptr;
+  int rc = agentmem_recall(db, user, query, &o, &cur);
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  std::vector<std::pair<int64_t, double>> out;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    const agentmem_hit* h = agentmem_cursor_hit(cur);
+    out.emplace_back(h->id, h->score);
+  }
+  agentmem_cursor_close(cur);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an export carries the file's text analysis: an import recreates its recall, or is refused naming the options") {
+  const char* kText = "tokenizer=unicode&stem=1&stop_words=1&context=0&own_weight=1";
+  agentmem_db* a = Open(":memory:", kText);
+  Remember(a, "u", "s", "user", "The runners were running in the parks");
+  Remember(a, "u", "s", "user", "A runner runs");
+  Remember(a, "u", "s", "user", "the park is big and the parks are green");
+  const std::string jsonl = Export(a, nullptr);
+  CHECK(jsonl.find(R"("tokenizer":"unicode-v1;stem=1;stop=1;min=1;max=0")") !=
+        std::string::npos);
+  const auto want = Bm25(a, "u", "the running parks");
+  REQUIRE(want.size() == 3);
+
+  agentmem_db* plain = Open(":memory:");  // the default text analysis
+  CHECK(agentmem_import(plain, jsonl.c_str(), nullptr) == AGENTMEM_MISMATCH);
+  const std::string msg = agentmem_errmsg(plain);
+  CHECK(msg.find("import line 1: the export's tokenizer") != std::string::npos);
+  CHECK(msg.find(std::string("the open options \"") + kText + "\"") != std::string::npos);
+  agentmem_stats st;
+  REQUIRE(agentmem_stats_get(plain, &st) == AGENTMEM_OK);
+  CHECK(st.episodes == 0);
+  agentmem_close(plain);
+
+  agentmem_db* b = Open(":memory:", kText);  // the options the refusal named
+  CHECK(Import(b, jsonl) == 3);
+  CHECK(Bm25(b, "u", "the running parks") == want);
+  CHECK(Export(b, nullptr) == jsonl);
+  agentmem_close(b);
+  agentmem_close(a);
+
+  // A version 2 export names no tokenizer: a file of any text analysis takes it.
+  std::string v2 = jsonl;
+  v2.replace(v2.find("\"version\":3"), 11, "\"version\":2");
+  const size_t t = v2.find(",\"tokenizer\":");
+  v2.erase(t, v2.find(",\"next_episode_id\"") - t);
+  agentmem_db* c = Open(":memory:");
+  CHECK(Import(c, v2) == 3);
+  agentmem_close(c);
+}
+
+TEST_CASE("every refusal of an import line names the line, whichever record and check refuses it") {
+  // A blank line first: line numbers count every line of the text.
+  const std::string jsonl = "\n" + SmallExport("u");
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < jsonl.size();) {
+    size_t nl = jsonl.find('\n', at);
+    lines.push_back(jsonl.substr(at, nl - at));
+    at = nl + 1;
+  }
+  auto refusal = [&](size_t index, const std::string& from, const std::string& to) {
+    std::vector<std::string> changed = lines;
+    const size_t at = changed[index].find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, changed[index]);
+    changed[index].replace(at, from.size(), to);
+    std::string text;
+    for (const std::string& l : changed) text += l + "\n";
+    agentmem_db* db = Open(":memory:");
+    CHECK(agentmem_import(db, text.c_str(), nullptr) != AGENTMEM_OK);
+    std::string msg = agentmem_errmsg(db);
+    agentmem_stats st;
+    REQUIRE(agentmem_stats_get(db, &st) == AGENTMEM_OK);
+    CHECK(st.episodes + st.block_versions + st.facts == 0);
+    agentmem_close(db);
+    return msg;
+  };
+  int kinds = 0;
+  for (size_t i = 0; i < lines.size(); i++) {
+    const std::string prefix = "import line " + std::to_string(i + 1) + ": ";
+    CAPTURE(lines[i]);
+    if (lines[i].find("\"user_id\":\"u\"") == std::string::npos) continue;
+    if (lines[i].find("\"type\":\"agentmem-export\"") != std::string::npos) continue;
+    kinds++;
+    // A NUL escape in a name, which the engine refuses when it writes.
+    std::string msg = refusal(i, "\"user_id\":\"u\"", "\"user_id\":\"u\\u0000x\"");
+    CHECK(msg.rfind(prefix, 0) == 0);
+    CHECK(msg.find("NUL") != std::string::npos);
+    // An unpaired surrogate escape: not valid UTF-8.
+    msg = refusal(i, "\"user_id\":\"u\"", "\"user_id\":\"u\\ud800\"");
+    CHECK(msg.rfind(prefix, 0) == 0);
+  }
+  CHECK(kinds >= 3);  // episodes, block versions and facts
+  const size_t episode = 2;  // the first episode, after the blank line and the header
+  REQUIRE(lines[episode].find("\"type\":\"episode\"") != std::string::npos);
+  std::string deep = "\"metadata\":" + std::string(65, '[') + std::string(65, ']');
+  std::string msg = refusal(episode, "\"metadata\":{\"a\":[1,2]}", deep);
+  CHECK(msg.rfind("import line 3: ", 0) == 0);
+  CHECK(msg.find("64") != std::string::npos);
+}

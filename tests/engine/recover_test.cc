@@ -565,3 +565,126 @@ TEST_CASE("the recovered file has the permission bits of its source (on real fil
 
 }  // namespace
 }  // namespace agentmem::test
+
+namespace agentmem::test {
+namespace {
+
+// Alice's episode, fact and two blocks; then a forget of the fact and of
+// the block "secret" in one transaction, each commit followed by a
+// checkpoint when `checkpoint_after` (else none at all); then one more
+// episode. Returns the offset of the forget page.
+uint64_t BuildForgottenFactAndBlock(Env* env, TestClock* clock, bool checkpoint_after) {
+  Options o = Opts(env, clock);
+  o.checkpoint_bytes = checkpoint_after ? 1 : 0;
+  {
+    std::unique_ptr<Database> db = MustOpen(kSrc, o);
+    REQUIRE(db->Begin().ok());
+    EpisodeRecord e;
+    e.user_id = "alice";
+    e.text = "my locker code is 4417";
+    uint64_t id = 0;
+    REQUIRE(db->Remember(e, &id).ok());
+    format::FactRecord f;
+    f.user_id = "alice";
+    f.subject = "alice";
+    f.predicate = "locker_code";
+    f.object = "4417";
+    f.confidence = 1;
+    f.source_episode_ids = {};
+    uint64_t fact = 0;
+    REQUIRE(db->AssertFact(f, &fact).ok());
+    REQUIRE(fact == 1);
+    for (const char* name : {"secret", "profile"}) {
+      format::BlockRecord b;
+      b.user_id = "alice";
+      b.name = name;
+      b.value = std::string(name) + " value";
+      b.pinned_order = -1;
+      REQUIRE(db->SetBlock(b).ok());
+    }
+    REQUIRE(db->Commit().ok());
+    REQUIRE(db->Begin().ok());
+    format::ForgetRecord ff;
+    ff.kind = format::ForgetKind::kFact;
+    ff.id = 1;
+    REQUIRE(db->Forget(ff, nullptr).ok());
+    format::ForgetRecord fb;
+    fb.kind = format::ForgetKind::kBlock;
+    fb.user_id = "alice";
+    fb.name = "secret";
+    REQUIRE(db->Forget(fb, nullptr).ok());
+    REQUIRE(db->Commit().ok());
+    REQUIRE(db->Close().ok());
+  }
+  {
+    std::unique_ptr<Database> db = MustOpen(kSrc, o);
+    EpisodeRecord e;
+    e.user_id = "alice";
+    e.text = "a later turn";
+    uint64_t id = 0;
+    REQUIRE(db->Remember(e, &id).ok());
+    REQUIRE(db->Close().ok());
+  }
+  const std::string bytes = ReadAll(env, kSrc);
+  format::FileHeader fh;
+  REQUIRE(format::DecodeFileHeader(bytes, &fh).ok());
+  uint64_t forget_page = 0;
+  for (uint64_t pos = format::kFirstPageOffset; pos < bytes.size();) {
+    format::PageHeader h;
+    REQUIRE(format::PeekPageHeader(std::string_view(bytes).substr(pos, 32), pos, fh.salt, &h).ok());
+    if (h.type == static_cast<uint8_t>(PageType::kForget)) forget_page = pos;
+    pos += format::PaddedPageSize(h.length);
+  }
+  REQUIRE(forget_page != 0);
+  return forget_page;
+}
+
+}  // namespace
+
+TEST_CASE("a forgotten fact and block whose forget page is damaged stay forgotten when a checkpoint after it says so") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  const uint64_t forget_page = BuildForgottenFactAndBlock(env.get(), &clock, true);
+  Flip(env.get(), kSrc, forget_page + 40);
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  REQUIRE(r.dropped.size() == 1);
+  CHECK(r.forgets_from_checkpoint == 2);  // the fact and the block
+  CHECK(r.forgets_unknown.empty());       // the checkpoint said what was forgotten
+  std::unique_ptr<Database> db = MustOpen(kDst, Opts(env.get(), &clock));
+  std::vector<format::FactRecord> facts;
+  REQUIRE(db->ListFacts("alice", nullptr, nullptr, &facts).ok());
+  CHECK(facts.empty());
+  std::vector<format::BlockRecord> blocks;
+  REQUIRE(db->ListBlocks("alice", &blocks).ok());
+  REQUIRE(blocks.size() == 1);
+  CHECK(blocks[0].name == "profile");
+  CHECK(Episodes(db.get()).size() == 2);
+  REQUIRE(db->Close().ok());
+  CHECK(engine::RecoverReportJson(r).find("\"forgets_from_checkpoint\":2") != std::string::npos);
+}
+
+TEST_CASE("without a checkpoint after a damaged forget page, the report names what may have been forgotten") {
+  std::unique_ptr<Env> env = engine::NewMemEnv();
+  TestClock clock;
+  const uint64_t forget_page = BuildForgottenFactAndBlock(env.get(), &clock, false);
+  Flip(env.get(), kSrc, forget_page + 40);
+  RecoverReport r;
+  Status s = engine::Recover(kSrc, kDst, Opts(env.get(), &clock), &r);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(r.checkpoint_offset == 0);
+  REQUIRE(r.dropped.size() == 1);
+  REQUIRE(r.forgets_unknown.size() == 1);
+  const auto& f = r.forgets_unknown[0];
+  CHECK(f.commit_seq == r.dropped[0].commit_seq);
+  CHECK(f.episodes_below == 2);        // episode 1
+  CHECK(f.facts_below == 2);           // fact 1
+  CHECK(f.block_versions_below == 3);  // both blocks' first versions
+  const std::string json = engine::RecoverReportJson(r);
+  CHECK(json.find("\"forgets_unknown\":[{\"commit_seq\":" + std::to_string(f.commit_seq) +
+                  ",\"episodes_below\":2,\"facts_below\":2,\"block_versions_below\":3}]") !=
+        std::string::npos);
+}
+
+}  // namespace agentmem::test

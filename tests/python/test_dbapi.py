@@ -6,6 +6,7 @@ import struct
 import pytest
 
 import agentmem
+from support import run_python
 
 TURNS = [("alice", "s1", "I moved to Lisbon last spring."),
          ("alice", "s1", "My sister visits in June."),
@@ -171,6 +172,58 @@ def test_commit_and_rollback_end_transactions_opened_by_begin_or_by_sql(conn):
     assert not conn.in_transaction
     conn.commit()  # no transaction: a no-op, as in sqlite3
     assert conn.execute("SELECT text FROM episodes").fetchall() == [("kept",)]
+
+
+def offline_model(texts):
+    raise RuntimeError("model offline")
+
+
+@pytest.mark.parametrize("how", ["SQL COMMIT", "conn.commit()", "with conn:", "conn.begin()"])
+def test_a_commit_that_fails_leaves_no_transaction_open(path, how):
+    # The model is called at commit, for the texts still waiting for vectors: the commit fails
+    # (deterministically) and the engine rolls the transaction back.
+    mem = agentmem.Memory(path, embedder=offline_model, embedder_name="offline", vector_dim=4)
+    conn = mem.connection
+    insert = "INSERT INTO episodes(user_id, text) VALUES ('a', 'lost')"
+    with pytest.raises(agentmem.OperationalError, match="model offline"):
+        if how == "with conn:":
+            with conn:
+                conn.execute(insert)
+        else:
+            conn.execute("BEGIN") if how != "conn.begin()" else conn.begin()
+            conn.execute(insert)
+            conn.execute("COMMIT") if how == "SQL COMMIT" else conn.commit()
+    assert not conn.in_transaction
+    conn.commit()  # nothing open: a no-op
+    with conn:     # and a new transaction begins
+        assert conn.in_transaction
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (0,)
+    mem.close()
+
+
+def test_a_commit_refused_for_an_io_error_leaves_no_transaction_open(tmp_path):
+    # A child whose file size limit stops the commit's write (EFBIG: AGENTMEM_IOERR_WRITE).
+    code = """
+import os, resource, signal, sys
+import agentmem
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+conn = agentmem.connect(sys.argv[1])
+conn.execute("INSERT INTO episodes(user_id, text) VALUES ('a', 'small')")
+size = os.path.getsize(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+conn.execute("BEGIN")
+conn.execute("INSERT INTO episodes(user_id, text) VALUES ('a', ?)", (os.urandom(200000).hex(),))
+try:
+    conn.execute("COMMIT")
+    print("committed")
+except agentmem.OperationalError as e:
+    print(e.name)
+print(conn.in_transaction)
+"""
+    out = run_python(code, tmp_path / "f.agentmem").stdout.split()
+    assert out[0].startswith("AGENTMEM_IOERR")
+    assert out[1] == "False"
 
 
 def test_sql_writes_and_memory_calls_on_one_handle_share_the_transaction(path):

@@ -266,12 +266,56 @@ def test_a_whole_file_export_restores_every_user_and_imports_once(mem, tmp_path)
     mem.remember_sync("bob", "bob's turn")
     backup = mem.export_sync()
     header = json.loads(backup.splitlines()[0])
-    assert (header["scope"], header["version"]) == ("file", 2)
+    assert (header["scope"], header["version"]) == ("file", 3)
     other = agentmem.Memory(tmp_path / "restored.agentmem")
     assert other.import_jsonl_sync(backup) == 2
     assert other.import_jsonl_sync(backup) == 0
     assert other.export_sync() == backup
     other.close()
+
+
+def test_an_export_of_other_text_settings_is_refused_by_a_default_file_and_restores_its_recall(
+        tmp_path):
+    texts = ["The runners were running in the parks", "A runner runs",
+             "the park is big and the parks are green"]
+    with agentmem.Memory(tmp_path / "a.agentmem", stem=1, stop_words=1, context=0) as a:
+        a.remember_many_sync("ana", texts)
+        backup = a.export_sync()
+        want = [(m.id, m.score) for m in a.recall_scored_sync("ana", "the running parks")]
+    header = json.loads(backup.splitlines()[0])
+    assert header["tokenizer"] == "unicode-v1;stem=1;stop=1;min=1;max=0;own=3"
+    with agentmem.Memory(tmp_path / "b.agentmem") as b:
+        with pytest.raises(agentmem.DataError) as e:
+            b.import_jsonl_sync(backup)
+        assert e.value.name == "AGENTMEM_MISMATCH"
+        assert "import line 1: the export's tokenizer" in e.value.message
+        options = "tokenizer=unicode&stem=1&stop_words=1&context=0&own_weight=3"
+        assert f'the open options "{options}"' in e.value.message
+        assert b.stats_sync()["episodes"] == 0
+    with agentmem.resolve(f"agentmem:{tmp_path / 'c.agentmem'}?{options}") as c:
+        assert c.import_jsonl_sync(backup) == 3
+        assert [(m.id, m.score) for m in c.recall_scored_sync("ana", "the running parks")] == want
+        assert c.export_sync() == backup
+
+
+def test_every_refusal_of_an_import_line_names_the_line(mem, tmp_path):
+    mem.remember_sync("alice", "first")
+    mem.remember_sync("alice", "beforeXafter")
+    lines = mem.export_sync("alice").splitlines(keepends=True)
+    assert "beforeXafter" in lines[2]
+    cases = {
+        "a raw NUL": lines[2].replace("beforeXafter", "before\0after"),
+        "a NUL escape": lines[2].replace("beforeXafter", "before\\u0000after"),
+        "an unpaired surrogate": lines[2].replace("beforeXafter", "before\\ud800"),
+        "a line that is not JSON": lines[2][:20] + "\n",
+    }
+    with agentmem.Memory(tmp_path / "other.agentmem") as other:
+        for what, bad in cases.items():
+            jsonl = "".join(lines[:2]) + "\n" + bad   # a blank line 3: the bad one is line 4
+            with pytest.raises(agentmem.DataError) as e:
+                other.import_jsonl_sync(jsonl)
+            assert e.value.message.startswith("import line 4: "), (what, e.value.message)
+            assert other.stats_sync()["episodes"] == 0
 
 
 @requires("agentmem_import_v2")

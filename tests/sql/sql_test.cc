@@ -1328,3 +1328,41 @@ TEST_CASE("SET RETENTION and retention() set and read the retention policy") {
                   std::to_string(old) + ")");
   CHECK(One(h.db, "SELECT count(*) FROM episodes") == "1");
 }
+
+namespace {
+
+int OfflineModel(void*, int, const char* const*, int, float*, char* err, int err_size) {
+  std::snprintf(err, static_cast<size_t>(err_size), "model offline");
+  return AGENTMEM_ERROR;
+}
+
+}  // namespace
+
+TEST_CASE("agentmem_get_autocommit says whether a transaction is open, and a failed COMMIT ended it") {
+  Db h;
+  CHECK(agentmem_get_autocommit(h.db) == 1);
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  CHECK(agentmem_get_autocommit(h.db) == 0);
+  REQUIRE(agentmem_rollback(h.db) == AGENTMEM_OK);
+  CHECK(agentmem_get_autocommit(h.db) == 1);
+  Query(h.db, "BEGIN");
+  CHECK(agentmem_get_autocommit(h.db) == 0);  // no write yet: SQL's transaction alone
+  Query(h.db, "COMMIT");
+  CHECK(agentmem_get_autocommit(h.db) == 1);
+  // The model is called at commit for the texts waiting for vectors; it fails.
+  agentmem_db* m = nullptr;
+  REQUIRE(agentmem_open_v2(":memory:", &m, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "embedder=offline&vector_dim=4") == AGENTMEM_OK);
+  REQUIRE(agentmem_create_embedder(m, "offline", 4, AGENTMEM_METRIC_COSINE, OfflineModel, nullptr,
+                                   nullptr) == AGENTMEM_OK);
+  Query(m, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'lost')");
+  CHECK(agentmem_get_autocommit(m) == 0);
+  std::string msg;
+  CHECK(Fails(m, "COMMIT", &msg) != AGENTMEM_OK);
+  CHECK(msg.find("model offline") != std::string::npos);
+  CHECK(agentmem_get_autocommit(m) == 1);
+  CHECK(agentmem_rollback(m) == AGENTMEM_MISUSE);  // nothing left to end
+  CHECK(One(m, "SELECT count(*) FROM episodes") == "0");
+  agentmem_close(m);
+  CHECK(agentmem_get_autocommit(nullptr) == 1);
+}
