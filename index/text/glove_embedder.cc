@@ -2,6 +2,7 @@
 // glove_embedder.h).
 #include "index/text/glove_embedder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -168,19 +169,27 @@ void GloveEmbedder::MakeTopDirection() {
   }
   for (double& m : mean) m /= words_;
   mean_.assign(mean, mean + d);
-  // The scatter matrix of the centred vectors, upper triangle. Each row of
-  // floats is added in rank order into a float64 row, so the result does not
-  // depend on how the compiler vectorises the loop over j.
+  // The scatter matrix of the centred vectors, upper triangle: summed in
+  // float over blocks of kBlock words, the blocks added into float64, each
+  // element in rank order (so the result does not depend on how the compiler
+  // vectorises the loop over j).
+  constexpr uint32_t kBlock = 64;
   std::vector<double> c(d * d, 0.0);
-  for (uint32_t r = 0; r < words_; r++) {
-    float v[d] = {};
-    table_->AddVector(r, 1.0f, v);
-    for (uint32_t i = 0; i < d; i++) v[i] -= mean_[i];
-    for (uint32_t i = 0; i < d; i++) {
-      double* row = &c[i * d];
-      const double vi = v[i];
-      for (uint32_t j = i; j < d; j++) row[j] += vi * v[j];
+  std::vector<float> block(d * d);
+  for (uint32_t start = 0; start < words_; start += kBlock) {
+    std::fill(block.begin(), block.end(), 0.0f);
+    const uint32_t end = std::min(words_, start + kBlock);
+    for (uint32_t r = start; r < end; r++) {
+      float v[d] = {};
+      table_->AddVector(r, 1.0f, v);
+      for (uint32_t i = 0; i < d; i++) v[i] -= mean_[i];
+      for (uint32_t i = 0; i < d; i++) {
+        float* row = &block[i * d];
+        const float vi = v[i];
+        for (uint32_t j = i; j < d; j++) row[j] += vi * v[j];
+      }
     }
+    for (uint32_t k = 0; k < d * d; k++) c[k] += block[k];
   }
   for (uint32_t i = 0; i < d; i++) {
     for (uint32_t j = 0; j < i; j++) c[i * d + j] = c[j * d + i];
