@@ -15,9 +15,10 @@
 //        [--glove-vectors] [--no-floor] [--config NAME=OPTIONS]...
 //
 // Without --config: "reference" (the bm25_baseline.py tokenization, no
-// context), "default" (a new file's defaults), "hash" (the defaults with
-// the hashing embedder) and, when the library links the GloVe table,
-// "glove" (the defaults with agentmem-glove-v1 vectors computed here).
+// context), "default" (a new file's defaults: agentmem-glove-v2 when the
+// library links the GloVe table), "hash" (the defaults with the hashing
+// embedder) and, with the table, "glove-v1" (the defaults with the earlier
+// agentmem-glove-v1, which files made with it keep).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -122,7 +123,9 @@ void EvaluateSet(const std::string& dir, const std::string& set, const Config& c
   });
   agentmem_db* db = nullptr;
   std::string options = config.options;
-  if (glove) options += ";vector_dim=100;embedder=agentmem-glove-v1";
+  if (glove) {
+    options += ";vector_dim=100;embedder=" + std::string(agentmem::index::GloveEmbedder::kName);
+  }
   int rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE, options.c_str());
   if (rc != AGENTMEM_OK) Die("open with \"" + config.options + "\" failed", rc);
   std::map<int64_t, Turn> turn_of;
@@ -233,7 +236,7 @@ int main(int argc, char** argv) {
                    "usage: eval [--data DIR] [--set locomo|realtalk]... [--mode bm25|vector|hybrid]...\n"
                    "            [--glove-vectors] [--no-floor] [--config NAME=OPTIONS]...\n"
                    "  --glove-vectors: the eval embeds texts and queries with the linked GloVe\n"
-                   "  table (agentmem-glove-v1) and passes the vectors to the engine, in every\n"
+                   "  table (agentmem-glove-v2) and passes the vectors to the engine, in every\n"
                    "  configuration (whatever embedder it names)\n"
                    "  --no-floor: no similarity floor (min_similarity = -inf): ranking quality\n"
                    "  DIR defaults to $AGENTMEM_DATA_DIR or ../shared/data; OPTIONS are open\n"
@@ -248,7 +251,9 @@ int main(int argc, char** argv) {
     configs = {{"reference", "tokenizer=ascii;stem=0;stop_words=0;context=0"},
                {"default", ""},
                {"hash", "embedder=agentmem-hash-v1"}};
-    if (agentmem::index::GloveTable::HasLinked()) configs.push_back({"glove", "", true});
+    if (agentmem::index::GloveTable::HasLinked()) {
+      configs.push_back({"glove-v1", "embedder=agentmem-glove-v1"});
+    }
   }
   for (Config& c : configs) c.glove |= all_glove;
   std::printf("| set      | config     | mode   | questions | turn R@5 | turn R@10 | session R@5 | session R@10 |\n"

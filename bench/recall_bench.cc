@@ -36,7 +36,10 @@
 //      robin), every hit must belong to the user;
 //   6. size (all files of the store against raw text + raw vectors) and
 //      peak RSS (VmHWM above the bench's own data, reset per system).
-// Then: text-only ingest with agentmem's built-in embedder, LoCoMo and SIFT,
+// Then: text-only ingest with agentmem's built-in embedder (the one a new
+// file gets by default, agentmem-glove-v2 when the library links its GloVe
+// table, else agentmem-hash-v1; and agentmem-hash-v1 on up to 10,000 texts as
+// an extra row), LoCoMo (vectors from the default embedder) and SIFT,
 // and the goals of issue #7 as ratios agentmem / baseline.
 // Results: bench/results/recall-n<N>.{md,csv} (one CSV row per system,
 // workload and metric) and recall-latency-n<N>.dat for bench/plot.sh.
@@ -1304,25 +1307,68 @@ void RunSystem(const std::string& name, Ctx& x) {
 
 // ------------------------------------------------------------------ agentmem's built-in embedder
 
-// Text-only ingest: agentmem embeds every text itself.
-void RunEmbedderIngest(Ctx& x) {
+// The vector space a new file gets without options: the default built-in
+// embedder, read from the header of an empty in-memory file's export.
+struct EmbedderSpace {
+  std::string name;
+  int dim = 0;
+};
+
+EmbedderSpace DefaultEmbedder() {
+  agentmem_db* db = nullptr;
+  int rc = agentmem_open_v2(":memory:", &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                            nullptr);
+  if (rc != AGENTMEM_OK) Die(db, rc, "open :memory:");
+  char* jsonl = nullptr;
+  if ((rc = agentmem_export(db, nullptr, &jsonl)) != AGENTMEM_OK) Die(db, rc, "agentmem_export");
+  std::string text(jsonl);
+  agentmem_free(jsonl);
+  agentmem_close(db);
+  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  return {header["embedder"].get<std::string>(), header["dim"].get<int>()};
+}
+
+int64_t TextBytes(const std::vector<std::string>& texts, size_t n) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < n && i < texts.size(); i++) bytes += static_cast<int64_t>(texts[i].size());
+  return bytes;
+}
+
+// Text-only ingest of `n` texts: agentmem embeds every text itself, with
+// `space`, named in the open options (vector_dim alone would mean
+// agentmem-hash-v1). `label` names it in the report.
+void EmbedderIngest(Ctx& x, const EmbedderSpace& space, const std::string& label, size_t n) {
   const Config& c = x.c;
-  auto store = bench::MakeAgentmemStore(OptionsFor(384, bench::Metric::kCosine, ""));
-  std::string path = StorePath(c, "agentmem", Fmt("embedder-n%zu", c.n));
-  Progress("agentmem ingest: %zu texts, built-in embedder, %zu per transaction -> %s", c.n,
-           c.batch, path.c_str());
-  IngestResult r = Ingest(*store, path, x.d.texts, nullptr, c.n, c.batch,
+  auto store =
+      bench::MakeAgentmemStore(OptionsFor(space.dim, bench::Metric::kCosine, space.name));
+  std::string path = StorePath(c, "agentmem", Fmt("embedder-%s-n%zu", space.name.c_str(), n));
+  Progress("agentmem ingest: %zu texts, built-in embedder %s, %zu per transaction -> %s", n,
+           space.name.c_str(), c.batch, path.c_str());
+  IngestResult r = Ingest(*store, path, x.d.texts, nullptr, n, c.batch,
                           [](size_t) { return kUser; }, "agentmem embedder");
-  x.rep.Add(Fmt("ingest, %zu per transaction, text only (built-in embedder)", c.batch),
-            "episodes/s", static_cast<double>(c.n) / (r.seconds + r.close_seconds), "1/s",
-            Fmt("%.1f s; the engine embeds each text (agentmem-hash-v1, 384-d); the baselines "
+  const std::string& what = label;
+  x.rep.Add(Fmt("ingest, %zu per transaction, text only (%s)", c.batch, what.c_str()),
+            "episodes/s", static_cast<double>(n) / (r.seconds + r.close_seconds), "1/s",
+            Fmt("%.1f s for %zu texts; the engine embeds each text (%s, %d-d); the baselines "
                 "have no embedder",
-                r.seconds + r.close_seconds),
+                r.seconds + r.close_seconds, n, space.name.c_str(), space.dim),
             "agentmem");
-  x.rep.Add("size, text only (built-in embedder)", "file / raw text",
-            static_cast<double>(FileBytes(path)) / static_cast<double>(x.d.text_bytes), "×",
-            "vectors made by the engine are in the file; raw = text bytes only", "agentmem");
+  x.rep.Add(Fmt("size, text only (%s)", what.c_str()), "file / raw text",
+            static_cast<double>(FileBytes(path)) /
+                static_cast<double>(TextBytes(x.d.texts, n)),
+            "×", "vectors made by the engine are in the file; raw = text bytes only", "agentmem");
   std::remove(path.c_str());
+}
+
+// The default embedder on all --n texts, and agentmem-hash-v1 (384-d) on at
+// most 10,000 when it is not the default.
+void RunEmbedderIngest(Ctx& x) {
+  const EmbedderSpace space = DefaultEmbedder();
+  EmbedderIngest(x, space, "built-in embedder", x.c.n);
+  if (space.name != "agentmem-hash-v1") {
+    EmbedderIngest(x, {"agentmem-hash-v1", 384}, "agentmem-hash-v1",
+                   std::min<size_t>(x.c.n, 10000));
+  }
 }
 
 // Reads a texmex .fvecs / .ivecs file: [int32 dim][dim values] per row.
@@ -1352,13 +1398,14 @@ Vectors ToVectors(const std::vector<std::vector<float>>& rows, int dim) {
 
 // The vectors agentmem's built-in embedder made for the episodes of `path`
 // (rows by id) and, through a scratch in-memory file, for the questions.
-void EmbedderVectors(const std::string& am_path, const std::vector<int64_t>& ids,
+void EmbedderVectors(const std::string& am_path, int dim, const std::vector<int64_t>& ids,
                      const std::vector<std::string>& users,
                      const std::vector<std::string>& qtexts, Vectors* vecs, Vectors* qvecs) {
   const size_t n = ids.size();
-  vecs->dim = qvecs->dim = 384;
-  vecs->data.assign(n * 384, 0.0f);
-  qvecs->data.assign(qtexts.size() * 384, 0.0f);
+  const size_t d = static_cast<size_t>(dim);
+  vecs->dim = qvecs->dim = dim;
+  vecs->data.assign(n * d, 0.0f);
+  qvecs->data.assign(qtexts.size() * d, 0.0f);
   auto row_of_id = RowOfId(ids);
   agentmem_db* db = nullptr;
   int rc = agentmem_open_v2(am_path.c_str(), &db, AGENTMEM_OPEN_READONLY, nullptr);
@@ -1371,9 +1418,9 @@ void EmbedderVectors(const std::string& am_path, const std::vector<int64_t>& ids
     while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
       const agentmem_episode* e = agentmem_cursor_episode(cur);
       auto it = row_of_id.find(e->id);
-      if (it == row_of_id.end() || e->dim != 384 || !e->vector) continue;
-      std::memcpy(vecs->data.data() + static_cast<size_t>(it->second) * 384, e->vector,
-                  384 * sizeof(float));
+      if (it == row_of_id.end() || e->dim != dim || !e->vector) continue;
+      std::memcpy(vecs->data.data() + static_cast<size_t>(it->second) * d, e->vector,
+                  d * sizeof(float));
       got++;
     }
     agentmem_cursor_close(cur);
@@ -1397,8 +1444,8 @@ void EmbedderVectors(const std::string& am_path, const std::vector<int64_t>& ids
   size_t qi = 0;
   while (agentmem_cursor_step(cur) == AGENTMEM_ROW && qi < qtexts.size()) {
     const agentmem_episode* e = agentmem_cursor_episode(cur);
-    if (e->vector && e->dim == 384)
-      std::memcpy(qvecs->data.data() + qi * 384, e->vector, 384 * sizeof(float));
+    if (e->vector && e->dim == dim)
+      std::memcpy(qvecs->data.data() + qi * d, e->vector, d * sizeof(float));
     qi++;
   }
   agentmem_cursor_close(cur);
@@ -1438,16 +1485,19 @@ void RunLocomo(Ctx& x, const std::string& dir) {
   int64_t text_bytes = 0;
   for (const auto& t : texts) text_bytes += static_cast<int64_t>(t.size());
 
-  // agentmem with its built-in embedder; the vectors it made go to the baselines.
-  auto am = bench::MakeAgentmemStore(OptionsFor(384, bench::Metric::kCosine, ""));
+  // agentmem with its default built-in embedder; the vectors it made go to
+  // the baselines.
+  const EmbedderSpace space = DefaultEmbedder();
+  auto am = bench::MakeAgentmemStore(OptionsFor(space.dim, bench::Metric::kCosine, space.name));
   std::string am_path = StorePath(c, "agentmem", "locomo");
   IngestResult ai = Ingest(*am, am_path, texts, nullptr, n, c.batch,
                            [&](size_t i) { return users[i]; }, "locomo agentmem");
   rep.Add("LoCoMo: ingest, 1000 per transaction", "episodes/s",
           static_cast<double>(n) / (ai.seconds + ai.close_seconds), "1/s",
-          "agentmem embeds each turn (built-in embedder)", "agentmem");
+          Fmt("agentmem embeds each turn (built-in embedder %s)", space.name.c_str()),
+          "agentmem");
   Vectors vecs, qvecs;
-  EmbedderVectors(am_path, ai.ids, users, qtexts, &vecs, &qvecs);
+  EmbedderVectors(am_path, space.dim, ai.ids, users, qtexts, &vecs, &qvecs);
 
   std::vector<const char*> user_of_query(qtexts.size());
   for (size_t q = 0; q < qtexts.size(); q++) user_of_query[q] = qusers[q].c_str();
@@ -1460,7 +1510,7 @@ void RunLocomo(Ctx& x, const std::string& dir) {
     if (name == "agentmem") {
       store = std::move(am);
     } else {
-      bench::StoreOptions so = OptionsFor(384, bench::Metric::kCosine, "");
+      bench::StoreOptions so = OptionsFor(space.dim, bench::Metric::kCosine, "");
       so.capacity_hint = n;
       store = bench::MakeStore(name, so);
       path = StorePath(c, name, "locomo");
@@ -1506,13 +1556,15 @@ void RunLocomo(Ctx& x, const std::string& dir) {
         counted++;
       }
       rep.Add(std::string("LoCoMo: turn Recall@10, ") + ModeName(mode), "recall", counted ? sum / counted : 0,
-              "", Fmt("%zu questions (category 5 excluded); reference BM25 0.495", counted),
+              "",
+              Fmt("%zu questions (category 5 excluded); reference BM25 0.495%s", counted,
+                  name == "agentmem" ? "; only matching hits (the default similarity floor)" : ""),
               name);
     }
     rep.Add("LoCoMo: size", "store / raw",
             static_cast<double>(StoreBytes(*store, path)) /
-                static_cast<double>(text_bytes + static_cast<int64_t>(n) * 384 * 4),
-            "×", "raw = text + 384-d float32 vectors", name);
+                static_cast<double>(text_bytes + static_cast<int64_t>(n) * space.dim * 4),
+            "×", Fmt("raw = text + %d-d float32 vectors", space.dim), name);
     RemoveStore(*store, path);
   }
 }

@@ -281,6 +281,7 @@ Status Database::EnsureRecallIndex() {
   recall_ = std::make_unique<RecallIndex>(tok, s.dim, metric.value(),
                                           index::BuiltinEmbedder::For(s.embedder, s.dim));
   recall_->set_similarity_floor(RecallIndex::DefaultSimilarityFloor(s.embedder, metric.value()));
+  recall_->set_space_embedder(s.embedder);
   return Status::OK();
 }
 

@@ -107,7 +107,7 @@ Status ParseOptions(const char* text, Options* opts) {
     AGENTMEM_RETURN_IF_ERROR(ApplyOne(item.substr(0, eq), item.substr(eq + 1), opts));
   }
   if (opts->embedder_given && opts->dim_given &&
-      opts->space.embedder == index::GloveEmbedder::kName &&
+      index::GloveEmbedder::VersionOf(opts->space.embedder) &&
       opts->space.dim != index::GloveEmbedder::kDimension) {
     return StatusF(kMisuse, "option vector_dim=%u: %s has %u dimensions", opts->space.dim,
                    opts->space.embedder.c_str(), index::GloveEmbedder::kDimension);
@@ -131,7 +131,7 @@ VectorSpace NewFileSpace(const Options& o) {
                : o.dim_given    ? std::string(index::HashEmbedder::kName)
                                 : DefaultSpace().embedder;
   s.dim = o.dim_given                                  ? o.space.dim
-          : s.embedder == index::GloveEmbedder::kName ? index::GloveEmbedder::kDimension
+          : index::GloveEmbedder::VersionOf(s.embedder) ? index::GloveEmbedder::kDimension
                                                        : 384;
   s.metric = o.metric_given ? o.space.metric : "cosine";
   return s;

@@ -36,7 +36,8 @@ namespace {
 // another conversation, LoCoMo and REALTALK, rounded up to 0.01
 // (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
 constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
-constexpr double kGloveSimilarityFloor = 0.59;  // agentmem-glove-v1
+constexpr double kGloveV1SimilarityFloor = 0.59;  // agentmem-glove-v1
+constexpr double kGloveV2SimilarityFloor = 0.69;  // agentmem-glove-v2
 
 const char* ModeName(RecallMode m) {
   switch (m) {
@@ -372,10 +373,7 @@ Status RecallIndex::VectorQuery(const RecallQuery& q, std::vector<float>* out) c
     *out = q.vector;
     return Status::OK();
   }
-  if (!embedder_) {
-    return Status(kMisuse,
-                  "this file's vectors come from an external embedder: pass a query vector");
-  }
+  if (!embedder_) return index::BuiltinEmbedder::Missing(space_embedder_);
   *out = embedder_->Embed(q.text);
   return Status::OK();
 }
@@ -387,8 +385,10 @@ double RecallIndex::DefaultSimilarityFloor(const std::string& embedder, index::M
   double cos_floor;
   if (embedder == index::HashEmbedder::kName) {
     cos_floor = kHashSimilarityFloor;
-  } else if (embedder == index::GloveEmbedder::kName) {
-    cos_floor = kGloveSimilarityFloor;
+  } else if (embedder == index::GloveEmbedder::kNameV1) {
+    cos_floor = kGloveV1SimilarityFloor;
+  } else if (embedder == index::GloveEmbedder::kNameV2) {
+    cos_floor = kGloveV2SimilarityFloor;
   } else {
     return -INFINITY;
   }

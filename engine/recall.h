@@ -192,6 +192,9 @@ class RecallIndex {
   // REQUIRES: builtin_embedder().
   std::vector<float> Embed(std::string_view text) const;
   bool builtin_embedder() const { return embedder_.has_value(); }
+  // The embedder name the file records, for the message of a recall that
+  // needs a query vector this index cannot compute.
+  void set_space_embedder(std::string name) { space_embedder_ = std::move(name); }
   // The similarity a vector hit needs to match when the query sets no
   // min_similarity: measured per embedder (docs/recall.md), -infinity (every
   // vector hit matches) for an embedder without a measured floor.
@@ -259,6 +262,7 @@ class RecallIndex {
   uint32_t dim_;
   index::Metric metric_;
   std::optional<index::BuiltinEmbedder> embedder_;
+  std::string space_embedder_;
   double similarity_floor_ = -INFINITY;
   IdTable<EpisodeAttrs> attrs_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index

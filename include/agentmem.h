@@ -120,10 +120,10 @@ const char *agentmem_errstr(int code);
 **   busy_timeout=MS           how long a writer waits for the write lock
 **                             (default 5000 ms; 0 = fail at once with BUSY)
 **   vector_dim=N              dimension of episode vectors (default: the
-**                             embedder's, 100 for agentmem-glove-v1, else 384)
+**                             embedder's, 100 for agentmem-glove-v2, else 384)
 **   vector_metric=cosine|ip|l2  (default cosine)
 **   embedder=NAME             name of the model that makes the vectors
-**                             (default "agentmem-glove-v1", the built-in GloVe
+**                             (default "agentmem-glove-v2", the built-in GloVe
 **                             embedder, or "agentmem-hash-v1" in a library
 **                             built without its table; vector_dim alone
 **                             means agentmem-hash-v1 at that dimension)

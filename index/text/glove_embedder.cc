@@ -1,6 +1,8 @@
-// index/text/glove_embedder.cc -- "agentmem-glove-v1" (see glove_embedder.h).
+// index/text/glove_embedder.cc -- "agentmem-glove-v1" and "-v2" (see
+// glove_embedder.h).
 #include "index/text/glove_embedder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -136,22 +138,80 @@ GloveEmbedder::GloveEmbedder(std::shared_ptr<const GloveTable> table,
     : table_(std::move(table)), options_(options), numbers_(std::move(numbers)) {
   words_ = options_.max_words == 0 || options_.max_words > table_->size() ? table_->size()
                                                                           : options_.max_words;
-  if (options_.remove_common) {
-    double u[kDimension] = {};
-    for (uint32_t r = 0; r < words_; r++) {
-      const double w = Probability(r) * Weight(r);
-      float v[kDimension] = {};
-      table_->AddVector(r, 1.0f, v);
-      for (uint32_t i = 0; i < kDimension; i++) u[i] += w * v[i];
-    }
-    double sum_sq = 0;
-    for (double x : u) sum_sq += x * x;
-    if (sum_sq > 0) {
-      common_.resize(kDimension);
-      const double norm = std::sqrt(sum_sq);
-      for (uint32_t i = 0; i < kDimension; i++) common_[i] = static_cast<float>(u[i] / norm);
-    }
+  if (options_.common == GloveCommon::kMeanDirection) MakeMeanDirection();
+  if (options_.common == GloveCommon::kTopDirection) MakeTopDirection();
+}
+
+void GloveEmbedder::MakeMeanDirection() {
+  double u[kDimension] = {};
+  for (uint32_t r = 0; r < words_; r++) {
+    const double w = Probability(r) * Weight(r);
+    float v[kDimension] = {};
+    table_->AddVector(r, 1.0f, v);
+    for (uint32_t i = 0; i < kDimension; i++) u[i] += w * v[i];
   }
+  double sum_sq = 0;
+  for (double x : u) sum_sq += x * x;
+  if (sum_sq > 0) {
+    common_.resize(kDimension);
+    const double norm = std::sqrt(sum_sq);
+    for (uint32_t i = 0; i < kDimension; i++) common_[i] = static_cast<float>(u[i] / norm);
+  }
+}
+
+void GloveEmbedder::MakeTopDirection() {
+  constexpr uint32_t d = kDimension;
+  double mean[d] = {};
+  for (uint32_t r = 0; r < words_; r++) {
+    float v[d] = {};
+    table_->AddVector(r, 1.0f, v);
+    for (uint32_t i = 0; i < d; i++) mean[i] += v[i];
+  }
+  for (double& m : mean) m /= words_;
+  mean_.assign(mean, mean + d);
+  // The scatter matrix of the centred vectors, upper triangle: summed in
+  // float over blocks of kBlock words, the blocks added into float64, each
+  // element in rank order (so the result does not depend on how the compiler
+  // vectorises the loop over j).
+  constexpr uint32_t kBlock = 64;
+  std::vector<double> c(d * d, 0.0);
+  std::vector<float> block(d * d);
+  for (uint32_t start = 0; start < words_; start += kBlock) {
+    std::fill(block.begin(), block.end(), 0.0f);
+    const uint32_t end = std::min(words_, start + kBlock);
+    for (uint32_t r = start; r < end; r++) {
+      float v[d] = {};
+      table_->AddVector(r, 1.0f, v);
+      for (uint32_t i = 0; i < d; i++) v[i] -= mean_[i];
+      for (uint32_t i = 0; i < d; i++) {
+        float* row = &block[i * d];
+        const float vi = v[i];
+        for (uint32_t j = i; j < d; j++) row[j] += vi * v[j];
+      }
+    }
+    for (uint32_t k = 0; k < d * d; k++) c[k] += block[k];
+  }
+  for (uint32_t i = 0; i < d; i++) {
+    for (uint32_t j = 0; j < i; j++) c[i * d + j] = c[j * d + i];
+  }
+  // Power iteration from the all-ones vector: the largest eigenvalue of a
+  // scatter matrix of word vectors stands well apart, so 200 rounds settle
+  // every digit of a float.
+  std::vector<double> x(d, 1.0), y(d);
+  for (int round = 0; round < 200; round++) {
+    double sum_sq = 0;
+    for (uint32_t i = 0; i < d; i++) {
+      double sum = 0;
+      for (uint32_t j = 0; j < d; j++) sum += c[i * d + j] * x[j];
+      y[i] = sum;
+      sum_sq += sum * sum;
+    }
+    if (!(sum_sq > 0)) return;  // all vectors equal: nothing in common to remove
+    const double norm = std::sqrt(sum_sq);
+    for (uint32_t i = 0; i < d; i++) x[i] = y[i] / norm;
+  }
+  common_.resize(d);
+  for (uint32_t i = 0; i < d; i++) common_[i] = static_cast<float>(x[i]);
 }
 
 double GloveEmbedder::Probability(uint32_t rank) const {
@@ -163,16 +223,27 @@ double GloveEmbedder::Weight(uint32_t rank) const {
   return table_->Norm(rank) * a / (a + Probability(rank));
 }
 
-Result<GloveEmbedder> GloveEmbedder::Create() {
-  // Made once: the common direction costs a pass over the table.
-  static std::once_flag once;
-  static std::optional<Result<GloveEmbedder>> made;
-  std::call_once(once, [] {
+std::optional<GloveVersion> GloveEmbedder::VersionOf(std::string_view name) {
+  if (name == kNameV1) return GloveVersion::kV1;
+  if (name == kNameV2) return GloveVersion::kV2;
+  return std::nullopt;
+}
+
+std::string_view GloveEmbedder::name() const {
+  return options_.common == GloveCommon::kMeanDirection ? kNameV1 : kNameV2;
+}
+
+Result<GloveEmbedder> GloveEmbedder::Create(GloveVersion version) {
+  // Made once per version: step 4 costs passes over the table.
+  static std::once_flag once[2];
+  static std::optional<Result<GloveEmbedder>> made[2];
+  const int v = version == GloveVersion::kV1 ? 0 : 1;
+  std::call_once(once[v], [version, v] {
     auto table = GloveTable::Linked();
-    if (!table.ok()) made.emplace(table.status());
-    else made.emplace(Create(table.value(), DefaultOptions()));
+    if (!table.ok()) made[v].emplace(table.status());
+    else made[v].emplace(Create(table.value(), Options(version)));
   });
-  return *made;
+  return *made[v];
 }
 
 Result<GloveEmbedder> GloveEmbedder::Create(std::shared_ptr<const GloveTable> table,
@@ -202,6 +273,7 @@ Status GloveEmbedder::EmbedInto(std::string_view text, std::span<float> out) con
                    std::string(kName).c_str(), out.size(), kDimension);
   }
   float acc[kDimension] = {};
+  double total_weight = 0;
   for (const std::string& token : Tokenizer().Tokenize(text)) {
     const int64_t rank = table_->Find(token);
     if (rank < 0 || rank >= words_) {
@@ -215,6 +287,11 @@ Status GloveEmbedder::EmbedInto(std::string_view text, std::span<float> out) con
     }
     const double weight = Weight(static_cast<uint32_t>(rank));
     table_->AddVector(static_cast<uint32_t>(rank), static_cast<float>(weight), acc);
+    total_weight += weight;
+  }
+  if (!mean_.empty()) {
+    const float w = static_cast<float>(total_weight);
+    for (uint32_t i = 0; i < kDimension; i++) acc[i] -= w * mean_[i];
   }
   if (!common_.empty()) {
     float dot = 0;

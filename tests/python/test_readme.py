@@ -23,7 +23,7 @@ def test_the_quick_start_is_five_lines():
 
 
 def has_glove():
-    """Whether the loaded library embeds new files with agentmem-glove-v1 (100 dimensions)."""
+    """Whether the loaded library embeds new files with agentmem-glove-v2 (100 dimensions)."""
     mem = agentmem.Memory(":memory:")
     try:
         return len(mem.get_episode_sync(mem.remember_sync("u", "hello")).vector) == 100
@@ -33,7 +33,7 @@ def has_glove():
 
 def test_the_quick_start_prints_what_the_readme_shows(tmp_path):
     if not has_glove():
-        pytest.skip("the README shows agentmem-glove-v1 scores; this library has no GloVe table")
+        pytest.skip("the README shows agentmem-glove-v2 scores; this library has no GloVe table")
     script, shown = quick_start()
     out = run_python(script, cwd=tmp_path).stdout.splitlines()
     assert out == shown

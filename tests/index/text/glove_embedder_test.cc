@@ -1,7 +1,7 @@
-// tests/index/text/glove_embedder_test.cc -- the built-in semantic embedder
-// "agentmem-glove-v1" (index/text/glove_embedder.h): the table's layout
-// checks, known neighbours, determinism, words outside the table, empty
-// text. The cases that need the linked table say they skip in a build
+// tests/index/text/glove_embedder_test.cc -- the built-in semantic embedders
+// "agentmem-glove-v2" and "-v1" (index/text/glove_embedder.h): the table's
+// layout checks, each step of the definition, known neighbours, determinism,
+// words outside the table, empty text. The cases that need the linked table say they skip in a build
 // without it (meson option glove_table=none).
 #include "index/text/glove_embedder.h"
 
@@ -40,9 +40,10 @@ double Sim(const GloveEmbedder& e, const char* a, const char* b) {
   return Dot(e.Embed(a), e.Embed(b));
 }
 
-// A table in the layout of glove_embedder.h, float32, of the given words,
-// word i's vector having 1.0 at component i and 0.5 at component 99.
-std::vector<uint32_t> SmallTable(const std::vector<std::string>& words) {
+// A table in the layout of glove_embedder.h, float32, of the given words and
+// vectors (100 floats each).
+std::vector<uint32_t> Table(const std::vector<std::string>& words,
+                            const std::vector<std::vector<float>>& rows) {
   std::string blob;
   std::vector<uint32_t> offsets{0};
   for (const std::string& w : words) {
@@ -60,15 +61,24 @@ std::vector<uint32_t> SmallTable(const std::vector<std::string>& words) {
   size_t at = t.size();
   t.resize(at + blob.size() / 4);
   std::memcpy(t.data() + at, blob.data(), blob.size());
-  for (size_t i = 0; i < words.size(); i++) {
-    std::vector<float> row(100, 0.0f);
-    row[i] = 1.0f;
-    row[99] = 0.5f;
+  for (const std::vector<float>& row : rows) {
     at = t.size();
     t.resize(at + 100);
     std::memcpy(t.data() + at, row.data(), 400);
   }
   return t;
+}
+
+// Table() with word i's vector having 1.0 at component i and 0.5 at
+// component 99.
+std::vector<uint32_t> SmallTable(const std::vector<std::string>& words) {
+  std::vector<std::vector<float>> rows;
+  for (size_t i = 0; i < words.size(); i++) {
+    rows.emplace_back(100, 0.0f);
+    rows.back()[i] = 1.0f;
+    rows.back()[99] = 0.5f;
+  }
+  return Table(words, rows);
 }
 
 std::span<const uint8_t> Bytes(const std::vector<uint32_t>& t) {
@@ -119,7 +129,7 @@ TEST_CASE("the embedding is the normalised SIF-weighted mean of the words' vecto
   auto t = GloveTable::Parse(Bytes(bytes));
   REQUIRE(t.ok());
   GloveEmbedderOptions options = GloveEmbedder::DefaultOptions();
-  options.remove_common = false;  // steps 2 and 5 alone
+  options.common = GloveCommon::kNone;  // steps 2 and 5 alone
   auto e = GloveEmbedder::Create(t.value(), options);
   REQUIRE(e.ok());
   std::vector<float> v = e->Embed("The cat");
@@ -137,12 +147,13 @@ TEST_CASE("the embedding is the normalised SIF-weighted mean of the words' vecto
   CHECK(w1 < w2);  // the more frequent word weighs less
 }
 
-TEST_CASE("the common component is removed: the table's weighted mean direction embeds to zero") {
+TEST_CASE("agentmem-glove-v1 removes the table's weighted mean direction") {
   std::vector<uint32_t> bytes = SmallTable({"the", "cat", "sat"});
   auto t = GloveTable::Parse(Bytes(bytes));
   REQUIRE(t.ok());
-  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::DefaultOptions());
+  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::Options(GloveVersion::kV1));
   REQUIRE(e.ok());
+  CHECK(e->name() == "agentmem-glove-v1");
   // u is along sum p(r) * weight(r) * v_r; the result is orthogonal to it.
   std::vector<double> u(100, 0.0);
   for (int rank = 1; rank <= 3; rank++) {
@@ -161,6 +172,34 @@ TEST_CASE("the common component is removed: the table's weighted mean direction 
   }
 }
 
+TEST_CASE("agentmem-glove-v2 centres the words and removes their first principal direction") {
+  // Centred, the four vectors are (+-4, 0) and (0, +-1) in components 0
+  // and 1: the first principal direction is component 0, the mean (0.0 and
+  // 1.0 at component 99) is removed with each word's weight.
+  std::vector<std::vector<float>> rows(4, std::vector<float>(100, 0.0f));
+  rows[0][0] = 4;
+  rows[1][0] = -4;
+  rows[2][1] = 1;
+  rows[3][1] = -1;
+  for (auto& row : rows) row[99] = 1;
+  std::vector<uint32_t> bytes = Table({"east", "west", "up", "down"}, rows);
+  auto t = GloveTable::Parse(Bytes(bytes));
+  REQUIRE(t.ok());
+  auto e = GloveEmbedder::Create(t.value(), GloveEmbedder::Options(GloveVersion::kV2));
+  REQUIRE(e.ok());
+  CHECK(e->name() == "agentmem-glove-v2");
+  std::vector<float> unit1(100, 0.0f);
+  unit1[1] = 1;
+  std::vector<float> v = e->Embed("up");
+  for (int i = 0; i < 100; i++) CHECK(v[i] == doctest::Approx(unit1[i]).epsilon(1e-6));
+  // east lies along the removed direction; with up the sum keeps up alone.
+  CHECK(Norm(e->Embed("east")) < 1e-6);
+  v = e->Embed("east up");
+  for (int i = 0; i < 100; i++) CHECK(v[i] == doctest::Approx(unit1[i]).epsilon(1e-6));
+  // down is the opposite of up once centred.
+  CHECK(Dot(e->Embed("down"), e->Embed("up")) == doctest::Approx(-1.0).epsilon(1e-6));
+}
+
 TEST_CASE("unrelated sentences are not similar once the common component is removed") {
   auto e = Linked();
   if (!e) return;
@@ -169,20 +208,28 @@ TEST_CASE("unrelated sentences are not similar once the common component is remo
   auto table = GloveTable::Linked();
   REQUIRE(table.ok());
   GloveEmbedderOptions options = GloveEmbedder::DefaultOptions();
-  options.remove_common = false;
+  options.common = GloveCommon::kNone;
   auto plain = GloveEmbedder::Create(table.value(), options);
   REQUIRE(plain.ok());
   CHECK(Sim(*plain, a, b) > 0.5);  // the shared direction of averaged word vectors
-  CHECK(Sim(*e, a, b) < 0.3);
-  const char* puppy = "I adopted a puppy from the shelter";
-  CHECK(Sim(*e, puppy, "We got a new dog last week") >
-        Sim(*e, puppy, "The quarterly tax report is due on Monday") + 0.3);
+  for (GloveVersion version : {GloveVersion::kV1, GloveVersion::kV2}) {
+    GloveEmbedder removed = GloveEmbedder::Create(version).value();
+    CAPTURE(removed.name());
+    CHECK(Sim(removed, a, b) < Sim(*plain, a, b) - 0.2);
+    const char* puppy = "I adopted a puppy from the shelter";
+    CHECK(Sim(removed, puppy, "We got a new dog last week") >
+          Sim(removed, puppy, "The quarterly tax report is due on Monday") + 0.3);
+  }
 }
 
-TEST_CASE("the linked embedder is agentmem-glove-v1 with 100 dimensions and unit vectors") {
+TEST_CASE("the linked embedder is agentmem-glove-v2 with 100 dimensions and unit vectors") {
   auto e = Linked();
   if (!e) return;
-  CHECK(e->name() == "agentmem-glove-v1");
+  CHECK(e->name() == "agentmem-glove-v2");
+  CHECK(GloveEmbedder::Create(GloveVersion::kV1).value().name() == "agentmem-glove-v1");
+  CHECK(GloveEmbedder::VersionOf("agentmem-glove-v1") == GloveVersion::kV1);
+  CHECK(GloveEmbedder::VersionOf("agentmem-glove-v2") == GloveVersion::kV2);
+  CHECK_FALSE(GloveEmbedder::VersionOf("agentmem-glove-v3"));
   CHECK(e->dimension() == 100);
   std::vector<float> v = e->Embed("Melanie painted a lake at sunrise last year.");
   REQUIRE(v.size() == 100);
@@ -192,14 +239,17 @@ TEST_CASE("the linked embedder is agentmem-glove-v1 with 100 dimensions and unit
 }
 
 TEST_CASE("known neighbours: king is nearer queen than carburetor, car is near automobile") {
-  auto e = Linked();
-  if (!e) return;
-  CHECK(Sim(*e, "king", "queen") > Sim(*e, "king", "carburetor") + 0.3);
-  CHECK(Sim(*e, "car", "automobile") > 0.6);
-  CHECK(Sim(*e, "car", "automobile") > Sim(*e, "car", "poetry") + 0.3);
-  // Whole texts: the same topic in other words is nearer than another topic.
-  CHECK(Sim(*e, "I adopted a puppy from the shelter", "We got a new dog last week") >
-        Sim(*e, "I adopted a puppy from the shelter", "The stock market fell sharply today"));
+  if (!Linked()) return;
+  for (GloveVersion version : {GloveVersion::kV1, GloveVersion::kV2}) {
+    GloveEmbedder e = GloveEmbedder::Create(version).value();
+    CAPTURE(e.name());
+    CHECK(Sim(e, "king", "queen") > Sim(e, "king", "carburetor") + 0.3);
+    CHECK(Sim(e, "car", "automobile") > 0.6);
+    CHECK(Sim(e, "car", "automobile") > Sim(e, "car", "poetry") + 0.3);
+    // Whole texts: the same topic in other words is nearer than another topic.
+    CHECK(Sim(e, "I adopted a puppy from the shelter", "We got a new dog last week") >
+          Sim(e, "I adopted a puppy from the shelter", "The stock market fell sharply today"));
+  }
 }
 
 TEST_CASE("the embedding is deterministic across calls and embedder instances") {
@@ -210,6 +260,14 @@ TEST_CASE("the embedding is deterministic across calls and embedder instances") 
   const std::string text = "Caroline went to the LGBTQ support group yesterday.";
   CHECK(e->Embed(text) == e->Embed(text));
   CHECK(e->Embed(text) == other->Embed(text));
+  // An embedder made again over the same table gives the same step 4.
+  auto again = GloveEmbedder::Create(GloveTable::Linked().value(), GloveEmbedder::DefaultOptions());
+  REQUIRE(again.ok());
+  CHECK(e->Embed(text) == again->Embed(text));
+  auto v1 = GloveEmbedder::Create(GloveVersion::kV1);
+  REQUIRE(v1.ok());
+  CHECK(v1->Embed(text) == GloveEmbedder::Create(GloveVersion::kV1)->Embed(text));
+  CHECK(v1->Embed(text) != e->Embed(text));  // another definition
   CHECK(e->Embed("Hello, WORLD") == e->Embed("hello world"));  // case and punctuation
 }
 
