@@ -36,6 +36,10 @@ constexpr char kMiddleDot[] = "\xC2\xB7";  // U+00B7, between a block's settings
 const char* const kFactColumns[] = {"subject",    "predicate", "object", "valid from",
                                     "valid to",   "confidence", "fact"};
 constexpr size_t kFactCells = 7;
+// The most blocks and facts one import writes: a transaction's pending facts
+// are searched by each assert, so the cost of an import grows with the
+// square of the facts it writes that share a subject and predicate.
+constexpr size_t kMaxWrites = 10000;
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -477,6 +481,13 @@ struct Plan {
   std::vector<BlockWrite> blocks;
   std::vector<FactWrite> facts;
   uint64_t blocks_unchanged = 0, facts_unchanged = 0;
+  // A line more to write; refused past kMaxWrites.
+  Status Count(size_t line) const {
+    if (blocks.size() + facts.size() < kMaxWrites) return Status::OK();
+    return LineError(line, kTooBig, "more than " + std::to_string(kMaxWrites) +
+                                        " blocks and facts to write in one import; read the "
+                                        "file back in parts");
+  }
 };
 
 Status PlanBlocks(Database* db, const std::string& user, std::vector<MdBlock>& md, Plan* plan) {
@@ -504,6 +515,7 @@ Status PlanBlocks(Database* db, const std::string& user, std::vector<MdBlock>& m
                        "block \"" + r.name + "\" value is " + std::to_string(chars) +
                            " characters; its limit is " + std::to_string(r.limit));
     }
+    AGENTMEM_RETURN_IF_ERROR(plan->Count(b.line));
     plan->blocks.push_back({b.line, std::move(r)});
   }
   return Status::OK();
@@ -550,6 +562,7 @@ Status PlanFacts(Database* db, const std::string& user, std::vector<MdFact>& md,
       }
       if (old.expired_at == kForever) replaces = f.id;
     }
+    AGENTMEM_RETURN_IF_ERROR(plan->Count(f.line));
     plan->facts.push_back({f.line, std::move(r), replaces});
   }
   return Status::OK();
@@ -563,18 +576,18 @@ struct Written {
   uint64_t block_versions = 0, facts_asserted = 0, facts_superseded = 0, facts_known = 0;
 };
 
-Status WritePlan(Database* db, const std::string& user, Plan& plan, Written* w,
+Status WritePlan(Database* db, Plan& plan, Written* w,
                  JsonWriter* changes) {
   for (BlockWrite& b : plan.blocks) {
     const std::string name = b.record.name;
+    uint64_t next_episode = 0, next_fact = 0, version = 0;
+    db->NextIds(&next_episode, &next_fact, &version);  // the version SetBlock gives it
     AGENTMEM_RETURN_IF_ERROR(AtLine(b.line, db->SetBlock(std::move(b.record))));
-    BlockRecord now;
-    AGENTMEM_RETURN_IF_ERROR(db->GetBlock(user, name, &now));
     w->block_versions++;
     changes->BeginObject();
     changes->Field("line", b.line);
     changes->Field("block", name);
-    changes->Field("version", now.version);
+    changes->Field("version", version);
     changes->EndObject();
   }
   for (FactWrite& f : plan.facts) {
@@ -640,7 +653,7 @@ Status ImportMarkdown(Database* db, const std::string& user_id, std::string_view
   if (!plan.blocks.empty() || !plan.facts.empty()) {
     const bool own = !db->in_transaction();
     if (own) AGENTMEM_RETURN_IF_ERROR(db->Begin());
-    Status s = WritePlan(db, user_id, plan, &w, &changes);
+    Status s = WritePlan(db, plan, &w, &changes);
     if (s.ok() && own) s = db->Commit();
     if (!s.ok()) {
       if (own && db->in_transaction()) (void)db->Rollback();

@@ -418,6 +418,22 @@ TEST_CASE("a NUL byte, a very long line and a long run of backquotes are read wi
   agentmem_close(db);
 }
 
+TEST_CASE("an import that would write more than 10000 blocks and facts is refused before writing") {
+  TempDir dir;
+  agentmem_db* db = Open(dir.File("a.agentmem"));
+  std::string text =
+      "## Facts\n| subject | predicate | object | valid from | valid to | confidence | fact |\n"
+      "|-|-|-|-|-|-|-|\n";
+  for (int i = 0; i < 10001; i++) text += "| s" + std::to_string(i) + " | p | o |\n";
+  auto [rc, msg] = Refused(db, "alice", text);
+  CHECK(rc == AGENTMEM_TOOBIG);
+  CHECK(msg.find("markdown line 10004: more than 10000 blocks and facts") == 0);
+  CHECK(Facts(db, "alice", nullptr, 0).empty());
+  text.resize(text.rfind("| s10000"));
+  CHECK(ImportMd(db, "alice", text)["facts_asserted"] == 10000);
+  agentmem_close(db);
+}
+
 TEST_CASE("names and cells escape what would break the layout and read back as written") {
   const std::vector<std::string> values = {"plain", " lead", "trail ", "a|b", "back\\slash",
                                            "line\nfeed", "cr\rlf", "tab\there", "\\n literal",
