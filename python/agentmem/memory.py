@@ -474,8 +474,9 @@ class Memory:
         nothing; an unchanged document writes nothing. All or nothing: an error names the
         line ("markdown line 12: ...") and writes nothing.
         """
-        if isinstance(markdown, str) and "\0" in markdown:
-            line = markdown.count("\n", 0, markdown.index("\0")) + 1
+        nul, nl = ("\0", "\n") if isinstance(markdown, str) else (b"\0", b"\n")
+        if isinstance(markdown, (str, bytes)) and nul in markdown:
+            line = markdown.count(nl, 0, markdown.index(nul)) + 1
             raise NulCharacterError(f"markdown line {line}: holds a NUL byte")
         return json.loads(self._string_call("agentmem_import_markdown", "Memory.import_markdown",
                                             cstr(user_id, "user_id"),

@@ -156,6 +156,11 @@ TEST_CASE("a user with no memory exports the headings alone, and reading it back
   CHECK(r["changes"].empty());
   CHECK(Stats(db).commits == commits);
   CHECK(ImportMd(db, "nobody", "")["changes"].empty());  // an empty text is a valid one
+  char* out = nullptr;
+  CHECK(agentmem_export_markdown(db, nullptr, &out) == AGENTMEM_MISUSE);
+  CHECK(out == nullptr);
+  CHECK(agentmem_import_markdown(db, "nobody", nullptr, &out) == AGENTMEM_MISUSE);
+  CHECK(agentmem_import_markdown(db, "nobody", "", nullptr) == AGENTMEM_OK);  // no report wanted
   agentmem_close(db);
 }
 

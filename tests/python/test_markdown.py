@@ -62,6 +62,8 @@ def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_written(mem)
     line = nul[:nul.index("\0")].count("\n") + 1
     with pytest.raises(agentmem.errors.NulCharacterError, match=f"markdown line {line}: holds a NUL"):
         mem.import_markdown_sync("alice", nul)
+    with pytest.raises(agentmem.errors.NulCharacterError, match=f"markdown line {line}: holds"):
+        mem.import_markdown_sync("alice", nul.encode())
     assert mem.export_markdown_sync("alice") == text
 
 
