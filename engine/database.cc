@@ -1120,9 +1120,23 @@ Status Database::AssertFact(FactRecord r, uint64_t* id, uint64_t replaces) {
   if (!s.ok()) return FinishWrite(s);
   std::erase_if(current, [&](const FactRecord& c) { return c.id == replaces; });
   // The corrected fact leaves transaction time when its correction enters it.
+  // A correction that states something else from a later instant of the
+  // fact's valid time says the fact held until then: that part stays, known
+  // from the same instant.
   auto expire_replaced = [&](int64_t at) {
     if (!replaced) return;
-    replaced->expired_at = std::max(at, replaced->recorded_at);
+    at = std::max(at, replaced->recorded_at);
+    const bool other = r.subject != replaced->subject || r.predicate != replaced->predicate ||
+                       r.object != replaced->object;
+    if (other && replaced->valid_from < r.valid_from && r.valid_from < replaced->valid_to) {
+      FactRecord before = *replaced;
+      before.id = NextFactId();
+      before.valid_to = r.valid_from;
+      before.recorded_at = at;
+      before.expired_at = format::kForever;
+      pending_facts_.push_back(std::move(before));
+    }
+    replaced->expired_at = at;
     PutPendingFact(std::move(*replaced));
   };
   for (const FactRecord& c : current) {

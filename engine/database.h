@@ -124,8 +124,10 @@ class Database {
   // of its valid time before (and after) the new fact is recorded as new
   // facts, so that both time axes keep their history. `replaces` (0: none)
   // names a current fact of the same user that r corrects: it is expired in
-  // transaction time at the instant r is recorded (its valid time kept as it
-  // was), even when r is already known; kNotFound when it is not a current
+  // transaction time at the instant r is recorded, even when r is already
+  // known; when r states another subject, predicate or object and starts
+  // inside its valid time, the part of it before r.valid_from is recorded as
+  // a new fact known from that instant. kNotFound when it is not a current
   // fact of r.user_id.
   Status AssertFact(format::FactRecord r, uint64_t* id, uint64_t replaces = 0);
   // Writes a fact exactly as given (an import): both time axes kept

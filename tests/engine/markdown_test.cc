@@ -214,6 +214,38 @@ TEST_CASE("an edited block and fact come back as new versions and both stay in t
   agentmem_close(db);
 }
 
+TEST_CASE("an edited fact row with a later valid from keeps the old value until then in valid time") {
+  TempDir dir;
+  agentmem_db* db = Open(dir.File("a.agentmem"));
+  const int64_t tokyo = Fact(db, "alice", "alice", "lives_in", "Tokyo", 0.9, k2023);
+  const int64_t k2025 = k2023 + 731LL * 86400 * kSecond;  // 2025-01-01
+  const int64_t known_before = Facts(db, "alice", "lives_in", 0)[0].recorded_at;
+  std::string text = ExportMd(db, "alice");
+  nlohmann::json r = ImportMd(db, "alice", Edit(text, "| Tokyo | 2023-01-01 |", "| Osaka | 2025-01-01 |"));
+  CHECK(r["facts_superseded"] == 1);
+  auto valid_at = [&](int64_t t) {
+    return SqlColumn(db, "SELECT object FROM facts_as_of('alice', " + std::to_string(t) + ")");
+  };
+  CHECK(valid_at(k2025 - 1) == std::vector<std::string>{"Tokyo"});
+  CHECK(valid_at(k2025) == std::vector<std::string>{"Osaka"});
+  CHECK(SqlColumn(db, "SELECT object FROM facts_as_of('alice')") == std::vector<std::string>{"Osaka"});
+  std::vector<FactRow> then = Facts(db, "alice", "lives_in", known_before);
+  REQUIRE(then.size() == 1);
+  CHECK(then[0].id == tokyo);
+  // The new rows were recorded at the instant the old one left transaction time.
+  std::vector<FactRow> all = Facts(db, "alice", "lives_in", 0, AGENTMEM_FACTS_ALL_VERSIONS);
+  REQUIRE(all.size() == 3);
+  CHECK(all[1].recorded_at == all[0].expired_at);
+  CHECK(all[2].recorded_at == all[0].expired_at);
+  // A changed date alone is a correction: nothing of the old dates stays.
+  text = ExportMd(db, "alice");
+  CHECK(text.find("| alice | lives_in | Tokyo | 2023-01-01 | 2025-01-01 | 0.9 |") != std::string::npos);
+  ImportMd(db, "alice", Edit(text, "| Osaka | 2025-01-01 |", "| Osaka | 2025-06-01 |"));
+  CHECK(valid_at(k2025) == std::vector<std::string>{});
+  CHECK(Facts(db, "alice", "lives_in", 0).size() == 1);
+  agentmem_close(db);
+}
+
 TEST_CASE("an export read back unchanged writes nothing, whatever its values hold") {
   TempDir dir;
   agentmem_db* db = Open(dir.File("a.agentmem"));
