@@ -33,8 +33,8 @@ using namespace markdown;
 constexpr int kLayoutVersion = 1;
 constexpr char kMarker[] = "<!-- agentmem-memory ";
 constexpr char kMiddleDot[] = "\xC2\xB7";  // U+00B7, between a block's settings
-const char* const kFactColumns[] = {"subject",    "predicate", "object", "valid from",
-                                    "valid to",   "confidence", "fact"};
+const char* const kFactColumns[] = {"subject",  "predicate",  "object", "valid from",
+                                    "valid to", "confidence", "fact"};
 constexpr size_t kFactCells = 7;
 // The most blocks and facts one import writes: a transaction's pending facts
 // are searched by each assert, so the cost of an import grows with the
@@ -69,8 +69,8 @@ void ForEachLine(std::string_view s, F f) {
 void AppendBlock(const BlockRecord& b, std::string* out) {
   *out += "### " + Escape(b.name, false) + "\n";
   *out += "pinned: " + (b.pinned_order < 0 ? std::string("no") : std::to_string(b.pinned_order));
-  *out += std::string(" ") + kMiddleDot + " limit: " +
-          (b.limit == 0 ? std::string("none") : std::to_string(b.limit));
+  *out += std::string(" ") + kMiddleDot +
+          " limit: " + (b.limit == 0 ? std::string("none") : std::to_string(b.limit));
   *out += std::string(" ") + kMiddleDot + " version: " + std::to_string(b.version);
   *out += std::string(" ") + kMiddleDot + " updated: " + FormatTime(b.updated_at) + "\n\n";
   // A carriage return would not survive an editor's line endings: such a
@@ -158,8 +158,8 @@ Status AppendSessions(Database* db, const std::string& user, std::string* out) {
     *out += "\n### Session " + (s.empty() ? std::string("(no id)") : Escape(s, false)) + " " +
             kMiddleDot + " " + std::to_string(list.size()) +
             (list.size() == 1 ? " episode " : " episodes ") + kMiddleDot + " " +
-            FormatTime(episodes[list.front()].ts) + " to " +
-            FormatTime(episodes[list.back()].ts) + "\n\n";
+            FormatTime(episodes[list.front()].ts) + " to " + FormatTime(episodes[list.back()].ts) +
+            "\n\n";
     for (size_t i : list) AppendEpisode(episodes[i], out);
   }
   return Status::OK();
@@ -219,11 +219,11 @@ class Parser {
   Section section_ = Section::kPreamble;
   MdBlock* block_ = nullptr;  // the block being read
   bool settings_seen_ = false;
-  size_t fence_ = 0;          // backquotes of the open fence; 0: none
+  size_t fence_ = 0;  // backquotes of the open fence; 0: none
   size_t fence_line_ = 0;
-  bool escaped_ = false;      // the open fence is "escaped"
+  bool escaped_ = false;  // the open fence is "escaped"
   bool first_value_line_ = true;
-  int table_row_ = 0;         // 0: the header comes next, 1: the delimiter row, 2: facts
+  int table_row_ = 0;  // 0: the header comes next, 1: the delimiter row, 2: facts
   std::unordered_map<std::string, size_t> block_lines_;
   std::unordered_map<uint64_t, size_t> fact_lines_;
 };
@@ -249,8 +249,9 @@ Status Parser::Preamble(size_t no, std::string_view line) {
   size_t digits = 0;
   while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') digits++;
   if (!ParseNumber(rest.substr(0, digits), &version) || version != kLayoutVersion) {
-    return LineError(no, "this file has another layout than version 1 of agentmem's Markdown "
-                         "memory (docs/markdown.md)");
+    return LineError(no,
+                     "this file has another layout than version 1 of agentmem's Markdown "
+                     "memory (docs/markdown.md)");
   }
   return Status::OK();
 }
@@ -274,8 +275,8 @@ Status Parser::Heading(size_t no, std::string_view line) {
 
 Status Parser::CloseBlock() {
   if (block_ && !block_->has_value) {
-    return LineError(block_->line, "block \"" + block_->name +
-                                       "\" has no value: put it between ``` fences");
+    return LineError(block_->line,
+                     "block \"" + block_->name + "\" has no value: put it between ``` fences");
   }
   block_ = nullptr;
   return Status::OK();
@@ -301,8 +302,9 @@ Status Parser::BlockLine(size_t no, std::string_view line) {
   }
   if (StartsWith(line, "```")) return OpenFence(no, line);
   if (block_ && !block_->has_value && !settings_seen_) return Settings(no, line);
-  return LineError(no, "unexpected text in the Blocks section: a block is \"### NAME\", an "
-                       "optional settings line, then its value between ``` fences");
+  return LineError(no,
+                   "unexpected text in the Blocks section: a block is \"### NAME\", an "
+                   "optional settings line, then its value between ``` fences");
 }
 
 Status Parser::OpenFence(size_t no, std::string_view line) {
@@ -358,8 +360,10 @@ Status Parser::Setting(size_t no, std::string_view part) {
   const std::string value =
       Lower(colon == std::string_view::npos ? "" : TrimUnescaped(part.substr(colon + 1)));
   if (colon == std::string_view::npos) {
-    return LineError(no, "expected the block's settings (pinned: N · limit: N) or a ``` fence, "
-                         "not \"" + std::string(part) + "\"");
+    return LineError(no,
+                     "expected the block's settings (pinned: N · limit: N) or a ``` fence, "
+                     "not \"" +
+                         std::string(part) + "\"");
   }
   if (key == "pinned") {
     int32_t v = -1;
@@ -391,8 +395,9 @@ Status Parser::FactLine(size_t no, std::string_view line) {
     bool ok = cells.size() == kFactCells;
     for (size_t i = 0; ok && i < kFactCells; i++) ok = Lower(cells[i]) == kFactColumns[i];
     if (!ok) {
-      return LineError(no, "the facts table starts with the header | subject | predicate | "
-                           "object | valid from | valid to | confidence | fact |");
+      return LineError(no,
+                       "the facts table starts with the header | subject | predicate | "
+                       "object | valid from | valid to | confidence | fact |");
     }
     table_row_ = 1;
     return Status::OK();
@@ -411,8 +416,10 @@ Status Parser::FactLine(size_t no, std::string_view line) {
 
 Status Parser::FactRow(size_t no, const std::vector<std::string>& cells) {
   if (cells.size() < 3 || cells.size() > kFactCells) {
-    return LineError(no, "a fact row has 3 to 7 cells (subject | predicate | object | valid from "
-                         "| valid to | confidence | fact), not " + std::to_string(cells.size()));
+    return LineError(no,
+                     "a fact row has 3 to 7 cells (subject | predicate | object | valid from "
+                     "| valid to | confidence | fact), not " +
+                         std::to_string(cells.size()));
   }
   auto cell = [&](size_t i) { return i < cells.size() ? cells[i] : std::string(); };
   MdFact f;
@@ -426,7 +433,8 @@ Status Parser::FactRow(size_t no, const std::vector<std::string>& cells) {
   std::string why;
   int64_t t = 0;
   if (!cell(3).empty()) {
-    if (!ParseTime(cell(3), &t, &why)) return LineError(no, "valid from \"" + cell(3) + "\": " + why);
+    if (!ParseTime(cell(3), &t, &why))
+      return LineError(no, "valid from \"" + cell(3) + "\": " + why);
     f.valid_from = t;
   }
   if (!cell(4).empty()) {
@@ -484,9 +492,10 @@ struct Plan {
   // A line more to write; refused past kMaxWrites.
   Status Count(size_t line) const {
     if (blocks.size() + facts.size() < kMaxWrites) return Status::OK();
-    return LineError(line, kTooBig, "more than " + std::to_string(kMaxWrites) +
-                                        " blocks and facts to write in one import; read the "
-                                        "file back in parts");
+    return LineError(line, kTooBig,
+                     "more than " + std::to_string(kMaxWrites) +
+                         " blocks and facts to write in one import; read the "
+                         "file back in parts");
   }
 };
 
@@ -544,8 +553,9 @@ Status PlanFacts(Database* db, const std::string& user, std::vector<MdFact>& md,
       auto it = by_id.find(f.id);
       if (it == by_id.end()) {
         return LineError(f.line, kNotFound,
-                         "fact " + std::to_string(f.id) + " is not one of this user's facts "
-                         "(leave the fact column empty to assert the line as a new fact)");
+                         "fact " + std::to_string(f.id) +
+                             " is not one of this user's facts "
+                             "(leave the fact column empty to assert the line as a new fact)");
       }
       const FactRecord& old = *it->second;
       r.valid_from = f.valid_from.value_or(old.valid_from);
@@ -576,8 +586,7 @@ struct Written {
   uint64_t block_versions = 0, facts_asserted = 0, facts_superseded = 0, facts_known = 0;
 };
 
-Status WritePlan(Database* db, Plan& plan, Written* w,
-                 JsonWriter* changes) {
+Status WritePlan(Database* db, Plan& plan, Written* w, JsonWriter* changes) {
   for (BlockWrite& b : plan.blocks) {
     const std::string name = b.record.name;
     uint64_t next_episode = 0, next_fact = 0, version = 0;
@@ -618,9 +627,10 @@ Status ExportMarkdown(Database* db, const std::string& user_id, std::string* mar
   out += kMarker + std::to_string(kLayoutVersion) + " (docs/markdown.md) -->\n";
   out += "# Memory of " + (user_id.empty() ? std::string("(no user id)") : Escape(user_id, false)) +
          "\n\n";
-  out += "Edit the blocks and the facts table, then read this file back (`.import-markdown`).\n"
-         "An edited block becomes a new version and an edited fact supersedes the old one;\n"
-         "removing a line forgets nothing, and the sessions are read-only.\n\n";
+  out +=
+      "Edit the blocks and the facts table, then read this file back (`.import-markdown`).\n"
+      "An edited block becomes a new version and an edited fact supersedes the old one;\n"
+      "removing a line forgets nothing, and the sessions are read-only.\n\n";
   AGENTMEM_RETURN_IF_ERROR(AppendBlocks(db, user_id, &out));
   AGENTMEM_RETURN_IF_ERROR(AppendFacts(db, user_id, &out));
   AGENTMEM_RETURN_IF_ERROR(AppendSessions(db, user_id, &out));

@@ -160,8 +160,8 @@ std::string FormatTime(int64_t us) {
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
     return buf;
   }
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   std::string out = buf;
   if (frac != 0) {
     std::snprintf(buf, sizeof buf, ".%06lld", static_cast<long long>(frac));
@@ -215,8 +215,8 @@ bool ParseTime(std::string_view s, int64_t* us, std::string* why) {
       const int sign = s[at] == '-' ? -1 : 1;
       at++;
       int oh = 0, om = 0;
-      if (!Digits(s, &at, 2, &oh) || !Expect(s, &at, ':') || !Digits(s, &at, 2, &om) ||
-          oh > 23 || om > 59) {
+      if (!Digits(s, &at, 2, &oh) || !Expect(s, &at, ':') || !Digits(s, &at, 2, &om) || oh > 23 ||
+          om > 59) {
         return false;
       }
       offset_min = sign * (oh * 60 + om);

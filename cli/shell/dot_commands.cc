@@ -102,7 +102,8 @@ bool CmdRead(Shell& sh, const Args& args) {
 bool ReadOnlyCommand(const std::string& name) {
   static const char* const kReaders[] = {
       ".bail", ".check", ".context", ".exit", ".explain", ".export", ".export-user",
-      ".export-markdown", ".headers", ".help", ".mode", ".open", ".parameter", ".profile", ".quit",
+      ".headers", ".help", ".mode", ".open", ".parameter", ".profile", ".quit",
+      ".export-markdown",
       ".read", ".recall", ".schema", ".stats", ".tables"};
   for (const char* r : kReaders) {
     if (name == r) return true;

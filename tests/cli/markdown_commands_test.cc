@@ -38,13 +38,14 @@ std::string Exported(const std::string& dir) {
 
 TEST_CASE("the shell exports a memory file, reads an edited one back, and keeps both versions") {
   TempDir dir;
-  auto r = RunShell(dir.path(), {"a.agentmem"}, std::string(kSeed) + ".export-markdown alice memory.md\n");
+  auto r = RunShell(dir.path(), {"a.agentmem"},
+                    std::string(kSeed) + ".export-markdown alice memory.md\n");
   REQUIRE_MESSAGE(r.status == 0, r.err);
   std::string text = Exported(dir.path());
   CHECK(text.find("| alice | lives_in | Tokyo | 2023-01-01 |  | 0.9 | 1 |") != std::string::npos);
   CHECK(text.find("### Session s2") < text.find("### Session s1"));  // newest session first
-  std::string edited = Replace(Replace(text, "Warm and brief.", "Warm, brief, exact."), "| Tokyo |",
-                               "| Osaka |");
+  std::string edited =
+      Replace(Replace(text, "Warm and brief.", "Warm, brief, exact."), "| Tokyo |", "| Osaka |");
   agentmem::test::WriteFileBytes(dir.File("edited.md"), edited);
   auto imp = RunShell(dir.path(), {"a.agentmem"},
                       ".mode json\n.import-markdown alice edited.md\n.mode list\n"
@@ -62,16 +63,17 @@ TEST_CASE("the shell exports a memory file, reads an edited one back, and keeps 
 TEST_CASE("the shell reads an unchanged export back without writing and refuses a bad line") {
   TempDir dir;
   auto r = RunShell(dir.path(), {"a.agentmem"},
-                    std::string(kSeed) + ".export-markdown alice memory.md\n"
-                                         ".import-markdown alice memory.md\n"
-                                         "SELECT block_versions, facts FROM stats();\n");
+                    std::string(kSeed) +
+                        ".export-markdown alice memory.md\n"
+                        ".import-markdown alice memory.md\n"
+                        "SELECT block_versions, facts FROM stats();\n");
   REQUIRE_MESSAGE(r.status == 0, r.err);
   CHECK(r.out.find("\"changes\": []") != std::string::npos);
   CHECK(r.out.find("\"block_versions\": 0") != std::string::npos);
   CHECK(r.out.substr(r.out.rfind('}') + 2) == "1|1\n");
   std::string text = Exported(dir.path());
-  std::string bad = Replace(Replace(text, "Warm and brief.", "Changed."), "| 2023-01-01 |",
-                            "| 2023-02-30 |");
+  std::string bad =
+      Replace(Replace(text, "Warm and brief.", "Changed."), "| 2023-01-01 |", "| 2023-02-30 |");
   agentmem::test::WriteFileBytes(dir.File("bad.md"), bad);
   const long line = 1 + std::count(bad.begin(), bad.begin() + bad.find("| alice |"), '\n');
   auto refused = RunShell(dir.path(), {"a.agentmem"}, ".import-markdown alice bad.md\n");

@@ -4,9 +4,10 @@
 // unchanged round trip writes nothing, malformed lines are refused with their
 // line number and nothing written; and the layout's escapes and times
 // (engine/markdown_text.h) read back what they write.
-#include <doctest/doctest.h>
+#include "engine/markdown.h"
 
 #include <agentmem.h>
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <memory>
@@ -14,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/markdown.h"
 #include "engine/markdown_text.h"
 #include "tests/util/temp_dir.h"
 
@@ -28,19 +28,21 @@ constexpr int64_t k2023 = 1672531200LL * kSecond;  // 2023-01-01T00:00:00Z
 
 agentmem_db* Open(const std::string& path) {
   agentmem_db* db = nullptr;
-  int rc = agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                            nullptr);
+  int rc =
+      agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE, nullptr);
   REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
   return db;
 }
 
-void Ok(agentmem_db* db, int rc) { REQUIRE_MESSAGE(rc == AGENTMEM_OK, std::string(agentmem_errmsg(db))); }
+void Ok(agentmem_db* db, int rc) {
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, std::string(agentmem_errmsg(db)));
+}
 
 int64_t Fact(agentmem_db* db, const char* user, const char* s, const char* p, const char* o,
              double confidence = 1.0, int64_t valid_from = 0, int64_t valid_to = 0) {
   int64_t id = 0;
-  Ok(db, agentmem_fact_assert(db, user, s, p, o, confidence, valid_from, valid_to, nullptr, 0,
-                              &id));
+  Ok(db,
+     agentmem_fact_assert(db, user, s, p, o, confidence, valid_from, valid_to, nullptr, 0, &id));
   return id;
 }
 
@@ -129,8 +131,8 @@ void Populate(agentmem_db* db, const char* user) {
   Fact(db, user, "alice", "likes", "tea | green\\black", 0.75);
   Fact(db, user, "alice", "worked_at", " Acme\nCorp ", 1.0, k2023 - 365 * 86400 * kSecond,
        k2023 + 1234567);
-  Ok(db, agentmem_remember(db, user, "s1", "user", "hello\n## Facts\n```", k2023, nullptr,
-                           nullptr, 0, nullptr));
+  Ok(db, agentmem_remember(db, user, "s1", "user", "hello\n## Facts\n```", k2023, nullptr, nullptr,
+                           0, nullptr));
   Ok(db, agentmem_remember(db, user, "s1", "assistant", "| 1 | 2 |", k2023 + kSecond, nullptr,
                            nullptr, 0, nullptr));
   Ok(db, agentmem_remember(db, user, "s2", "user", "later", k2023 + 86400 * kSecond, nullptr,
@@ -214,21 +216,24 @@ TEST_CASE("an edited block and fact come back as new versions and both stay in t
   agentmem_close(db);
 }
 
-TEST_CASE("an edited fact row with a later valid from keeps the old value until then in valid time") {
+TEST_CASE(
+    "an edited fact row with a later valid from keeps the old value until then in valid time") {
   TempDir dir;
   agentmem_db* db = Open(dir.File("a.agentmem"));
   const int64_t tokyo = Fact(db, "alice", "alice", "lives_in", "Tokyo", 0.9, k2023);
   const int64_t k2025 = k2023 + 731LL * 86400 * kSecond;  // 2025-01-01
   const int64_t known_before = Facts(db, "alice", "lives_in", 0)[0].recorded_at;
   std::string text = ExportMd(db, "alice");
-  nlohmann::json r = ImportMd(db, "alice", Edit(text, "| Tokyo | 2023-01-01 |", "| Osaka | 2025-01-01 |"));
+  nlohmann::json r =
+      ImportMd(db, "alice", Edit(text, "| Tokyo | 2023-01-01 |", "| Osaka | 2025-01-01 |"));
   CHECK(r["facts_superseded"] == 1);
   auto valid_at = [&](int64_t t) {
     return SqlColumn(db, "SELECT object FROM facts_as_of('alice', " + std::to_string(t) + ")");
   };
   CHECK(valid_at(k2025 - 1) == std::vector<std::string>{"Tokyo"});
   CHECK(valid_at(k2025) == std::vector<std::string>{"Osaka"});
-  CHECK(SqlColumn(db, "SELECT object FROM facts_as_of('alice')") == std::vector<std::string>{"Osaka"});
+  CHECK(SqlColumn(db, "SELECT object FROM facts_as_of('alice')") ==
+        std::vector<std::string>{"Osaka"});
   std::vector<FactRow> then = Facts(db, "alice", "lives_in", known_before);
   REQUIRE(then.size() == 1);
   CHECK(then[0].id == tokyo);
@@ -239,7 +244,8 @@ TEST_CASE("an edited fact row with a later valid from keeps the old value until 
   CHECK(all[2].recorded_at == all[0].expired_at);
   // A changed date alone is a correction: nothing of the old dates stays.
   text = ExportMd(db, "alice");
-  CHECK(text.find("| alice | lives_in | Tokyo | 2023-01-01 | 2025-01-01 | 0.9 |") != std::string::npos);
+  CHECK(text.find("| alice | lives_in | Tokyo | 2023-01-01 | 2025-01-01 | 0.9 |") !=
+        std::string::npos);
   ImportMd(db, "alice", Edit(text, "| Osaka | 2025-01-01 |", "| Osaka | 2025-06-01 |"));
   CHECK(valid_at(k2025) == std::vector<std::string>{});
   CHECK(Facts(db, "alice", "lives_in", 0).size() == 1);
@@ -297,7 +303,8 @@ TEST_CASE("an export read back unchanged writes nothing, whatever its values hol
   CHECK(std::string(b->value) == "```\n## Facts\n| not | a | row |\n````");
   CHECK(b->pinned_order == 1);
   agentmem_free(b);
-  std::vector<std::string> objects = SqlColumn(db, "SELECT object FROM facts WHERE user_id = 'bob'");
+  std::vector<std::string> objects =
+      SqlColumn(db, "SELECT object FROM facts WHERE user_id = 'bob'");
   CHECK(std::count(objects.begin(), objects.end(), " Acme\nCorp ") == 1);
   CHECK(std::count(objects.begin(), objects.end(), "tea | green\\black") == 1);
   agentmem_close(db);
@@ -311,7 +318,8 @@ TEST_CASE("a malformed line is refused with its line number and nothing is writt
   // A valid edit before each bad line: it must not be written either.
   const std::string good = Edit(text, "Warm and brief.", "Changed.");
   const size_t facts_at = good.find("| alice | likes |");
-  const int facts_line = static_cast<int>(std::count(good.begin(), good.begin() + facts_at, '\n')) + 1;
+  const int facts_line =
+      static_cast<int>(std::count(good.begin(), good.begin() + facts_at, '\n')) + 1;
   struct Case {
     std::string from, to;
     int code;
@@ -376,8 +384,7 @@ TEST_CASE("a new fact line and a new block are written, and a removed line forge
     if (skip || line.rfind("| alice", 0) == 0) continue;
     edited += line + "\n";
   }
-  edited = Edit(edited, "## Sessions\n",
-                "| alice | likes | coffee | | | | |\n\n## Sessions\n");
+  edited = Edit(edited, "## Sessions\n", "| alice | likes | coffee | | | | |\n\n## Sessions\n");
   edited = Edit(edited, "## Blocks\n\n", "## Blocks\n\n### todo\n```\nbuy milk\n```\n\n");
   nlohmann::json r = ImportMd(db, "alice", edited);
   CHECK(r["block_versions"] == 1);
@@ -395,9 +402,10 @@ TEST_CASE("a new fact line and a new block are written, and a removed line forge
   CHECK(Facts(db, "alice", "lives_in", 0).size() == 1);
   // A line that asserts what the file already knows writes nothing.
   const int64_t commits = Stats(db).commits;
-  nlohmann::json again = ImportMd(db, "alice", "## Facts\n| subject | predicate | object | valid "
-                                               "from | valid to | confidence | fact |\n|-|-|-|-|-|-|-|\n"
-                                               "| alice | likes | coffee |\n");
+  nlohmann::json again = ImportMd(db, "alice",
+                                  "## Facts\n| subject | predicate | object | valid "
+                                  "from | valid to | confidence | fact |\n|-|-|-|-|-|-|-|\n"
+                                  "| alice | likes | coffee |\n");
   CHECK(again["facts_asserted"] == 0);
   CHECK(again["facts_unchanged"] == 1);
   CHECK(Stats(db).commits == commits);
@@ -442,8 +450,9 @@ TEST_CASE("a NUL byte, a very long line and a long run of backquotes are read wi
   nlohmann::json r = ImportMd(db, "alice", "## Blocks\n### big\n```\n" + long_value + "\n```\n");
   CHECK(r["block_versions"] == 1);
   const std::string fence(100000, '`');
-  r = ImportMd(db, "alice", "## Blocks\n### ticks\n" + fence + "\n" + std::string(99999, '`') +
-                                "\n" + fence + "\n");
+  r = ImportMd(
+      db, "alice",
+      "## Blocks\n### ticks\n" + fence + "\n" + std::string(99999, '`') + "\n" + fence + "\n");
   CHECK(r["block_versions"] == 1);
   agentmem_block* b = nullptr;
   Ok(db, agentmem_block_get(db, "alice", "ticks", &b));
@@ -472,9 +481,9 @@ TEST_CASE("an import that would write more than 10000 blocks and facts is refuse
 }
 
 TEST_CASE("names and cells escape what would break the layout and read back as written") {
-  const std::vector<std::string> values = {"plain", " lead", "trail ", "a|b", "back\\slash",
-                                           "line\nfeed", "cr\rlf", "tab\there", "\\n literal",
-                                           "", "  ", "x\\", "\\|"};
+  const std::vector<std::string> values = {
+      "plain",     " lead",       "trail ", "a|b", "back\\slash", "line\nfeed", "cr\rlf",
+      "tab\there", "\\n literal", "",       "  ",  "x\\",         "\\|"};
   for (const std::string& v : values) {
     CAPTURE(v);
     const std::string cell = md::Escape(v, true);
@@ -493,9 +502,16 @@ TEST_CASE("names and cells escape what would break the layout and read back as w
 }
 
 TEST_CASE("times are written as ISO 8601 UTC and read back to the microsecond") {
-  const std::vector<int64_t> times = {k2023, k2023 + 1, k2023 + 500000, k2023 - 1, 0, -1,
+  const std::vector<int64_t> times = {k2023,
+                                      k2023 + 1,
+                                      k2023 + 500000,
+                                      k2023 - 1,
+                                      0,
+                                      -1,
                                       253402300799LL * kSecond + 999999,
-                                      -62135596800LL * kSecond, INT64_MAX - 1, INT64_MIN};
+                                      -62135596800LL * kSecond,
+                                      INT64_MAX - 1,
+                                      INT64_MIN};
   for (int64_t t : times) {
     CAPTURE(t);
     const std::string written = md::FormatTime(t);
@@ -513,8 +529,9 @@ TEST_CASE("times are written as ISO 8601 UTC and read back to the microsecond") 
   std::string why;
   CHECK(md::ParseTime("2023-01-01 09:30+09:00", &t, &why));
   CHECK(t == k2023 + 30 * 60 * kSecond);
-  for (const char* bad : {"2023-13-01", "2023-1-01", "2023-01-01T24:00", "2023-01-01T10:00:00.1234567Z",
-                          "2023-01-01Z", "@", "@12x", "@99999999999999999999", "2023-01-01T10:00junk"}) {
+  for (const char* bad :
+       {"2023-13-01", "2023-1-01", "2023-01-01T24:00", "2023-01-01T10:00:00.1234567Z",
+        "2023-01-01Z", "@", "@12x", "@99999999999999999999", "2023-01-01T10:00junk"}) {
     CAPTURE(bad);
     CHECK_FALSE(md::ParseTime(bad, &t, &why));
   }
