@@ -275,6 +275,15 @@ TEST_CASE("an export read back unchanged writes nothing, whatever its values hol
   CHECK(ImportMd(db, "alice", crlf)["changes"].empty());
   CHECK(Stats(db).commits == before.commits);
 
+  // Edits to the sessions, the title and the read-only settings are not read.
+  std::string sessions = Edit(text, "  later\n", "  much later, edited\n");
+  sessions = Edit(sessions, "# Memory of alice", "# Memory of someone else");
+  sessions = Edit(sessions, "### Session s1", "### Session renamed");
+  sessions = Edit(sessions, "pinned: 0 \xC2\xB7 limit: none \xC2\xB7 version: 1",
+                  "pinned: 0 \xC2\xB7 limit: none \xC2\xB7 version: 99");
+  CHECK(ImportMd(db, "alice", sessions)["changes"].empty());
+  CHECK(Stats(db).commits == before.commits);
+
   // Fact ids are the user's own: another user's import refuses them.
   auto [rc, msg] = Refused(db, "bob", text);
   CHECK(rc == AGENTMEM_NOTFOUND);
