@@ -430,16 +430,25 @@ Status Parser::FactRow(size_t no, const std::vector<std::string>& cells) {
   if (f.subject.empty() || f.predicate.empty() || f.object.empty()) {
     return LineError(no, "a fact needs a subject, a predicate and an object");
   }
-  std::string why;
+  // A time of 0 would read back as "now" (valid from) or "open-ended" (valid to).
+  auto time_cell = [&](size_t i, const char* name, int64_t* t) -> Status {
+    std::string why;
+    if (!ParseTime(cell(i), t, &why)) {
+      return LineError(no, std::string(name) + " \"" + cell(i) + "\": " + why);
+    }
+    if (*t == 0) {
+      return LineError(no, std::string(name) + " \"" + cell(i) +
+                               "\": the instant 0 (1970-01-01T00:00:00Z) is not a time here");
+    }
+    return Status::OK();
+  };
   int64_t t = 0;
   if (!cell(3).empty()) {
-    if (!ParseTime(cell(3), &t, &why))
-      return LineError(no, "valid from \"" + cell(3) + "\": " + why);
+    AGENTMEM_RETURN_IF_ERROR(time_cell(3, "valid from", &t));
     f.valid_from = t;
   }
   if (!cell(4).empty()) {
-    if (!ParseTime(cell(4), &t, &why)) return LineError(no, "valid to \"" + cell(4) + "\": " + why);
-    f.valid_to = t;
+    AGENTMEM_RETURN_IF_ERROR(time_cell(4, "valid to", &f.valid_to));
   }
   if (f.valid_from && f.valid_to <= *f.valid_from) {
     return LineError(no, "valid to must be after valid from");

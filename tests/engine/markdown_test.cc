@@ -368,6 +368,10 @@ TEST_CASE("a malformed line is refused with its line number and nothing is writt
   refused_at("## Blocks\n### a\nsome text\n```\n```\n", 3, "expected the block's settings");
   refused_at("## Blocks\n### a\nlimit: 3\n```\nfour\n```\n", 2, "its limit is 3");
   refused_at("## Notes\n", 1, "unknown section \"Notes\"");
+  refused_at(
+      "## Facts\n| subject | predicate | object | valid from | valid to | confidence | fact |\n"
+      "|-|-|-|-|-|-|-|\n| a | b | c | 1970-01-01 |\n",
+      4, "valid from \"1970-01-01\": the instant 0");
   refused_at("## Facts\n| s | p | o |\n", 2, "the facts table starts with the header");
   refused_at("<!-- agentmem-memory 2 -->\n", 1, "another layout");
   refused_at("## Blocks\n### a\n```\nbad \xff byte\n```\n", 4, "not valid UTF-8");
