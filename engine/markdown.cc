@@ -373,7 +373,7 @@ Status Parser::Setting(size_t no, std::string_view part) {
     block_->pinned = v;
   } else if (key == "limit") {
     uint32_t v = 0;
-    if (value != "none" && (!ParseNumber(value, &v) || v > INT32_MAX)) {
+    if (value != "none" && !ParseNumber(value, &v)) {
       return LineError(no, "limit is \"none\" or a number of characters, not \"" + value + "\"");
     }
     block_->limit = v;
@@ -522,6 +522,9 @@ Status PlanBlocks(Database* db, const std::string& user, std::vector<MdBlock>& m
     r.value = std::move(b.value);
     r.limit = b.limit ? *b.limit : old ? old->limit : 0;
     r.pinned_order = b.pinned ? *b.pinned : old ? old->pinned_order : -1;
+    if (r.pinned_order < 0 && old && old->pinned_order < 0) {
+      r.pinned_order = old->pinned_order;  // every negative order reads "no"
+    }
     if (old && old->value == r.value && old->limit == r.limit &&
         old->pinned_order == r.pinned_order) {
       plan->blocks_unchanged++;
