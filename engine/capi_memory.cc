@@ -12,6 +12,7 @@
 
 #include "agentmem.h"
 #include "engine/capi_internal.h"
+#include "engine/markdown.h"
 #include "engine/memory.h"
 
 using agentmem::Status;
@@ -124,6 +125,29 @@ int agentmem_import_v2(agentmem_db* db, const char* zJsonl, int flags, int64_t* 
         eng::ImportJsonl(&d, zJsonl, &counts, (flags & AGENTMEM_IMPORT_NEW_IDS) != 0));
     if (pnAdded) *pnAdded = static_cast<int64_t>(counts.added());
     return Status::OK();
+  });
+}
+
+int agentmem_export_markdown(agentmem_db* db, const char* user_id, char** pzMarkdown) {
+  if (pzMarkdown) *pzMarkdown = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
+    AGENTMEM_RETURN_IF_ERROR(Need(pzMarkdown, "pzMarkdown"));
+    std::string markdown;
+    AGENTMEM_RETURN_IF_ERROR(eng::ExportMarkdown(&d, user_id, &markdown));
+    return CopyOut(markdown, pzMarkdown);
+  });
+}
+
+int agentmem_import_markdown(agentmem_db* db, const char* user_id, const char* zMarkdown,
+                             char** pzReport) {
+  if (pzReport) *pzReport = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
+    AGENTMEM_RETURN_IF_ERROR(Need(zMarkdown, "zMarkdown"));
+    std::string report;
+    AGENTMEM_RETURN_IF_ERROR(eng::ImportMarkdown(&d, user_id, zMarkdown, &report));
+    return pzReport ? CopyOut(report, pzReport) : Status::OK();
   });
 }
 

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <unordered_set>
 #include <random>
 #include <thread>
@@ -1090,19 +1091,66 @@ void Database::PutPendingFact(FactRecord f) {
   pending_facts_.push_back(std::move(f));
 }
 
-Status Database::AssertFact(FactRecord r, uint64_t* id) {
+Status Database::CurrentFactById(const std::string& user, uint64_t id, FactRecord* out) {
+  const FactRecord* pending = nullptr;
+  for (const FactRecord& p : pending_facts_) {
+    if (p.id == id) pending = &p;
+  }
+  if (pending) {
+    *out = *pending;
+  } else if (const RecordLoc* loc = catalog_.FindFact(id)) {
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*loc, out));
+  } else {
+    out->user_id.clear();
+  }
+  if (out->user_id != user || out->expired_at != format::kForever) {
+    return StatusF(kNotFound, "fact %llu is not a current fact of this user",
+                   static_cast<unsigned long long>(id));
+  }
+  return Status::OK();
+}
+
+Status Database::AssertFact(FactRecord r, uint64_t* id, uint64_t replaces) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   AGENTMEM_RETURN_IF_ERROR(CheckFact(r));
   int64_t now = Now();
   DefaultValidTime(now, &r);
   if (r.valid_to <= r.valid_from) return Status(kRange, "fact valid_to must be after valid_from");
   AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  std::optional<FactRecord> replaced;
+  if (replaces != 0) {
+    replaced.emplace();
+    Status s = CurrentFactById(r.user_id, replaces, &*replaced);
+    if (!s.ok()) return FinishWrite(s);
+  }
   std::vector<FactRecord> current;
   Status s = CurrentFacts(r.user_id, r.subject, r.predicate, &current);
   if (!s.ok()) return FinishWrite(s);
+  std::erase_if(current, [&](const FactRecord& c) { return c.id == replaces; });
+  // The corrected fact leaves transaction time when its correction enters it.
+  // A correction that states something else from a later instant of the
+  // fact's valid time says the fact held until then: that part stays, known
+  // from the same instant.
+  auto expire_replaced = [&](int64_t at) {
+    if (!replaced) return;
+    at = std::max(at, replaced->recorded_at);
+    const bool other = r.subject != replaced->subject || r.predicate != replaced->predicate ||
+                       r.object != replaced->object;
+    if (other && replaced->valid_from < r.valid_from && r.valid_from < replaced->valid_to) {
+      FactRecord before = *replaced;
+      before.id = NextFactId();
+      before.valid_to = r.valid_from;
+      before.recorded_at = at;
+      before.expired_at = format::kForever;
+      pending_facts_.push_back(std::move(before));
+    }
+    replaced->expired_at = at;
+    PutPendingFact(std::move(*replaced));
+  };
   for (const FactRecord& c : current) {
     if (c.object == r.object && c.valid_from <= r.valid_from && r.valid_from < c.valid_to) {
-      if (id) *id = c.id;  // already known and valid then: nothing to write
+      expire_replaced(Now());
+      if (id) *id = c.id;  // already known and valid then: nothing else to write
       return FinishWrite(Status::OK());
     }
   }
@@ -1111,6 +1159,8 @@ Status Database::AssertFact(FactRecord r, uint64_t* id) {
   // that no fact is expired before it was recorded.
   now = Now();
   for (const FactRecord& c : current) now = std::max(now, c.recorded_at);
+  if (replaced) now = std::max(now, replaced->recorded_at);
+  expire_replaced(now);
   r.recorded_at = now;
   r.expired_at = format::kForever;
   r.id = NextFactId();

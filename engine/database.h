@@ -122,8 +122,14 @@ class Database {
   // whose valid time overlaps the new one's is superseded: it is expired in
   // transaction time (a new version with expired_at = now) and what is left
   // of its valid time before (and after) the new fact is recorded as new
-  // facts, so that both time axes keep their history.
-  Status AssertFact(format::FactRecord r, uint64_t* id);
+  // facts, so that both time axes keep their history. `replaces` (0: none)
+  // names a current fact of the same user that r corrects: it is expired in
+  // transaction time at the instant r is recorded, even when r is already
+  // known; when r states another subject, predicate or object and starts
+  // inside its valid time, the part of it before r.valid_from is recorded as
+  // a new fact known from that instant. kNotFound when it is not a current
+  // fact of r.user_id.
+  Status AssertFact(format::FactRecord r, uint64_t* id, uint64_t replaces = 0);
   // Writes a fact exactly as given (an import): both time axes kept
   // (recorded_at 0 = now, expired_at 0 = never), no superseding. r.id is
   // used when it is above every fact id so far, 0 = assigned.
@@ -348,6 +354,9 @@ class Database {
   Status CurrentFacts(const std::string& user, const std::string& subject,
                       const std::string& predicate, std::vector<format::FactRecord>* out);
   void PutPendingFact(format::FactRecord f);
+  // The current fact `id` of `user`, pending versions included (AssertFact's
+  // `replaces`); kNotFound when there is none.
+  Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
   Status WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes);
   // Whether the file at path_ is no longer the one this handle has open (a

@@ -749,6 +749,38 @@ int agentmem_import(agentmem_db *db, const char *zJsonl, int64_t *pnAdded);
 ** AGENTMEM_MISUSE. Codes otherwise as agentmem_import(). */
 int agentmem_import_v2(agentmem_db *db, const char *zJsonl, int flags, int64_t *pnAdded);
 
+/* ---------------------------------------------------------------- memory: Markdown */
+/* docs/markdown.md is the layout, line by line, and the rules of the import. */
+
+/* user_id's memory as a Markdown document a person reads and edits
+** (MEMORY.md): the blocks (pinned ones first, by pinned_order), the facts
+** the file holds as current knowledge with their valid time, as a table, and
+** every session with its episodes, newest session first. A user with no
+** memory gets the headings alone. On AGENTMEM_OK *pzMarkdown is freed with
+** agentmem_free(); on failure it is NULL. */
+int agentmem_export_markdown(agentmem_db *db, const char *user_id, char **pzMarkdown);
+
+/* Read an edited agentmem_export_markdown() document back into user_id's
+** memory (the title's user is not read). A block whose value, pin or limit
+** differs from its current version becomes a new version; a fact row that is
+** new, or differs from the fact its id names, is asserted -- the fact it
+** names is superseded in transaction time, not lost. Nothing else is
+** written: removed lines, sessions and episodes change nothing (forgetting
+** is agentmem_forget_*), and a document read back unchanged writes nothing.
+** Every line is checked before anything is written, then all is written in
+** one transaction (the caller's when one is open, else its own). On
+** AGENTMEM_OK *pzReport (when pzReport is not NULL) is a JSON object, freed
+** with agentmem_free(): "block_versions", "blocks_unchanged",
+** "facts_asserted", "facts_superseded", "facts_unchanged" and "changes", one
+** entry per write with its line. On failure nothing is written, *pzReport is
+** NULL and the message names the line ("markdown line 12: ..."); codes:
+** AGENTMEM_MISMATCH (the layout), AGENTMEM_MISMATCH_UTF8, AGENTMEM_NOTFOUND
+** (a fact id that is not one of the user's facts), AGENTMEM_CONSTRAINT (a
+** block over its limit), AGENTMEM_RANGE, and the codes of
+** agentmem_block_set() and agentmem_fact_assert(). */
+int agentmem_import_markdown(agentmem_db *db, const char *user_id, const char *zMarkdown,
+                             char **pzReport);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,6 +103,7 @@ bool ReadOnlyCommand(const std::string& name) {
   static const char* const kReaders[] = {
       ".bail", ".check", ".context", ".exit", ".explain", ".export", ".export-user",
       ".headers", ".help", ".mode", ".open", ".parameter", ".profile", ".quit",
+      ".export-markdown",
       ".read", ".recall", ".schema", ".stats", ".tables"};
   for (const char* r : kReaders) {
     if (name == r) return true;
@@ -129,10 +130,14 @@ const DotCommand kCommands[] = {
      "back up the whole file as an agentmem export (JSONL; stdout without FILE)"},
     {".export-user", CmdExportUser, ".export-user USER [FILE]",
      "write one user's whole memory as an agentmem export (stdout without FILE)"},
+    {".export-markdown", CmdExportMarkdown, ".export-markdown USER [FILE]",
+     "write USER's memory as Markdown a person can edit (MEMORY.md; stdout without FILE)"},
     {".headers", CmdHeaders, ".headers on|off", "column names in list and csv modes"},
     {".help", CmdHelp, ".help", "this text"},
     {".import", CmdImport, ".import FILE [options]",
      "restore an agentmem export, or load plain JSONL records (options below)"},
+    {".import-markdown", CmdImportMarkdown, ".import-markdown USER FILE",
+     "read an edited .export-markdown file back: changed blocks and facts become new versions"},
     {".import-user", CmdImportUser, ".import-user FILE [--new-ids]",
      "import an agentmem export (idempotent; --new-ids: this file's next ids)"},
     {".mode", CmdMode, ".mode list|csv|json|line|table|box", "how query results are printed"},

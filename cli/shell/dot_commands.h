@@ -45,6 +45,9 @@ bool CmdProfile(Shell& sh, const Args& args);
 bool CmdExportUser(Shell& sh, const Args& args);
 bool CmdImportUser(Shell& sh, const Args& args);
 bool CmdRetention(Shell& sh, const Args& args);
+// markdown_commands.cc
+bool CmdExportMarkdown(Shell& sh, const Args& args);
+bool CmdImportMarkdown(Shell& sh, const Args& args);
 
 // The help text of every dot-command (".help").
 std::string DotHelp();

@@ -187,6 +187,8 @@ PROTOTYPES = {
     "agentmem_export": (c_int, [c_void_p, c_char_p, P(c_void_p)]),
     "agentmem_import": (c_int, [c_void_p, c_char_p, P(c_int64)]),
     "agentmem_import_v2": (c_int, [c_void_p, c_char_p, c_int, P(c_int64)]),
+    "agentmem_export_markdown": (c_int, [c_void_p, c_char_p, P(c_void_p)]),
+    "agentmem_import_markdown": (c_int, [c_void_p, c_char_p, c_char_p, P(c_void_p)]),
     "agentmem_create_embedder": (c_int, [c_void_p, c_char_p, c_int, c_int, EMBED_FN, c_void_p,
                                          c_void_p]),
     "agentmem_recover": (c_int, [c_char_p, c_char_p, P(c_void_p)]),

@@ -471,6 +471,28 @@ class Memory:
                               method="Memory.import_jsonl")
         return added.value
 
+    def export_markdown_sync(self, user_id):
+        """The user's memory as a Markdown document (str) a person reads and edits: blocks,
+        current facts with their valid time, sessions with their episodes (docs/markdown.md)."""
+        return self._string_call("agentmem_export_markdown", "Memory.export_markdown",
+                                 cstr(user_id, "user_id"))
+
+    def import_markdown_sync(self, user_id, markdown):
+        """Read an edited export_markdown() document back; returns the report (a dict).
+
+        Changed blocks become new block versions; new or edited fact rows are asserted,
+        an edited one superseding the fact it names. Removed lines and the sessions change
+        nothing; an unchanged document writes nothing. All or nothing: an error names the
+        line ("markdown line 12: ...") and writes nothing.
+        """
+        nul, nl = ("\0", "\n") if isinstance(markdown, str) else (b"\0", b"\n")
+        if isinstance(markdown, (str, bytes)) and nul in markdown:
+            line = markdown.count(nl, 0, markdown.index(nul)) + 1
+            raise NulCharacterError(f"markdown line {line}: holds a NUL byte")
+        return json.loads(self._string_call("agentmem_import_markdown", "Memory.import_markdown",
+                                            cstr(user_id, "user_id"),
+                                            cstr(markdown, "markdown")))
+
     def forget_sync(self, user_id, session_id=None, before=None, *, purge=False):
         """Forget a user's memory: all of it, one session's episodes, or the episodes before a time.
 
@@ -576,6 +598,8 @@ class Memory:
     profile = _async_twin(profile_sync)
     export = _async_twin(export_sync)
     import_jsonl = _async_twin(import_jsonl_sync)
+    export_markdown = _async_twin(export_markdown_sync)
+    import_markdown = _async_twin(import_markdown_sync)
     declare_predicate = _async_twin(declare_predicate_sync)
     forget = _async_twin(forget_sync)
     forget_episode = _async_twin(forget_episode_sync)

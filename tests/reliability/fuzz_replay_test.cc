@@ -23,7 +23,7 @@ namespace agentmem::reliability {
 TEST_CASE("the kept fuzz corpus of every target replays without a failure") {
   namespace fs = std::filesystem;
   REQUIRE_MESSAGE(fs::exists(AGENTMEM_FUZZ_REPLAY), AGENTMEM_FUZZ_REPLAY " is not built");
-  for (std::string target : {"decode", "open", "ops", "sql", "import"}) {
+  for (std::string target : {"decode", "open", "ops", "sql", "import", "markdown"}) {
     fs::path dir = fs::path(AGENTMEM_FUZZ_CORPUS) / target;
     CAPTURE(target);
     REQUIRE_MESSAGE(fs::is_directory(dir), dir.string() << " is missing");
