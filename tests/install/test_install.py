@@ -111,10 +111,24 @@ def test_the_readme_c_example_builds_with_pkg_config_against_a_destdir_install(d
     flags = run(["pkg-config", "--cflags", "--libs", "agentmem"], env=env).stdout.split()
     assert f"-I{under_prefix(destdir, 'includedir')}" in flags
     assert f"-L{libdir}" in flags and "-lagentmem" in flags
+    assert run(["pkg-config", "--modversion", "agentmem"], env=env).stdout.strip() == version()
     out = run(["bash", "-c", command], cwd=tmp_path, env=env).stdout.splitlines()
     assert out == ["I moved to Lisbon last spring.", f"agentmem {version()}"]
     needed = run(["readelf", "-d", tmp_path / "hello"]).stdout
     assert "Shared library: [libagentmem.so.0]" in needed
+
+
+def test_the_readme_library_fragments_compile_against_the_installed_header(destdir, libdir,
+                                                                           tmp_path):
+    """The snippets of "Using the library" (no main of their own) as one function body."""
+    fragments = re.findall(r"```c\n(.*?)```", readme_section("Using the library"), re.S)
+    assert len(fragments) >= 2
+    body = re.sub(r"^#include .*\n", "", "".join(fragments), flags=re.M)
+    (tmp_path / "fragments.c").write_text(
+        "#include <agentmem.h>\n#include <stdio.h>\n\nvoid fragments(void) {\n" + body + "}\n")
+    env = clean_env(PKG_CONFIG_PATH=libdir / "pkgconfig", PKG_CONFIG_SYSROOT_DIR=destdir)
+    flags = run(["pkg-config", "--cflags", "agentmem"], env=env).stdout.split()
+    run(["cc", "-fsyntax-only", "-Wall", "-Werror", *flags, tmp_path / "fragments.c"], env=env)
 
 
 def test_the_installed_shell_runs_against_the_installed_library(destdir, libdir, tmp_path):
