@@ -3,8 +3,11 @@
 // over agentmem's facts and episodes (docs/mcp.md, "The knowledge-graph
 // tools"):
 //   entity       fact (name, "entity_type", entityType)
-//   observation  episode (session "knowledge-graph", role "observation", the
-//                text) and fact (name, "observation", text) citing it
+//   observation  episode (session "knowledge-graph:" + name, role
+//                "observation", the text) and fact (name, "observation",
+//                text) citing it; one session per entity, so that recall's
+//                context of earlier turns (open option context) stays within
+//                the entity
 //   relation     fact (from, relationType, to); a relationType that is a
 //                reserved predicate or starts with "relation:" gets the
 //                prefix "relation:"
@@ -22,7 +25,7 @@ namespace {
 
 constexpr const char* kTypePredicate = "entity_type";
 constexpr const char* kObservationPredicate = "observation";
-constexpr const char* kGraphSession = "knowledge-graph";
+constexpr std::string_view kGraphSession = "knowledge-graph:";
 constexpr std::string_view kRelationPrefix = "relation:";
 
 std::string EncodeRelation(const std::string& type) {
@@ -192,7 +195,8 @@ void AddObservation(const ToolContext& ctx, const std::string& user, const std::
   w.Field("entity", entity);
   w.EndObject();
   int64_t episode = 0;
-  ctx.Check(agentmem_remember(ctx.db, user.c_str(), kGraphSession, kObservationPredicate,
+  std::string session = std::string(kGraphSession) + entity;
+  ctx.Check(agentmem_remember(ctx.db, user.c_str(), session.c_str(), kObservationPredicate,
                               text.c_str(), 0, metadata.c_str(), nullptr, 0, &episode),
             "remembering an observation");
   AssertFact(ctx, user, entity, kObservationPredicate, text, &episode, 1);
@@ -408,20 +412,24 @@ bool SubstringMatch(const Entity& e, const std::string& q) {
                      [&](const Observation& o) { return Contains(o.text, q); });
 }
 
-// The entities whose observation episodes hybrid recall finds for query.
+// The entities whose observation episodes hybrid recall finds for query:
+// those that share a word with it (after the file's stemming and stop
+// words), and with `semantic` also those only the vector search finds.
 void RecallMatches(const ToolContext& ctx, const std::string& user, const std::string& query,
-                   const Graph& g, std::set<std::string>* names) {
+                   bool semantic, const Graph& g, std::set<std::string>* names) {
   if (query.find_first_not_of(" \t\r\n") == std::string::npos) return;
   agentmem_recall_options o;
   agentmem_recall_options_init(&o);
   o.k = 100;
-  o.session_id = kGraphSession;
+  o.role = kObservationPredicate;
   agentmem_cursor* raw = nullptr;
   ctx.Check(agentmem_recall(ctx.db, user.c_str(), query.c_str(), &o, &raw), "search_nodes");
   std::unique_ptr<agentmem_cursor, CursorCloser> cur(raw);
   int rc;
   while ((rc = agentmem_cursor_step(cur.get())) == AGENTMEM_ROW) {
-    auto it = g.episode_entity.find(agentmem_cursor_hit(cur.get())->id);
+    const agentmem_hit* hit = agentmem_cursor_hit(cur.get());
+    if (hit->bm25_rank == 0 && !semantic) continue;
+    auto it = g.episode_entity.find(hit->id);
     if (it != g.episode_entity.end()) names->insert(it->second);
   }
   if (rc != AGENTMEM_DONE) ctx.Fail("search_nodes");
@@ -436,7 +444,7 @@ std::string SearchNodes(const ToolContext& ctx, const Args& a, JsonWriter* w) {
   for (const Entity& e : g.entities) {
     if (SubstringMatch(e, q)) names.insert(e.name);
   }
-  RecallMatches(ctx, user, query, g, &names);
+  RecallMatches(ctx, user, query, a.Bool("semantic", false), g, &names);
   WriteSubgraph(w, g, names);
   return "";
 }
@@ -522,8 +530,10 @@ void AddGraphTools(std::vector<Tool>* tools) {
   tools->push_back({"search_nodes", "Search Nodes",
                     "Search for nodes in the knowledge graph based on a query: entity names, "
                     "types and observations that contain it, and observations that agentmem's "
-                    "hybrid recall (BM25 + vector) finds for it",
-                    R"({"query":{"type":"string","description":"The search query to match against entity names, types, and observation content"}})",
+                    "hybrid recall (BM25 + vector) finds sharing a word with it (with semantic: "
+                    "true, also those that are only close in meaning)",
+                    R"S({"query":{"type":"string","description":"The search query to match against entity names, types, and observation content"},
+                        "semantic":{"type":"boolean","description":"also match observations close in meaning but sharing no word (default false)"}})S",
                     {"query"}, GRAPH_OUTPUT, false, false, SearchNodes});
   tools->push_back({"open_nodes", "Open Nodes",
                     "Open specific nodes in the knowledge graph by their names",
