@@ -151,6 +151,7 @@ void Server::WriteTool(JsonWriter* w, const Tool& tool) const {
   w->Key("annotations");
   w->BeginObject();
   w->Field("readOnlyHint", !tool.writes);
+  w->Field("destructiveHint", tool.name == "forget" || tool.name.starts_with("delete_"));
   w->Field("openWorldHint", false);
   w->EndObject();
   w->EndObject();

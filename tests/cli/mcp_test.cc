@@ -127,6 +127,7 @@ TEST_CASE("malformed input gets JSON-RPC errors or tool errors and leaves the fi
   std::string huge_text(10 << 20, 'x');
   std::vector<std::pair<std::string, int>> protocol = {
       {"not json at all", -32700},
+      {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\xfe\"}", -32700},
       {R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember")", -32700},
       {R"([{"jsonrpc":"2.0","id":2,"method":"ping"}])", -32600},
       {R"("a string")", -32600},
@@ -173,8 +174,10 @@ TEST_CASE("malformed input gets JSON-RPC errors or tool errors and leaves the fi
   in += R"({"jsonrpc":"2.0","id":101,"method":"ping"})" "\n";
   in += kInit;
   for (const auto& [line, code] : protocol) in += line + "\n";
-  // A notification is never answered, even when it is wrong.
+  // A notification is never answered, even when it is wrong, and a tool
+  // call without an id (a notification) is not run.
   in += R"({"jsonrpc":"2.0","method":"notifications/unknown","params":[1]})" "\n";
+  in += R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"remember","arguments":{"text":"x"}}})" "\n";
   std::string tools_in;
   for (const auto& [line, want] : tool_errors) tools_in += line;
   // The last message is a whole write without its line break: not served.

@@ -37,9 +37,11 @@ async function testCase(name, fn) {
   }
 }
 
-async function connect(command, args, env) {
+// stderr: ours is shown (its messages explain a failure); the reference
+// server's start-up line is dropped.
+async function connect(command, args, env, stderr = 'inherit') {
   const transport = new StdioClientTransport({ command, args, env: { ...process.env, ...env },
-                                               stderr: 'inherit' });
+                                               stderr });
   const client = new Client({ name: 'agentmem-sdk-test', version: '1.0.0' });
   await client.connect(transport);
   return client;
@@ -67,6 +69,7 @@ const ours = await connect(agentmem, ['mcp', file, '--user', 'u']);
 await testCase('the SDK client negotiates a revision and lists every tool', async () => {
   const info = ours.getServerVersion();
   assert.equal(info.name, 'agentmem');
+  assert.ok(ours.getServerCapabilities().tools && ours.getServerCapabilities().resources);
   const { tools } = await ours.listTools();
   const names = tools.map((t) => t.name);
   for (const n of ['remember', 'recall', 'forget', 'facts_assert', 'facts_query', 'block_get',
@@ -185,7 +188,7 @@ await testCase('--readonly lists only the read tools and refuses writes', async 
 const graphFile = path.join(work, 'graph.agentmem');
 const jsonl = path.join(work, 'memory.jsonl');
 const ag = await connect(agentmem, ['mcp', graphFile, '--user', 'g']);
-const ref = await connect(process.execPath, [referenceServer], { MEMORY_FILE_PATH: jsonl });
+const ref = await connect(process.execPath, [referenceServer], { MEMORY_FILE_PATH: jsonl }, 'ignore');
 
 // Runs one call on both servers and returns both results.
 async function both(name, args) {
