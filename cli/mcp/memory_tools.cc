@@ -3,6 +3,7 @@
 // thin layer over one or two calls of include/agentmem.h.
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <memory>
 
 #include "mcp/tools.h"
@@ -62,13 +63,13 @@ int RecallMode(const Args& a) {
   throw ToolError(a.Name("mode") + " must be \"hybrid\", \"bm25\" or \"vector\"");
 }
 
-// The options a recall call's arguments ask for; strings live in `keep`.
-agentmem_recall_options RecallOptions(const Args& a, std::vector<std::string>* keep) {
+// The options a recall call's arguments ask for; their strings live in
+// `keep` (a deque: adding one moves none of the others).
+agentmem_recall_options RecallOptions(const Args& a, std::deque<std::string>* keep) {
   agentmem_recall_options o;
   agentmem_recall_options_init(&o);
   o.mode = RecallMode(a);
   o.k = static_cast<int>(a.Int("k", 10, 1, 10000));
-  keep->reserve(4);
   auto str = [&](const char* key) -> const char* {
     auto s = a.String(key);
     if (!s) return nullptr;
@@ -126,7 +127,7 @@ void WriteHit(JsonWriter* w, const agentmem_hit& h) {
 std::string Recall(const ToolContext& ctx, const Args& a, JsonWriter* w) {
   std::string user = ctx.User(a);
   std::string query = a.RequiredString("query");
-  std::vector<std::string> keep;
+  std::deque<std::string> keep;
   agentmem_recall_options o = RecallOptions(a, &keep);
   agentmem_cursor* raw = nullptr;
   ctx.Check(agentmem_recall(ctx.db, user.c_str(), query.c_str(), &o, &raw), "recall");
