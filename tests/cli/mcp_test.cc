@@ -215,6 +215,23 @@ TEST_CASE("malformed input gets JSON-RPC errors or tool errors and leaves the fi
   CHECK(ReadFileBytes(dir.File("m.agentmem")) == before);
 }
 
+TEST_CASE("every truncation of a write request is a parse error and writes nothing") {
+  TempDir dir;
+  Seed(dir);
+  std::string before = ReadFileBytes(dir.File("m.agentmem"));
+  std::string call = Call(7, "create_entities",
+                          R"({"entities":[{"name":"A","entityType":"t","observations":["o"]}]})");
+  call.pop_back();
+  std::string in = kInit;
+  for (size_t n = 1; n < call.size(); n++) in += call.substr(0, n) + "\n";
+  auto r = RunShell(dir.path(), {"mcp", "m.agentmem"}, in);
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto rs = Responses(r.out);
+  REQUIRE(rs.size() == call.size());
+  for (size_t i = 1; i < rs.size(); i++) CHECK(ErrorCode(rs[i]) == -32700);
+  CHECK(ReadFileBytes(dir.File("m.agentmem")) == before);
+}
+
 TEST_CASE("mcp --readonly refuses write tools with a clear error and never writes") {
   TempDir dir;
   Seed(dir);
