@@ -4,10 +4,10 @@
 // tools"):
 //   entity       fact (name, "entity_type", entityType)
 //   observation  episode (session "knowledge-graph:" + name, role
-//                "observation", the text) and fact (name, "observation",
-//                text) citing it; one session per entity, so that recall's
-//                context of earlier turns (open option context) stays within
-//                the entity
+//                "observation", text "name: observation") and fact (name,
+//                "observation", observation) citing it; one session per
+//                entity, so that recall's context of earlier turns (open
+//                option context) stays within the entity
 //   relation     fact (from, relationType, to); a relationType that is a
 //                reserved predicate or starts with "relation:" gets the
 //                prefix "relation:"
@@ -196,8 +196,11 @@ void AddObservation(const ToolContext& ctx, const std::string& user, const std::
   w.EndObject();
   int64_t episode = 0;
   std::string session = std::string(kGraphSession) + entity;
+  // The episode names its entity: recall finds it by the name too, and a
+  // context that shows it says whom it is about.
+  std::string episode_text = entity + ": " + text;
   ctx.Check(agentmem_remember(ctx.db, user.c_str(), session.c_str(), kObservationPredicate,
-                              text.c_str(), 0, metadata.c_str(), nullptr, 0, &episode),
+                              episode_text.c_str(), 0, metadata.c_str(), nullptr, 0, &episode),
             "remembering an observation");
   AssertFact(ctx, user, entity, kObservationPredicate, text, &episode, 1);
 }

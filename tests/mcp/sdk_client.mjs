@@ -237,6 +237,9 @@ await testCase('reference sequence: search and open give the same graph answers'
 });
 
 await testCase('search_nodes also finds observations by hybrid recall', async () => {
+  const [byName, refByName] = await both('search_nodes', { query: 'Carol cello' });
+  assert.deepEqual(refByName.structuredContent.entities, []);
+  assert.deepEqual(byName.structuredContent.entities.map((e) => e.name), ['Carol']);
   const [a, r] = await both('search_nodes', { query: 'rockets launch' });
   assert.deepEqual(r.structuredContent.entities, []);
   assert.deepEqual(a.structuredContent.entities.map((e) => e.name), ['Acme']);
@@ -268,7 +271,9 @@ await testCase('the graph is facts and episodes the shell reads; deletes were fo
     'Alice observation speaks Portuguese', 'Bob entity_type person', 'Bob observation likes chess',
     'Carol entity_type person', 'Carol relation:observation Bob', 'Carol observation plays the cello',
     'Acme entity_type company'].join('\n') + '\n');
-  assert.equal(sql(graphFile, "SELECT count(*) FROM episodes WHERE text IN ('likes coffee', 'makes rockets')"), '0\n');
+  assert.equal(sql(graphFile, "SELECT count(*) FROM episodes WHERE text IN ('Alice: likes coffee', 'Acme: makes rockets')"), '0\n');
+  assert.equal(sql(graphFile, "SELECT text FROM episodes WHERE session_id = 'knowledge-graph:Carol'"),
+               'Carol: plays the cello\n');
   assert.equal(sql(graphFile, "SELECT group_concat(DISTINCT session_id) FROM episodes WHERE role = 'observation'"),
                'knowledge-graph:Alice,knowledge-graph:Bob,knowledge-graph:Carol\n');
 });
