@@ -68,7 +68,7 @@ mcp-sdk:
 	@if [ ! -f "$(MCP_NPM_STAMP)" ]; then \
 	  mkdir -p "$(MCP_NODE_DIR)" && \
 	  { command -v npm >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm; } && \
-	  npm install --prefix "$(MCP_NODE_DIR)" --no-audit --no-fund --silent $(MCP_NPM_PACKAGES) && \
+	  npm install --prefix "$(MCP_NODE_DIR)" --no-audit --no-fund --loglevel=error $(MCP_NPM_PACKAGES) && \
 	  touch "$(MCP_NPM_STAMP)" || \
 	  echo "warning: the MCP SDK is not installed in $(MCP_NODE_DIR): make test's SDK client step will skip"; \
 	fi
