@@ -430,6 +430,11 @@ TEST_CASE("kill -9 during writes through mcp loses no acknowledged call") {
       INFO(text);
       CHECK(r.out.find(text + "\n") != std::string::npos);
     }
+    // A call is one transaction: an entity that is there has its observation.
+    auto whole = RunShell(dir.path(), {"m.agentmem",
+        "SELECT count(*) FROM facts e WHERE e.predicate = 'entity_type' AND NOT EXISTS "
+        "(SELECT 1 FROM facts o WHERE o.predicate = 'observation' AND o.subject = e.subject)"});
+    CHECK(whole.out == "0\n");
   }
   CHECK(total_acked > 6);
 }
