@@ -55,6 +55,24 @@ glove:
 	  echo "warning: no GloVe table ($(GLOVE_TABLE)): building without agentmem-glove-v1"; \
 	fi
 
+# mcp-sdk: the official MCP TypeScript SDK (its client drives `agentmem mcp` in
+# tests/mcp/sdk_client.mjs) and the reference memory server it is compared
+# with, from the npm registry into AGENTMEM_CACHE_DIR/mcp-node, outside the
+# clone; run with Debian's node. Without npm or the registry make goes on, and
+# make test's SDK step says it skipped.
+MCP_NODE_DIR := $(AGENTMEM_CACHE_DIR)/mcp-node
+MCP_NPM_PACKAGES := @modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/server-memory@2026.8.31
+MCP_NPM_STAMP := $(MCP_NODE_DIR)/.installed-sdk-1.32.2-memory-2026.8.31
+.PHONY: mcp-sdk
+mcp-sdk:
+	@if [ ! -f "$(MCP_NPM_STAMP)" ]; then \
+	  mkdir -p "$(MCP_NODE_DIR)" && \
+	  { command -v npm >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm; } && \
+	  npm install --prefix "$(MCP_NODE_DIR)" --no-audit --no-fund --loglevel=error $(MCP_NPM_PACKAGES) && \
+	  touch "$(MCP_NPM_STAMP)" || \
+	  echo "warning: the MCP SDK is not installed in $(MCP_NODE_DIR): make test's SDK client step will skip"; \
+	fi
+
 $(BUILD)/build.ninja: | deps glove
 	meson setup $(BUILD) --buildtype=release -Dtest_hooks=true
 
@@ -71,7 +89,7 @@ build: deps glove $(BUILD)/build.ninja
 # and format_tests and sql_tests under valgrind memcheck; tests/run_all.sh
 # counts it all into its last line (docs/testing.md).
 TEST_FUZZ_SECONDS ?= 10
-test: build san-build tsan-build
+test: build san-build tsan-build mcp-sdk
 	$(call install_missing,valgrind)
 	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS) \
 	  --tsan build-tsan --valgrind

@@ -71,7 +71,7 @@ run_suite() {
   "$exe" "$@" --no-intro=false 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local line p f
-  line=$(grep -E '^\[(doctest|pytest)\] test cases:' "$log" | tail -n 1)
+  line=$(grep -E '^\[(doctest|pytest|node)\] test cases:' "$log" | tail -n 1)
   p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
   if [ -z "$line" ]; then
@@ -94,7 +94,8 @@ suite_exe() {
 }
 
 if [ -n "$build" ]; then
-  for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests install_tests; do
+  for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests \
+               install_tests mcp_tests; do
     exe=$(suite_exe "$build" "$suite")
     [ -x "$exe" ] || continue
     run_suite "$suite" "$exe"

@@ -60,6 +60,7 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl, std::string* error
 
 std::string Usage() {
   return "Usage: agentmem [OPTIONS] [FILE] [SQL...]\n"
+         "       agentmem mcp FILE [OPTIONS]   (an MCP server over stdio: agentmem mcp --help)\n"
          "Opens the agentmem database FILE (created if missing; without FILE a private\n"
          "in-memory database) and runs SQL. Each SQL argument is a statement list or a\n"
          "dot-command. Without SQL arguments, reads from standard input when it is not a\n"

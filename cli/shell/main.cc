@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mcp/mcp.h"
 #include "shell/args.h"
 #include "shell/input.h"
 #include "shell/interrupt.h"
@@ -55,6 +56,7 @@ bool SalvageOnly(const CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "mcp") == 0) return agentmem::mcp::RunMcp(argc - 1, argv + 1);
   CommandLine cl;
   std::string error;
   if (!agentmem::shell::ParseCommandLine(argc, argv, &cl, &error)) {

@@ -1,0 +1,1 @@
+../../../engine/json_reader.h
