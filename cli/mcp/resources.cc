@@ -8,6 +8,7 @@ namespace {
 
 constexpr std::string_view kBlockPrefix = "agentmem://blocks/";
 constexpr const char* kProfileUri = "agentmem://profile";
+constexpr const char* kMarkdownUri = "agentmem://MEMORY.md";
 
 struct CursorCloser {
   void operator()(agentmem_cursor* c) const { agentmem_cursor_close(c); }
@@ -60,6 +61,24 @@ bool ReadProfile(const ToolContext& ctx, const std::string& user, const std::str
   return true;
 }
 
+void ListMarkdown(const ToolContext&, const std::string&, std::vector<ResourceInfo>* out) {
+  out->push_back({kMarkdownUri, "MEMORY.md", "Memory as Markdown",
+                  "The user's blocks, current facts and sessions as one Markdown document "
+                  "(docs/markdown.md)",
+                  "text/markdown"});
+}
+
+bool ReadMarkdown(const ToolContext& ctx, const std::string& user, const std::string& uri,
+                  std::string* mime, std::string* text) {
+  if (uri != kMarkdownUri) return false;
+  char* md = nullptr;
+  ctx.Check(agentmem_export_markdown(ctx.db, user.c_str(), &md), "Markdown export");
+  *mime = "text/markdown";
+  *text = md;
+  agentmem_free(md);
+  return true;
+}
+
 bool Unreserved(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_' || c == '~';
@@ -75,7 +94,7 @@ int HexValue(char c) {
 }  // namespace
 
 std::vector<ResourceSource> Sources() {
-  return {{ListProfile, ReadProfile}, {ListBlocks, ReadBlock}};
+  return {{ListProfile, ReadProfile}, {ListMarkdown, ReadMarkdown}, {ListBlocks, ReadBlock}};
 }
 
 std::string UriEncode(const std::string& s) {

@@ -272,7 +272,8 @@ TEST_CASE("mcp --user keeps the client inside that user's memory") {
   std::vector<std::string> uris;
   Json listed = ById(rs, 6);
   for (const auto& res : listed["result"]["resources"]) uris.push_back(res["uri"]);
-  CHECK(uris == std::vector<std::string>{"agentmem://profile", "agentmem://blocks/persona"});
+  CHECK(uris == std::vector<std::string>{"agentmem://profile", "agentmem://MEMORY.md",
+                                         "agentmem://blocks/persona"});
   CHECK(ById(rs, 7)["result"]["contents"][0]["text"] == "Friendly");
   CHECK(ErrorCode(ById(rs, 8)) == -32002);
   auto bob = RunShell(dir.path(), {"m.agentmem", "SELECT count(*) FROM episodes WHERE user_id='bob'"});

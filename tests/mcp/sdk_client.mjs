@@ -143,9 +143,15 @@ await testCase('block_set and block_get keep versions; context and profile see t
   assert.equal(p.episodes, 3);
 });
 
-await testCase('resources: the profile and each block', async () => {
+await testCase('resources: the profile, MEMORY.md and each block', async () => {
   const { resources } = await ours.listResources();
-  assert.deepEqual(resources.map((r) => r.uri), ['agentmem://profile', 'agentmem://blocks/persona']);
+  assert.deepEqual(resources.map((r) => r.uri),
+    ['agentmem://profile', 'agentmem://MEMORY.md', 'agentmem://blocks/persona']);
+  const md = await ours.readResource({ uri: 'agentmem://MEMORY.md' });
+  assert.equal(md.contents[0].mimeType, 'text/markdown');
+  assert.ok(md.contents[0].text.includes('Terse and kind'));
+  assert.equal(md.contents[0].text.trimEnd(),
+    execFileSync(agentmem, [file, '.export-markdown u'], { encoding: 'utf8' }).trimEnd());
   const block = await ours.readResource({ uri: 'agentmem://blocks/persona' });
   assert.equal(block.contents[0].text, 'Terse and kind');
   const profile = await ours.readResource({ uri: 'agentmem://profile' });
