@@ -516,6 +516,18 @@ TEST_CASE("a checkpoint of a file that has never held a vector opens, and recall
   }
 }
 
+// Remembers episode i for user "u", with a text that does not compress away
+// (so that a few hundred of them pass 8 KiB of log).
+static Status RememberIncompressible(Database* db, int i) {
+  EpisodeRecord r;
+  r.user_id = "u";
+  std::mt19937 words(i);
+  r.text = "episode " + std::to_string(i);
+  for (int w = 0; w < 12; w++) r.text += " w" + std::to_string(words() % 100000);
+  uint64_t id = 0;
+  return db->Remember(r, &id);
+}
+
 TEST_CASE("a full disk while a commit checkpoints fails neither that commit nor the handle") {
   // The commit is durable before its checkpoint starts: a checkpoint that
   // cannot be written is not the commit's error, and the next call either
@@ -530,16 +542,7 @@ TEST_CASE("a full disk while a commit checkpoints fails neither that commit nor 
     auto opts = agentmem::test::TestOptionsFor(&env, &clock, agentmem::engine::SyncMode::kFull, 99, 8);
     opts.checkpoint_bytes = 512;  // a commit checkpoints past 8 KiB of log
     auto db = agentmem::test::MustOpen("f", opts);
-    auto remember = [&](int i) {
-      EpisodeRecord r;
-      r.user_id = "u";
-      // Texts that do not compress away: the log must pass 8 KiB.
-      std::mt19937 words(i);
-      r.text = "episode " + std::to_string(i);
-      for (int w = 0; w < 12; w++) r.text += " w" + std::to_string(words() % 100000);
-      uint64_t id = 0;
-      return db->Remember(r, &id);
-    };
+    auto remember = [&](int i) { return RememberIncompressible(db.get(), i); };
     // The commit's write goes through; the checkpoint's, next, finds the disk full.
     env.FailAt(2, Fault::kEnospc, persistent, agentmem::test::kOpWrite);
     REQUIRE(db->Begin().ok());
@@ -583,15 +586,7 @@ TEST_CASE("a failed sync in a commit's checkpoint is reported by the next write,
     auto opts = agentmem::test::TestOptionsFor(&env, &clock, agentmem::engine::SyncMode::kFull, 99, 8);
     opts.checkpoint_bytes = 512;  // a commit checkpoints past 8 KiB of log
     auto db = agentmem::test::MustOpen("f", opts);
-    auto remember = [&](int i) {
-      EpisodeRecord r;
-      r.user_id = "u";
-      std::mt19937 words(i);
-      r.text = "episode " + std::to_string(i);
-      for (int w = 0; w < 12; w++) r.text += " w" + std::to_string(words() % 100000);
-      uint64_t id = 0;
-      return db->Remember(r, &id);
-    };
+    auto remember = [&](int i) { return RememberIncompressible(db.get(), i); };
     // The commit's sync goes through; the checkpoint's, next, fails.
     env.FailAt(2, Fault::kEio, /*persistent=*/false, agentmem::test::kOpSync);
     REQUIRE(db->Begin().ok());
