@@ -367,21 +367,26 @@ class AsOfCursor : public FunctionCursor {
   Status Run() override {
     rows_.clear();
     if (IsNull(Arg(0))) {
-      return Status(kMisuse, "facts_as_of() needs a user_id: facts_as_of(user_id [, valid_at])");
+      return Status(kMisuse, "facts_as_of() needs a user_id: facts_as_of(user_id [, valid_at "
+                             "[, known_at]])");
     }
-    int64_t now = NowMicros(db());
-    int64_t at = now;
-    if (!IsNull(Arg(1))) {
-      std::optional<int64_t> v = ValueInt(Arg(1));
-      if (!v) return Status(kMismatch, "facts_as_of(): valid_at must be an integer (unix "
-                                       "microseconds)");
-      at = *v;
+    const int64_t now = NowMicros(db());
+    int64_t at = now, known = now;
+    for (int a : {1, 2}) {
+      if (IsNull(Arg(a))) continue;
+      std::optional<int64_t> v = ValueInt(Arg(a));
+      if (!v) {
+        return StatusF(kMismatch, "facts_as_of(): %s must be an integer (unix microseconds)",
+                       a == 1 ? "valid_at" : "known_at");
+      }
+      (a == 1 ? at : known) = *v;
     }
     std::vector<FactRecord> all;
     AGENTMEM_RETURN_IF_ERROR(db()->ListFacts(ValueText(Arg(0)), nullptr, nullptr, &all));
     for (FactRecord& f : all) {
-      // Valid at the instant, by the records as they stand now.
-      if (f.valid_from <= at && at < f.valid_to && f.expired_at > now) {
+      // Valid at the instant, by the records as the file knew them at `known`.
+      if (f.valid_from <= at && at < f.valid_to && f.recorded_at <= known &&
+          known < f.expired_at) {
         rows_.push_back(std::move(f));
       }
     }
@@ -399,7 +404,7 @@ class AsOfCursor : public FunctionCursor {
 
 class AsOfTable : public FunctionTable {
  public:
-  explicit AsOfTable(Session* s) : FunctionTable(s, kFactColumns, 2, 1) {}
+  explicit AsOfTable(Session* s) : FunctionTable(s, kFactColumns, 3, 1) {}
   std::unique_ptr<VCursor> Open() override { return std::make_unique<AsOfCursor>(this); }
 };
 
@@ -822,7 +827,7 @@ std::vector<ModuleSpec> FunctionSpecs() {
       {"facts_as_of", nullptr,
        "CREATE TABLE x(id INTEGER, user_id TEXT, subject TEXT, predicate TEXT, object TEXT, "
        "confidence REAL, source_episode_ids TEXT, valid_from INTEGER, valid_to INTEGER, "
-       "recorded_at INTEGER, expired_at INTEGER, for_user HIDDEN, valid_at HIDDEN)",
+       "recorded_at INTEGER, expired_at INTEGER, for_user HIDDEN, valid_at HIDDEN, known_at HIDDEN)",
        false, Make<AsOfTable>},
       {"integrity_check", nullptr, "CREATE TABLE x(integrity_check TEXT)", false,
        Make<CheckTable>},

@@ -567,6 +567,20 @@ TEST_CASE("facts are asserted and read with their times and sources") {
     CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice')") == Rows{{"Lisbon"}, {"cat"}});
     CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 50)").empty());
   }
+  SUBCASE("facts_as_of with known_at sees a superseded fact as the file knew it then") {
+    REQUIRE(agentmem_predicate_declare(h.db, "lives_in", 1) == AGENTMEM_OK);
+    Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object, valid_from) VALUES "
+                "('alice', 'alice', 'lives_in', 'Porto', 1000)");
+    const std::string before = "(SELECT recorded_at - 1 FROM facts WHERE object = 'Porto')";
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 2000, " + before + ")") ==
+          Rows{{"Lisbon"}, {"cat"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 2000)") ==
+          Rows{{"cat"}, {"Porto"}});
+    CHECK(Query(h.db, "SELECT object FROM facts_as_of('alice', 2000, 0)").empty());
+    std::string msg;
+    CHECK(Fails(h.db, "SELECT * FROM facts_as_of('alice', 2000, 'x')", &msg) == AGENTMEM_MISMATCH);
+    CHECK(msg.find("known_at") != std::string::npos);
+  }
   SUBCASE("bad facts are refused") {
     std::string msg;
     CHECK(Fails(h.db, "INSERT INTO facts(user_id, subject, predicate, object, confidence) "
