@@ -203,9 +203,11 @@ TEST_CASE("an edited block and fact come back as new versions and both stay in t
   std::vector<FactRow> all = Facts(db, "alice", "lives_in", 0, AGENTMEM_FACTS_ALL_VERSIONS);
   REQUIRE(all.size() == 2);
   CHECK(all[0].expired_at == now[0].recorded_at);  // superseded at the instant Osaka was recorded
-  // SQL facts_as_of (valid time, today's records) gives the new value.
+  // SQL facts_as_of gives the new value now, and the old one as known before.
   CHECK(SqlColumn(db, "SELECT object FROM facts_as_of('alice')") ==
         std::vector<std::string>{"Osaka"});
+  CHECK(SqlColumn(db, "SELECT object FROM facts_as_of('alice', NULL, " + std::to_string(before) +
+                          ")") == std::vector<std::string>{"Tokyo"});
 
   // The export now shows the new values, and reading it back writes nothing.
   std::string again = ExportMd(db, "alice");
