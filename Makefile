@@ -213,7 +213,8 @@ bench-callgrind: bench-build
 #             (per file) and html/; make test reports the same from its
 #             ASan + UBSan run
 FUZZ_DEBIAN_PACKAGES := clang-14 libclang-rt-14-dev llvm-14
-FUZZ_TARGETS := decode open ops sql import
+# One target per kept corpus, as tests/run_all.sh runs them.
+FUZZ_TARGETS := $(notdir $(patsubst %/,%,$(wildcard tests/fuzz/corpus/*/)))
 SAN_BUILD := build-fuzz
 REL_TESTS = tests/reliability/reliability_tests
 SAN_TARGETS := tests/format_tests tests/engine_tests tests/sql/sql_tests \
