@@ -135,8 +135,8 @@ eval: deps $(BUILD)/build.ninja
 	$(BUILD)/bench/eval $(EVAL_ARGS)
 
 # ---------------------------------------------------------------- benchmarks
-# agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5
-# (issue #7), same process run, same data; docs/bench.md reads the results.
+# agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5,
+# same process run, same data; docs/bench.md reads the results.
 # make bench            N = 10,000 (ingest, recall and size only: the
 #                       latency-against-N plot), then every workload at
 #                       N = 100,000 with LoCoMo and SIFT: bench/results/

@@ -1,6 +1,5 @@
-// bench/recall_bench.cc -- the side-by-side benchmark (issue #3 item 8, grown
-// by issue #7): the same workload, in the same process run, on the same data,
-// on agentmem (through include/agentmem.h), on baseline (a) SQLite 3 + FTS5 +
+// bench/recall_bench.cc -- the side-by-side benchmark: the same workload, in
+// the same process run, on the same data, on agentmem (through include/agentmem.h), on baseline (a) SQLite 3 + FTS5 +
 // a vector BLOB scanned by a SQL function, and on baseline (b) raw hnswlib +
 // FTS5 (bench/systems.h describes the three stores).
 //
@@ -40,7 +39,7 @@
 // file gets by default, agentmem-glove-v2 when the library links its GloVe
 // table, else agentmem-hash-v1; and agentmem-hash-v1 on up to 10,000 texts as
 // an extra row), LoCoMo (vectors from the default embedder) and SIFT,
-// and the goals of issue #7 as ratios agentmem / baseline.
+// and the goals (agentmem against each baseline) as ratios agentmem / baseline.
 // Results: bench/results/recall-n<N>.{md,csv} (one CSV row per system,
 // workload and metric) and recall-latency-n<N>.dat for bench/plot.sh.
 // --callgrind: instruction counts of ingest and recall per system, for
@@ -299,7 +298,7 @@ Summary Summarize(std::vector<double> v) {
 
 // ------------------------------------------------------------------ report
 
-// One measured value. Baselines (issue #7) add rows with their own `system`;
+// One measured value. Baselines add rows with their own `system`;
 // the Markdown table puts systems side by side.
 struct Row {
   std::string system, workload, metric;
@@ -929,7 +928,7 @@ void WriteQueryFile(const std::string& path, const std::string& text, const floa
 
 // ------------------------------------------------------------------ one system, main data
 
-struct Figures {  // what the goals of issue #7 compare
+struct Figures {  // what the goals compare, per system
   std::map<std::string, double> hybrid_p50, hybrid_p99, bm25_p50, bm25_p99, open_first_ms,
       open_ms, file_bytes, ingest_rate;
   double hnsw_build_rate = 0;
@@ -1619,7 +1618,7 @@ void RunSift(Ctx& x, const std::string& dir) {
   }
 }
 
-// ------------------------------------------------------------------ goals of issue #7
+// ------------------------------------------------------------------ goals: agentmem / baseline
 
 void AddGoals(Ctx& x) {
   const Figures& f = x.fig;
@@ -1627,7 +1626,7 @@ void AddGoals(Ctx& x) {
       "Ratios are agentmem / baseline (below 1: agentmem is faster or smaller). Figures from "
       "the tables above, this run.",
       "",
-      "| goal (issue #7) | agentmem | baseline | agentmem / baseline | goal ratio | met? |",
+      "| goal | agentmem | baseline | agentmem / baseline | goal ratio | met? |",
       "|---|---:|---:|---:|---:|---|"};
   auto get = [](const std::map<std::string, double>& m, const char* k) {
     auto it = m.find(k);

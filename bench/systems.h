@@ -1,5 +1,5 @@
-// bench/systems.h -- the three memory stores the side-by-side bench runs
-// (issue #7): agentmem through its C ABI, and the two baselines a user would
+// bench/systems.h -- the three memory stores the side-by-side bench runs:
+// agentmem through its C ABI, and the two baselines a user would
 // build instead, written here against the libraries themselves:
 //
 //   sqlite    SQLite 3: one table (id, user, text, 384-float BLOB), an FTS5

@@ -172,7 +172,7 @@ PROTOTYPES = {
     "agentmem_column_blob": (c_void_p, [c_void_p, c_int]),
     "agentmem_column_bytes": (c_int, [c_void_p, c_int]),
     "agentmem_changes": (c_int64, [c_void_p]),
-    # lifecycle (issue #5): newer libraries only
+    # lifecycle: newer libraries only
     "agentmem_predicate_declare": (c_int, [c_void_p, c_char_p, c_int]),
     "agentmem_facts_v2": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_int64,
                                   c_int64, c_int, pp]),

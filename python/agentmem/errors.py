@@ -133,4 +133,4 @@ class MissingFunctionError(NotImplementedError):
         self.function = function
         super().__init__(
             f"{method} needs the C function {function}(), which the loaded libagentmem does "
-            f"not export: it is part of the lifecycle work (issue #5) not in this library yet")
+            f"not export: the library is older than this package")

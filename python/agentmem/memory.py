@@ -433,7 +433,7 @@ class Memory:
 
     # ---------------------------------------------------------------- lifecycle
     def context_sync(self, user_id, query, token_budget):
-        """Pinned blocks, current facts, then recalled episodes within token_budget (issue #5)."""
+        """Pinned blocks, current facts, then recalled episodes within token_budget."""
         items, n = ctypes.POINTER(_capi.ContextItem)(), ctypes.c_int()
         self._handle.call("agentmem_context", cstr(user_id, "user_id"), cstr(query, "query"),
                           token_budget, ctypes.byref(items), ctypes.byref(n),

@@ -1,5 +1,5 @@
-// tests/engine/lifecycle_test.cc -- memory lifecycle (engine/lifecycle.cc,
-// issue #5): facts on two time axes with single-valued predicates, forgetting
+// tests/engine/lifecycle_test.cc -- memory lifecycle (engine/lifecycle.cc):
+// facts on two time axes with single-valued predicates, forgetting
 // (visible at once to every handle, kept across reopen and checkpoints),
 // VACUUM and PURGE (the file shrinks, nothing of the forgotten data remains,
 // everything else is unchanged id for id, readers in other processes carry on).

@@ -56,6 +56,6 @@ def run_python(code, *args, env=None, cwd=None, check=True):
 
 
 def requires(function):
-    """Skip the test when the loaded libagentmem lacks a C function (lifecycle work, issue #5)."""
+    """Skip the test when the loaded libagentmem lacks a C function (an older library)."""
     return pytest.mark.skipif(not agentmem._capi.lib().has(function),
                               reason=f"the loaded libagentmem has no {function}() yet")

@@ -1,4 +1,4 @@
-"""Lifecycle through Python (issue #5): forgetting with receipts, vacuum, single-valued
+"""Lifecycle through Python: forgetting with receipts, vacuum, single-valued
 predicates and facts on both time axes. Each test is skipped against a library without the
 C function it needs."""
 

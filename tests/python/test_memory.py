@@ -217,7 +217,7 @@ def test_async_with_closes_the_memory(path):
         m.remember_sync("alice", "y")
 
 
-# ---------------------------------------------------------------- lifecycle (issue #5)
+# ---------------------------------------------------------------- lifecycle
 
 @requires("agentmem_context")
 def test_context_puts_pinned_blocks_then_facts_then_episodes_within_the_budget(mem):

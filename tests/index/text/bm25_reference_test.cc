@@ -1,6 +1,6 @@
 // tests/index/text/bm25_reference_test.cc -- the BM25 index reproduces the
 // reference retrieval of ../shared/data/bm25_baseline.py on LoCoMo and
-// REALTALK (issue #3 acceptance), and its MaxScore top-k matches brute force
+// REALTALK, and its MaxScore top-k matches brute force
 // on real conversation text. Also prints query latency (no timing asserts).
 //
 // The reference, restated: one turn = one document (its `text` only), one
@@ -208,7 +208,7 @@ double Percentile(std::vector<double> v, double p) {
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
-// Query latency at the scale of issue #3's benchmark: every turn of both sets
+// Query latency at the scale of bench/recall_bench's 100k run: every turn of both sets
 // copied until one index holds ~100,000 documents, queried with every
 // question. Prints MaxScore and brute-force times (wall clock: noisy on a
 // busy machine); asserts only equality, on every 8th question.
