@@ -533,13 +533,25 @@ Status Database::DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out) 
   return Status::OK();
 }
 
-// Phase 2: the transaction enters the catalog whole. The recall index is
-// derived data: if it cannot take the transaction, it is marked broken (recall
-// then asks for a reopen) and the catalog stays right.
+// Phase 2 for a scanned transaction.
 Status Database::ApplyScanned(ScannedTxn& txn) {
   DecodedTxn d;
   AGENTMEM_RETURN_IF_ERROR(
       DecodeScanned(txn, Counters{next_episode_id_, next_fact_id_, next_block_version_}, &d));
+  d.commit = txn.commit;
+  d.end = txn.end;
+  if (!txn.pages.empty() && txn.pages.front().header.type == static_cast<uint8_t>(PageType::kCheckpoint)) {
+    d.checkpoint_start = txn.pages.front().offset;
+  }
+  return ApplyTxn(d);
+}
+
+// The transaction enters the catalog whole, then the fact index, the recall
+// index (the BM25 terms of its text records, its graph delta) and, last, its
+// forgets. The recall index is derived data: if it cannot take the
+// transaction, it is marked broken (recall then asks for a reopen) and the
+// catalog stays right.
+Status Database::ApplyTxn(DecodedTxn& d) {
   for (auto& [k, v] : d.meta) catalog_.SetMeta(k, v);
   for (const auto& [r, loc] : d.episodes) {
     catalog_.AddEpisode(r, loc);
@@ -560,12 +572,12 @@ Status Database::ApplyScanned(ScannedTxn& txn) {
     catalog_.AddFact(r, loc);
     if (fact_index_) fact_index_->Add(r);
   }
-  next_episode_id_ = txn.commit.next_episode_id;
-  next_fact_id_ = txn.commit.next_fact_id;
-  next_block_version_ = txn.commit.next_block_version;
-  if (!txn.pages.empty() && txn.pages.front().header.type == static_cast<uint8_t>(PageType::kCheckpoint)) {
-    checkpoint_end_ = txn.end;
-    checkpoint_size_ = txn.end - txn.pages.front().offset;
+  next_episode_id_ = d.commit.next_episode_id;
+  next_fact_id_ = d.commit.next_fact_id;
+  next_block_version_ = d.commit.next_block_version;
+  if (d.checkpoint_start != 0) {
+    checkpoint_end_ = d.end;
+    checkpoint_size_ = d.end - d.checkpoint_start;
   }
   if (d.episodes.empty() && d.graphs.empty() && d.texts.empty() && d.forgets.empty()) {
     return Status::OK();
@@ -782,7 +794,6 @@ void Database::AfterCommit() {
 void Database::ClearPending() {
   pending_embed_.clear();
   pending_forgets_.clear();
-  pending_graph_.clear();
   pending_episodes_.clear();
   pending_blocks_.clear();
   pending_facts_.clear();
@@ -796,19 +807,23 @@ Status Database::Sync() {
   return s;
 }
 
-// Packs the pending records into pages starting at end_, then the commit page.
-Status Database::EncodePending(std::string* buf, uint32_t* pages) {
+// Packs the pending records into pages starting at end_, then the commit
+// page, and says in `layout` where each record went.
+Status Database::EncodePending(std::string* buf, Layout* layout) {
   uint64_t pos = end_;
-  *pages = 0;
+  layout->pages = 0;
   auto emit = [&](PageType type, const std::string& payload, uint32_t count) {
     std::string page = format::EncodePage(type, pos, header_.salt, count, payload, true);
     pos += page.size();
     *buf += page;
-    (*pages)++;
+    layout->pages++;
   };
-  auto pack = [&](PageType type, size_t n, auto encode_one) {
+  // Records go on the page at `pos` until it is full; `locs` (if given)
+  // receives each record's page and slot.
+  auto pack = [&](PageType type, size_t n, auto encode_one, std::vector<RecordLoc>* locs = nullptr) {
     std::string payload, rec;
     uint32_t count = 0;
+    if (locs) locs->reserve(n);
     for (size_t i = 0; i < n; i++) {
       rec.clear();
       encode_one(i, &rec);
@@ -818,6 +833,7 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
         count = 0;
       }
       format::AppendRecord(rec, &payload);
+      if (locs) locs->push_back(RecordLoc{pos, count});
       count++;
     }
     if (count > 0) emit(type, payload, count);
@@ -829,11 +845,14 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
     emit(PageType::kMeta, payload, 1);
   }
   pack(PageType::kEpisodes, pending_episodes_.size(),
-       [&](size_t i, std::string* r) { format::EncodeEpisode(pending_episodes_[i], r); });
+       [&](size_t i, std::string* r) { format::EncodeEpisode(pending_episodes_[i], r); },
+       &layout->episodes);
   pack(PageType::kBlocks, pending_blocks_.size(),
-       [&](size_t i, std::string* r) { format::EncodeBlock(pending_blocks_[i], r); });
+       [&](size_t i, std::string* r) { format::EncodeBlock(pending_blocks_[i], r); },
+       &layout->blocks);
   pack(PageType::kFacts, pending_facts_.size(),
-       [&](size_t i, std::string* r) { format::EncodeFact(pending_facts_[i], r); });
+       [&](size_t i, std::string* r) { format::EncodeFact(pending_facts_[i], r); },
+       &layout->facts);
   pack(PageType::kForget, pending_forgets_.size(),
        [&](size_t i, std::string* r) { format::EncodeForget(pending_forgets_[i], r); });
   // The BM25 terms and the graph delta of this transaction's episodes ride in
@@ -842,7 +861,7 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
   // With context indexing, an episode's document holds the turns before it
   // in its session; the episodes whose context a forget removes are indexed
   // again, without it, in the same commit (their text records come first).
-  std::vector<format::TextRecord> texts;
+  std::vector<format::TextRecord>& texts = layout->texts;
   if (recall_ && recall_->context() > 0) {
     std::vector<uint64_t> forgotten, context;
     std::vector<std::string> context_texts;
@@ -862,12 +881,7 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
   }
   pack(PageType::kText, texts.size(),
        [&](size_t i, std::string* r) { format::EncodeText(texts[i], r); });
-  if (!pending_graph_.empty()) {
-    std::string payload;
-    format::AppendRecord(pending_graph_, &payload);
-    emit(PageType::kGraph, payload, 1);
-  }
-  if (recall_ && !pending_episodes_.empty() && !bulk_) {
+  if (recall_ && !pending_episodes_.empty()) {
     std::string delta;
     AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));
     if (!delta.empty()) {
@@ -877,11 +891,11 @@ Status Database::EncodePending(std::string* buf, uint32_t* pages) {
     }
   }
 
-  format::CommitRecord c;
+  format::CommitRecord& c = layout->commit;
   c.commit_seq = seq_ + 1;
   c.txn_start = end_;
   c.durable_through = std::min(synced_through_, end_);
-  c.page_count = *pages;
+  c.page_count = layout->pages;
   c.commit_ts = Now();
   c.next_episode_id = std::max(episode_id_limit(), counters_floor_.episode);
   c.next_fact_id = std::max(NextFactId(), counters_floor_.fact);
@@ -915,13 +929,13 @@ Status Database::ContextTexts(const EpisodeRecord& r, std::span<const uint64_t> 
 
 Status Database::CommitPending() {
   if (pending_episodes_.empty() && pending_blocks_.empty() && pending_facts_.empty() &&
-      pending_meta_.entries.empty() && pending_forgets_.empty() && pending_graph_.empty()) {
+      pending_meta_.entries.empty() && pending_forgets_.empty()) {
     return Status::OK();
   }
   AGENTMEM_RETURN_IF_ERROR(EmbedPending());  // before a byte is written
   std::string buf;
-  uint32_t pages = 0;
-  AGENTMEM_RETURN_IF_ERROR(EncodePending(&buf, &pages));
+  Layout layout;
+  AGENTMEM_RETURN_IF_ERROR(EncodePending(&buf, &layout));
   Status s = file_->WriteAt(end_, buf);
   if (s.ok() && opts_.sync == SyncMode::kFull) s = Sync();
   if (!s.ok()) {
@@ -929,35 +943,56 @@ Status Database::CommitPending() {
     if (recall_) recall_->Break(s);  // its graph holds the in-doubt inserts
     return s;
   }
-  uint64_t new_end = end_ + buf.size();
+  const uint64_t new_end = end_ + buf.size();
   if (opts_.sync == SyncMode::kFull) synced_through_ = new_end;
   // The bytes are durable per the sync mode: move the snapshot.
-  Status r = ReadBackCommit(seq_ + 1, "commit");
-  if (!r.ok() && recall_) recall_->Break(r);
-  return r;
+  DecodedTxn d = TakePending(layout, new_end);
+  return Committed(d, layout.pages + 1, "commit");
 }
 
-// Re-reading what was just written costs a read of bytes in the page cache
-// and keeps one code path (ApplyScanned) for every way records enter the
-// catalog; it also proves the transaction decodes. If the read fails before
-// transaction `want` is applied, it is in doubt to the caller like any other
-// failed commit: the handle's error goes sticky and a reopen settles it.
-Status Database::ReadBackCommit(uint64_t want, const char* what) {
-  ScanResult res;
-  auto apply = [this](ScannedTxn& t) { return ApplyScanned(t); };
-  Status s = ScanLog(file_.get(), header_, end_, seq_, superblock_.durable_through, apply, &res);
-  if (res.commits) {
-    end_ = res.end;
-    seq_ = res.commit_seq;
-    pages_ += res.pages;
-    scanned_size_ = res.file_size;
-    torn_bytes_ = res.torn_bytes;
-  }
-  if (seq_ < want) {
-    sticky_ = s.ok() ? StatusF(kInternal, "%s did not read back", what) : s;
+Status Database::Committed(DecodedTxn& d, uint64_t pages, const char* what) {
+  Status s = ApplyTxn(d);
+  if (!s.ok()) {
+    // In doubt to the caller like any failed commit: the handle's error
+    // goes sticky and a reopen settles it from the file.
+    sticky_ = StatusF(s.code(), "%s written but not applied: %s", what, s.message().c_str());
+    if (recall_) recall_->Break(sticky_);
     return sticky_;
   }
+  end_ = d.end;
+  seq_ = d.commit.commit_seq;
+  pages_ += pages;
+  // The writer cut any torn tail before it wrote (Refresh), so the file
+  // ends at its last commit.
+  scanned_size_ = end_;
+  torn_bytes_ = 0;
   return Status::OK();
+}
+
+// The graph delta is not among the records: InsertForCommit put it in the
+// graph already, and the text records are the layout's.
+Database::DecodedTxn Database::TakePending(Layout& layout, uint64_t end) {
+  DecodedTxn d;
+  d.meta = std::move(pending_meta_.entries);
+  pending_meta_.entries.clear();
+  d.episodes.reserve(pending_episodes_.size());
+  for (size_t i = 0; i < pending_episodes_.size(); i++) {
+    d.episodes.emplace_back(std::move(pending_episodes_[i]), layout.episodes[i]);
+  }
+  d.blocks.reserve(pending_blocks_.size());
+  for (size_t i = 0; i < pending_blocks_.size(); i++) {
+    d.blocks.emplace_back(std::move(pending_blocks_[i]), layout.blocks[i]);
+  }
+  d.facts.reserve(pending_facts_.size());
+  for (size_t i = 0; i < pending_facts_.size(); i++) {
+    d.facts.emplace_back(std::move(pending_facts_[i]), layout.facts[i]);
+  }
+  d.texts = std::move(layout.texts);
+  d.forgets = std::move(pending_forgets_);
+  d.commit = layout.commit;
+  d.end = end;
+  ClearPending();
+  return d;
 }
 
 // ------------------------------------------------------------------ writes

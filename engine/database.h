@@ -267,6 +267,9 @@ class Database {
   // (write lock held) a torn tail is cut off.
   Status Refresh(bool exclusive);
   Status RefreshForRead();
+  // One committed transaction's records, each with its place in the file:
+  // decoded from the log (DecodeScanned), or as this handle's commit encoded
+  // them (EncodePending). ApplyTxn takes both the same way.
   struct DecodedTxn {
     std::vector<std::pair<format::EpisodeRecord, RecordLoc>> episodes;
     std::vector<std::pair<format::BlockRecord, RecordLoc>> blocks;
@@ -275,21 +278,34 @@ class Database {
     std::vector<std::pair<std::string_view, int64_t>> graphs;  // image, page_no
     std::vector<format::TextRecord> texts;
     std::vector<format::ForgetRecord> forgets;
+    format::CommitRecord commit;
+    uint64_t checkpoint_start = 0;  // a checkpoint transaction: where it starts
+    uint64_t end = 0;               // just past the commit page
   };
   struct Counters {
     uint64_t episode = 1, fact = 1, block = 1;  // the next id of each
   };
   static Status DecodeScanned(ScannedTxn& txn, Counters next, DecodedTxn* out);
   Status ApplyScanned(ScannedTxn& txn);
+  Status ApplyTxn(DecodedTxn& d);
   Status CheckWritable() const;
   Status AcquireWriteLock();
   void ReleaseWriteLock();
   Status FinishWrite(Status s);
   Status CommitPending();
-  // Applies the transaction(s) just appended, up to commit number `want`.
-  Status ReadBackCommit(uint64_t want, const char* what);
-  Status EncodePending(std::string* buf, uint32_t* pages);
-  void ApplyPending();
+  // Where each pending record goes, as EncodePending lays out the pages.
+  struct Layout {
+    std::vector<RecordLoc> episodes, blocks, facts;
+    std::vector<format::TextRecord> texts;
+    uint32_t pages = 0;  // record pages, the commit page not counted
+    format::CommitRecord commit;
+  };
+  Status EncodePending(std::string* buf, Layout* layout);
+  // The pending records, moved into the transaction `layout` placed them in.
+  DecodedTxn TakePending(Layout& layout, uint64_t end);
+  // Applies this handle's own transaction of `pages` pages (the commit page
+  // included), just written, and moves the snapshot past it.
+  Status Committed(DecodedTxn& d, uint64_t pages, const char* what);
   void ClearPending();
   Status ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                          std::vector<std::string_view>* records);
@@ -415,10 +431,6 @@ class Database {
   std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
   Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
   FileId file_id_;               // the identity of file_ when it was opened
-  // A file written with its graph given whole, as pending_graph_ (a kGraph
-  // page with vectors): commits insert nothing into the graph. VACUUM does not
-  // use it: its copy's commits build the graph (lifecycle.cc).
-  bool bulk_ = false;
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()
@@ -429,7 +441,6 @@ class Database {
   int64_t retention_due_ = INT64_MIN;
   int64_t retention_due_age_s_ = 0;
   bool retention_due_keep_ = false;
-  std::string pending_graph_;
 
   // Decoded record pages, by offset (a small cache; cleared when full).
   struct CachedPage {

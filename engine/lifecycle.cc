@@ -275,7 +275,7 @@ void Database::NoteRetentionDue(int64_t before, int64_t max_age_s) {
 }
 
 void Database::RetentionAfterCommit() {
-  if (bulk_ || !write_locked_ || explicit_txn_) return;
+  if (!write_locked_ || explicit_txn_) return;
   int64_t max_age_s = 0;
   bool keep_cited = false;
   Retention(&max_age_s, &keep_cited);
