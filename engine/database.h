@@ -310,6 +310,9 @@ class Database {
   Status ReadBackCommit(uint64_t want, const char* what);
   Status EncodePending(std::string* buf, uint32_t* pages);
   void ApplyPending();
+  // Drops every pending write and every savepoint. A new kind of pending
+  // write needs its mark in PendingMarks and its cut in RollbackTo
+  // (savepoint.cc).
   void ClearPending();
   Status ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                          std::vector<std::string_view>* records);

@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "engine/database.h"
-#include "format/records.h"
 #include "format/status.h"
 
 struct sqlite3;
