@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/database.h"
+#include "tests/util/seed.h"
 
 using agentmem::Status;
 using agentmem::engine::Database;
@@ -418,4 +421,145 @@ TEST_CASE("a savepoint outside a transaction begins one that its release commits
   CHECK(db->Release("s").primary() == agentmem::kNotFound);
   CHECK(Texts(db.get()) == std::vector<std::string>{"one", "two"});
   CheckSound(db.get());
+}
+
+namespace {
+
+// One write of a random program, kept to be written again.
+struct Op {
+  int kind = 0;  // 0 episode, 1 block, 2 fact, 3 forget, 4 declare, 5 reserve
+  int64_t at = 0;
+  int a = 0, b = 0;
+  int code = 0;  // what it returned the first time
+};
+
+std::unique_ptr<Database> OpenClocked(agentmem::engine::Env* env, const int64_t* now) {
+  Options opts;
+  opts.env = env;
+  opts.salt = 0x7361766570743031ULL;
+  opts.clock = [now] { return *now; };
+  std::unique_ptr<Database> db;
+  Status s = Database::Open("db", opts, &db);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  return db;
+}
+
+int Run(Database* db, const Op& op) {
+  static const char* const kPredicates[] = {"lives_in", "likes", "works_at"};
+  static const char* const kObjects[] = {"Oslo", "Rome", "tea", "Acme", "Lyon"};
+  switch (op.kind) {
+    case 0: return db->Remember(Ep("episode " + std::to_string(op.a)), nullptr).code();
+    case 1:
+      return db->SetBlock(Block("block" + std::to_string(op.a % 3), "v" + std::to_string(op.b)))
+          .code();
+    case 2: {
+      FactRecord f = Fact(kPredicates[op.a % 3], kObjects[op.b % 5], 10 + (op.b % 4) * 10);
+      // Now and then a correction of fact op.a (refused when it is not current).
+      uint64_t replaces = op.b % 7 == 0 ? static_cast<uint64_t>(op.a % 12) : 0;
+      return db->AssertFact(f, nullptr, replaces).code();
+    }
+    case 3: {
+      ForgetRecord f;
+      if (op.b % 2) {
+        f.kind = ForgetKind::kEpisode;
+        f.id = 1 + static_cast<uint64_t>(op.a % 20);
+      } else {
+        f.kind = ForgetKind::kBlock;
+        f.user_id = kUser;
+        f.name = "block" + std::to_string(op.a % 3);
+      }
+      return db->Forget(f, nullptr).code();
+    }
+    case 4: return db->DeclarePredicate(kPredicates[op.a % 3], op.b % 2 == 0).code();
+    default: return db->ReserveIds(40 + op.a, 40 + op.b, 40).code();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a random program of savepoints leaves the same file as its kept writes written without them") {
+  std::mt19937_64 rng(agentmem::test::Seed());
+  for (int round = 0; round < 200; round++) {
+    CAPTURE(round);
+    auto env_a = agentmem::engine::NewMemEnv();
+    auto env_b = agentmem::engine::NewMemEnv();
+    int64_t now = 1'700'000'000'000'000;
+    auto a = OpenClocked(env_a.get(), &now);
+    auto b = OpenClocked(env_b.get(), &now);
+    // The same committed start in both.
+    std::vector<Op> start;
+    for (int i = 0; i < 6; i++) start.push_back(Op{static_cast<int>(i % 3), 0, i, i * 3});
+    start.push_back(Op{4, 0, 0, 0});  // lives_in is single-valued
+    for (Op& op : start) {
+      now += 1000;
+      REQUIRE(Run(a.get(), op) == Run(b.get(), op));
+    }
+    REQUIRE(a->Begin().ok());
+    std::vector<Op> kept;
+    std::vector<std::pair<std::string, size_t>> marks;  // the model's savepoints
+    const int steps = 20 + static_cast<int>(rng() % 60);
+    for (int i = 0; i < steps; i++) {
+      now += 1000;
+      const int what = static_cast<int>(rng() % 16);
+      const std::string name(1, static_cast<char>('a' + rng() % 3));
+      auto find = [&] {
+        for (size_t j = marks.size(); j-- > 0;) {
+          if (marks[j].first == name) return j;
+        }
+        return marks.size();
+      };
+      if (what == 13) {
+        REQUIRE(a->Savepoint(name).ok());
+        marks.emplace_back(name, kept.size());
+      } else if (what == 14) {
+        const size_t j = find();
+        Status s = a->Release(name);
+        CHECK((j == marks.size() ? s.primary() == agentmem::kNotFound : s.ok()));
+        if (j < marks.size()) marks.resize(j);
+      } else if (what == 15) {
+        const size_t j = find();
+        Status s = a->RollbackTo(name);
+        CHECK((j == marks.size() ? s.primary() == agentmem::kNotFound : s.ok()));
+        if (j < marks.size()) {
+          kept.resize(marks[j].second);
+          marks.resize(j + 1);
+        }
+      } else {
+        Op op;
+        op.kind = what < 5 ? 0 : what < 7 ? 1 : what < 10 ? 2 : what < 11 ? 3 : what < 12 ? 4 : 5;
+        if (op.kind == 5 && rng() % 4) op.kind = 0;  // reserved ids: rarely
+        op.at = now;
+        op.a = static_cast<int>(rng() % 1000);
+        op.b = static_cast<int>(rng() % 1000);
+        op.code = Run(a.get(), op);
+        kept.push_back(op);
+      }
+    }
+    now += 1000;
+    const int64_t commit_at = now;
+    REQUIRE(a->Commit().ok());
+    REQUIRE(b->Begin().ok());
+    for (const Op& op : kept) {
+      now = op.at;
+      CHECK(Run(b.get(), op) == op.code);
+    }
+    now = commit_at;
+    REQUIRE(b->Commit().ok());
+    CheckSound(a.get());
+    CheckSound(b.get());
+    a.reset();
+    b.reset();
+    // Written at the same times, the two files are the same bytes.
+    std::unique_ptr<agentmem::engine::File> fa, fb;
+    REQUIRE(env_a->Open("db", agentmem::engine::OpenMode{true}, &fa).ok());
+    REQUIRE(env_b->Open("db", agentmem::engine::OpenMode{true}, &fb).ok());
+    uint64_t size_a = 0, size_b = 0;
+    REQUIRE(fa->Size(&size_a).ok());
+    REQUIRE(fb->Size(&size_b).ok());
+    std::string bytes_a, bytes_b;
+    REQUIRE(fa->ReadAt(0, size_a, &bytes_a).ok());
+    REQUIRE(fb->ReadAt(0, size_b, &bytes_b).ok());
+    CHECK(size_a == size_b);
+    CHECK(bytes_a == bytes_b);
+  }
 }
