@@ -692,6 +692,37 @@ TEST_CASE("ROLLBACK TO a savepoint undoes the writes made since it") {
   CHECK(One(h.db, "SELECT value FROM blocks") == "v");
 }
 
+TEST_CASE("nested savepoints release and roll back as in SQLite, over every table") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'a'); SAVEPOINT s1; "
+              "INSERT INTO episodes(user_id, text) VALUES ('u', 'b'); SAVEPOINT s2; "
+              "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', 'p', 'o'); "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'v'); RELEASE s2");
+  CHECK(One(h.db, "SELECT count(*) FROM facts") == "1");
+  Query(h.db, "ROLLBACK TO s1");  // s2's writes were s1's since its RELEASE
+  CHECK(Query(h.db, "SELECT text FROM episodes") == Rows{{"a"}});
+  CHECK(Query(h.db, "SELECT * FROM facts").empty());
+  CHECK(Query(h.db, "SELECT * FROM blocks").empty());
+  std::string msg;
+  CHECK(Fails(h.db, "ROLLBACK TO s2", &msg) != AGENTMEM_OK);  // gone with the RELEASE
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'c'); SAVEPOINT s3; "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'dropped'); "
+              "ROLLBACK TO s3; ROLLBACK TO s3; "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'kept'); "
+              "RELEASE s1; COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT id, text FROM episodes") == Rows{{"1", "a"}, {"2", "c"}});
+  CHECK(Query(h.db, "SELECT value, version FROM blocks") == Rows{{"kept", "1"}});
+  // Tables that join after the savepoints were opened roll back to them too.
+  Query(h.db, "BEGIN; SAVEPOINT x; SAVEPOINT y; INSERT INTO blocks(user_id, name, value) "
+              "VALUES ('u', 'n', 'in y'); ROLLBACK TO x; INSERT INTO facts(user_id, subject, "
+              "predicate, object) VALUES ('u', 's', 'p', 'in x'); ROLLBACK TO x; COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT value FROM blocks") == Rows{{"kept"}});
+  CHECK(Query(h.db, "SELECT * FROM facts").empty());
+}
+
 TEST_CASE("ROLLBACK TO after many writes drops them and leaves the kept ones as they were written") {
   TempDir dir;
   const std::string kept_rows =
