@@ -56,7 +56,8 @@ Status Database::Savepoint(std::string name) {
     AGENTMEM_RETURN_IF_ERROR(Begin());  // refuses a closed or poisoned handle
     began = true;
   } else {
-    AGENTMEM_RETURN_IF_ERROR(RefreshForRead());  // (the snapshot stays: a transaction)
+    // Refuses a closed or poisoned handle; a transaction's snapshot stays.
+    AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
   }
   PendingMarks m;
   m.name = std::move(name);
