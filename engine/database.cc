@@ -798,6 +798,7 @@ void Database::ClearPending() {
   pending_blocks_.clear();
   pending_facts_.clear();
   pending_meta_.entries.clear();
+  ClearSavepoints();
 }
 
 Status Database::Sync() {
@@ -1117,9 +1118,10 @@ uint64_t Database::NextFactId() const {
 // A new version of a fact replaces a pending one of the same id in place:
 // a transaction writes each fact id at most once.
 void Database::PutPendingFact(FactRecord f) {
-  for (FactRecord& p : pending_facts_) {
-    if (p.id == f.id) {
-      p = std::move(f);
+  for (size_t i = 0; i < pending_facts_.size(); i++) {
+    if (pending_facts_[i].id == f.id) {
+      NoteFactReplaced(i);
+      pending_facts_[i] = std::move(f);
       return;
     }
   }

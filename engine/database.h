@@ -106,6 +106,26 @@ class Database {
   Status Rollback();
   bool in_transaction() const { return explicit_txn_; }
 
+  // ---- savepoints (savepoint.cc), with the semantics of SQL's SAVEPOINT,
+  // RELEASE and ROLLBACK TO. They mark the open transaction's pending writes;
+  // nothing is written to the file until the transaction commits.
+  // Opens a savepoint named `name` (names may repeat: RELEASE and ROLLBACK TO
+  // mean the newest one of a name; names compare exactly). Outside a
+  // transaction it begins one, which the RELEASE of this savepoint commits.
+  Status Savepoint(std::string name);
+  // Closes the newest savepoint named `name` and every one opened after it;
+  // their writes stay in the transaction (the enclosing savepoint's, if any).
+  // When that savepoint began the transaction, commits it (as Commit does).
+  // kNotFound when no open savepoint has the name.
+  Status Release(const std::string& name);
+  // Drops every write made since the newest savepoint named `name` -- records,
+  // supersessions, forgets, meta settings, reserved ids -- and closes the
+  // savepoints opened after it. The savepoint itself stays open, and so does
+  // the transaction. The ids of the dropped records are given again to the
+  // next writes, as after Rollback: they were never committed. kNotFound when
+  // no open savepoint has the name.
+  Status RollbackTo(const std::string& name);
+
   // ---- writes. Outside Begin/Commit each is its own transaction.
   // r.id == 0: the engine assigns the next id and returns it in *id. A
   // nonzero r.id (an import) is used when it is >= episode_id_limit() (ids
@@ -306,6 +326,9 @@ class Database {
   // Applies this handle's own transaction of `pages` pages (the commit page
   // included), just written, and moves the snapshot past it.
   Status Committed(DecodedTxn& d, uint64_t pages, const char* what);
+  // Drops every pending write and every savepoint. A new kind of pending
+  // write needs its mark in PendingMarks and its cut in RollbackTo
+  // (savepoint.cc).
   void ClearPending();
   Status ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                          std::vector<std::string_view>* records);
@@ -370,6 +393,12 @@ class Database {
   Status CurrentFacts(const std::string& user, const std::string& subject,
                       const std::string& predicate, std::vector<format::FactRecord>* out);
   void PutPendingFact(format::FactRecord f);
+  // ---- savepoints (savepoint.cc)
+  // PutPendingFact is about to replace pending_facts_[i] in place: keeps the
+  // version it replaces when an open savepoint's rollback must restore it.
+  void NoteFactReplaced(size_t i);
+  // Forgets every savepoint (the transaction ends).
+  void ClearSavepoints();
   // The current fact `id` of `user`, pending versions included (AssertFact's
   // `replaces`); kNotFound when there is none.
   Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
@@ -441,6 +470,19 @@ class Database {
   int64_t retention_due_ = INT64_MIN;
   int64_t retention_due_age_s_ = 0;
   bool retention_due_keep_ = false;
+  // The open savepoints, oldest first: what the transaction had pending at
+  // each (savepoint.cc).
+  struct PendingMarks {
+    std::string name;
+    size_t episodes = 0, blocks = 0, facts = 0, meta = 0, forgets = 0;
+    size_t replaced_facts = 0;  // the size of replaced_facts_
+    Counters floor;             // counters_floor_ (ReserveIds)
+    bool began = false;         // this savepoint began the transaction
+  };
+  std::vector<PendingMarks> savepoints_;
+  // Pending facts that PutPendingFact replaced in place while a savepoint was
+  // open, with the version each replaced: (index into pending_facts_, record).
+  std::vector<std::pair<size_t, format::FactRecord>> replaced_facts_;
 
   // Decoded record pages, by offset (a small cache; cleared when full).
   struct CachedPage {

@@ -223,159 +223,96 @@ int Session::Fail(sqlite3_vtab* vtab, const Status& s) {
 }
 
 // ------------------------------------------------------------------ transactions
+//
+// SQLite tells every virtual table in its write transaction of each savepoint
+// level it opens, releases or rolls back to (SAVEPOINT statements, and the
+// statement savepoint that undoes a failed statement). Each level is one
+// engine savepoint (Database::Savepoint), named by this Session; the first
+// table to hear of a level opens it, the others find it open.
+
+namespace {
+
+Status EngineTxnEnded() {
+  return Status(kMisuse,
+                "the SQL transaction's engine transaction was ended by agentmem_commit() or "
+                "agentmem_rollback() while SQL had it open; end SQL transactions with COMMIT "
+                "or ROLLBACK");
+}
+
+}  // namespace
+
+Status Session::OpenSavepoint(std::string* name) {
+  *name = "sql savepoint " + std::to_string(++savepoint_serial_);
+  return db_->Savepoint(*name);
+}
 
 Status Session::TxnBegin() {
   if (owned_ || joined_) return Status::OK();  // another table of this transaction began it
+  levels_.clear();
   if (db_->in_transaction()) {
-    joined_ = true;  // agentmem_begin() is in charge of it
+    // agentmem_begin() is in charge of it; SQL's ROLLBACK undoes what was
+    // written in it from here on.
+    AGENTMEM_RETURN_IF_ERROR(OpenSavepoint(&joined_at_));
+    joined_ = true;
     return Status::OK();
   }
   AGENTMEM_RETURN_IF_ERROR(db_->Begin());
   owned_ = true;
-  log_.clear();
-  savepoints_.clear();
   return Status::OK();
 }
 
 Status Session::TxnSync() {
-  joined_ = false;
+  levels_.clear();
+  if (joined_) {
+    joined_ = false;
+    // The writes stay in the C API's transaction. (NotFound: that ended.)
+    db_->Release(joined_at_).IgnoreError();
+    return Status::OK();
+  }
   if (!owned_) return Status::OK();
   owned_ = false;
-  log_.clear();
-  savepoints_.clear();
-  if (!poisoned_.ok()) {
-    Status s = std::move(poisoned_);
-    poisoned_ = Status::OK();
-    db_->Rollback().IgnoreError();
-    return s;
-  }
-  if (!db_->in_transaction()) {
-    return Status(kMisuse,
-                  "the SQL transaction's engine transaction was ended by agentmem_commit() or "
-                  "agentmem_rollback() while SQL had it open; end SQL transactions with COMMIT "
-                  "or ROLLBACK");
-  }
+  if (!db_->in_transaction()) return EngineTxnEnded();
   return db_->Commit();
 }
 
 void Session::TxnRollback() {
-  joined_ = false;
-  poisoned_ = Status::OK();
+  levels_.clear();
+  if (joined_) {
+    joined_ = false;
+    if (db_->RollbackTo(joined_at_).ok()) db_->Release(joined_at_).IgnoreError();
+    return;
+  }
   if (!owned_) return;
   owned_ = false;
-  log_.clear();
-  savepoints_.clear();
   db_->Rollback().IgnoreError();
 }
 
 Status Session::TxnSavepoint(int n) {
   if (n < 0) return Status::OK();
-  // A table joining the transaction late is told of savepoints opened before
-  // it joined; the first mark of a level is the true one.
-  while (savepoints_.size() <= static_cast<size_t>(n)) savepoints_.push_back(log_.size());
+  if (!db_->in_transaction()) return EngineTxnEnded();
+  // A table joining the transaction late is told only of the innermost level;
+  // the levels below it that no table has heard of were opened before any
+  // write of this transaction, so they open here at the same point.
+  while (levels_.size() <= static_cast<size_t>(n)) {
+    std::string name;
+    AGENTMEM_RETURN_IF_ERROR(OpenSavepoint(&name));
+    levels_.push_back(std::move(name));
+  }
   return Status::OK();
 }
 
 Status Session::TxnRelease(int n) {
-  if (n >= 0 && static_cast<size_t>(n) < savepoints_.size()) savepoints_.resize(n);
-  return Status::OK();
+  if (n < 0 || static_cast<size_t>(n) >= levels_.size()) return Status::OK();
+  Status s = db_->Release(levels_[n]);
+  levels_.resize(n);
+  return s.primary() == kNotFound ? EngineTxnEnded() : s;
 }
 
 Status Session::TxnRollbackTo(int n) {
-  if (n < 0 || static_cast<size_t>(n) >= savepoints_.size()) return Status::OK();
-  size_t keep = savepoints_[n];
-  savepoints_.resize(n + 1);
-  if (keep >= log_.size()) return Status::OK();
-  if (!owned_) {
-    return Status(kError,
-                  "cannot undo part of a transaction opened with agentmem_begin(); roll it "
-                  "back with agentmem_rollback()");
-  }
-  return Replay(keep);
-}
-
-// The engine has no partial rollback: discard the engine transaction, begin
-// again and write the first n logged records again. Ids are given in order,
-// so they come out the same -- unless another writer committed while the
-// write lock was released, which is detected and reported.
-Status Session::Replay(size_t n) {
-  std::vector<LoggedWrite> redo(log_.begin(), log_.begin() + static_cast<long>(n));
-  log_.clear();
-  // The write lock is held (log_ is not empty): the snapshot is the newest.
-  Stats before;
-  Status s = db_->GetStats(&before);
-  if (s.ok()) s = db_->Rollback();
-  if (s.ok()) s = db_->Begin();
-  for (size_t i = 0; s.ok() && i < redo.size(); i++) {
-    LoggedWrite& w = redo[i];
-    uint64_t id = 0;
-    switch (w.kind) {
-      case LoggedWrite::kEpisode: s = Remember(w.episode, &id); break;
-      case LoggedWrite::kBlock: s = SetBlock(w.block); break;
-      case LoggedWrite::kFact: s = AssertFact(w.fact, &id); break;
-    }
-    if (s.ok() && id != w.id) {
-      s = Status(kBusy,
-                 "another writer committed while a failed statement was being undone; the "
-                 "transaction's writes are rolled back: ROLLBACK and run it again");
-    }
-  }
-  Stats after;
-  if (s.ok() && !redo.empty()) s = db_->GetStats(&after);
-  if (s.ok() && !redo.empty() && after.commits != before.commits) {
-    s = Status(kBusy,
-               "another writer committed while a failed statement was being undone; the "
-               "transaction's writes are rolled back: ROLLBACK and run it again");
-  }
-  if (!s.ok()) {
-    if (db_->in_transaction()) db_->Rollback().IgnoreError();
-    log_.clear();
-    savepoints_.clear();
-    // Writes that follow in this SQL transaction must not autocommit: begin
-    // an empty engine transaction that the SQL COMMIT or ROLLBACK ends.
-    if (db_->Begin().ok()) {
-      poisoned_ = s;
-    } else {
-      owned_ = false;
-    }
-  }
-  return s;
-}
-
-// ------------------------------------------------------------------ writes
-
-Status Session::Remember(format::EpisodeRecord r, uint64_t* id) {
-  if (!poisoned_.ok()) return poisoned_;
-  LoggedWrite w{LoggedWrite::kEpisode, r, {}, {}, 0};
-  uint64_t assigned = 0;
-  AGENTMEM_RETURN_IF_ERROR(db_->Remember(std::move(r), &assigned));
-  if (id) *id = assigned;
-  if (owned_) {
-    w.id = assigned;
-    log_.push_back(std::move(w));
-  }
-  return Status::OK();
-}
-
-Status Session::SetBlock(format::BlockRecord r) {
-  if (!poisoned_.ok()) return poisoned_;
-  LoggedWrite w{LoggedWrite::kBlock, {}, r, {}, 0};
-  AGENTMEM_RETURN_IF_ERROR(db_->SetBlock(std::move(r)));
-  if (owned_) log_.push_back(std::move(w));
-  return Status::OK();
-}
-
-Status Session::AssertFact(format::FactRecord r, uint64_t* id) {
-  if (!poisoned_.ok()) return poisoned_;
-  LoggedWrite w{LoggedWrite::kFact, {}, {}, r, 0};
-  uint64_t assigned = 0;
-  AGENTMEM_RETURN_IF_ERROR(db_->AssertFact(std::move(r), &assigned));
-  if (id) *id = assigned;
-  if (owned_) {
-    w.id = assigned;
-    log_.push_back(std::move(w));
-  }
-  return Status::OK();
+  if (n < 0 || static_cast<size_t>(n) >= levels_.size()) return Status::OK();
+  levels_.resize(n + 1);
+  Status s = db_->RollbackTo(levels_[n]);  // the level stays open, as in SQLite
+  return s.primary() == kNotFound ? EngineTxnEnded() : s;
 }
 
 }  // namespace agentmem::engine::sql

@@ -11,8 +11,11 @@
 // Begin/Commit/Rollback here, which map SQLite's transaction onto one engine
 // transaction: a write statement outside BEGIN...COMMIT is one engine commit,
 // and BEGIN...COMMIT groups every write in it into one commit. xSavepoint /
-// xRollbackTo give the statement-level undo SQLite needs when one row of a
-// multi-row statement fails inside an explicit transaction (see RollbackTo).
+// xRelease / xRollbackTo map SQLite's savepoint levels (SAVEPOINT statements,
+// and the statement savepoint that undoes a failed statement) onto engine
+// savepoints (Database::Savepoint), one per level. Inside a transaction opened
+// with agentmem_begin(), SQL's writes join it; an engine savepoint taken at
+// SQL's first write lets SQL's ROLLBACK undo them.
 //
 // Errors. A virtual table that fails on an engine Status calls Fail(), which
 // keeps the Status (code and message) for the C API and gives SQLite the
@@ -27,7 +30,6 @@
 #include <vector>
 
 #include "engine/database.h"
-#include "format/records.h"
 #include "format/status.h"
 
 struct sqlite3;
@@ -77,23 +79,11 @@ class Session {
   Status TxnRelease(int n);
   Status TxnRollbackTo(int n);
 
-  // Engine writes made through SQL (logged for statement-level undo).
-  Status Remember(format::EpisodeRecord r, uint64_t* id);
-  Status SetBlock(format::BlockRecord r);
-  Status AssertFact(format::FactRecord r, uint64_t* id);
-
  private:
   explicit Session(Database* db) : db_(db) {}
   Status Init();
-
-  struct LoggedWrite {
-    enum Kind { kEpisode, kBlock, kFact } kind;
-    format::EpisodeRecord episode;
-    format::BlockRecord block;
-    format::FactRecord fact;
-    uint64_t id = 0;  // the id the engine gave (episodes, facts)
-  };
-  Status Replay(size_t n);
+  // Opens an engine savepoint under a new name, returned in *name.
+  Status OpenSavepoint(std::string* name);
 
   Database* db_;
   sqlite3* conn_ = nullptr;
@@ -104,11 +94,9 @@ class Session {
   // joined_ when it was already open through agentmem_begin().
   bool owned_ = false;
   bool joined_ = false;
-  std::vector<LoggedWrite> log_;       // writes of the owned transaction, in order
-  std::vector<size_t> savepoints_;     // log_ size at each open savepoint, by level
-  // Set when a statement undo could not be done: every further write and the
-  // COMMIT fail with it, until the SQL transaction ends.
-  Status poisoned_;
+  std::string joined_at_;            // joined_: the engine savepoint at SQL's first write
+  std::vector<std::string> levels_;  // the engine savepoint of each SQLite level
+  uint64_t savepoint_serial_ = 0;    // names are unique for the Session's lifetime
 };
 
 }  // namespace agentmem::engine::sql

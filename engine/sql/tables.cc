@@ -439,7 +439,7 @@ class EpisodesTable : public VTable {
     AGENTMEM_RETURN_IF_ERROR(TextArg(col[kEpMeta], "episodes", "metadata", "", &r.metadata));
     AGENTMEM_RETURN_IF_ERROR(VectorArg(col[kEpEmbedding], "episodes.embedding", &r.vector));
     uint64_t id = 0;
-    AGENTMEM_RETURN_IF_ERROR(session_->Remember(std::move(r), &id));
+    AGENTMEM_RETURN_IF_ERROR(db()->Remember(std::move(r), &id));
     *rowid = static_cast<sqlite3_int64>(id);
     return Status::OK();
   }
@@ -563,7 +563,7 @@ class BlocksTable : public VTable {
       }
     }
     std::string user = r.user_id, name = r.name;
-    AGENTMEM_RETURN_IF_ERROR(session_->SetBlock(std::move(r)));
+    AGENTMEM_RETURN_IF_ERROR(db()->SetBlock(std::move(r)));
     BlockRecord now;
     AGENTMEM_RETURN_IF_ERROR(db()->GetBlock(user, name, &now));
     *rowid = static_cast<sqlite3_int64>(now.version);
@@ -846,7 +846,7 @@ class FactsTable : public VTable {
     AGENTMEM_RETURN_IF_ERROR(IntArg(col[kFaValidFrom], "facts", "valid_from", 0, &r.valid_from));
     AGENTMEM_RETURN_IF_ERROR(IntArg(col[kFaValidTo], "facts", "valid_to", 0, &r.valid_to));
     uint64_t id = 0;
-    AGENTMEM_RETURN_IF_ERROR(session_->AssertFact(std::move(r), &id));
+    AGENTMEM_RETURN_IF_ERROR(db()->AssertFact(std::move(r), &id));
     *rowid = static_cast<sqlite3_int64>(id);
     return Status::OK();
   }

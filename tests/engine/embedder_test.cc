@@ -190,6 +190,41 @@ TEST_CASE("a transaction embeds its texts 64 at a time and the rest at commit") 
   CHECK(agentmem_close(db) == AGENTMEM_OK);
 }
 
+TEST_CASE("a rollback to a savepoint takes the dropped texts out of the batches and keeps the vectors of the kept ones") {
+  TempDir dir;
+  agentmem_db* db = OpenModelFile(dir.path() + "/m.agentmem");
+  Model m;
+  REQUIRE(Register(db, &m) == AGENTMEM_OK);
+  auto insert = [&](const std::string& prefix, int n) {
+    std::string sql = "INSERT INTO episodes(user_id, session_id, role, text) VALUES ";
+    for (int i = 0; i < n; i++) {
+      sql += (i ? ", " : "") + std::string("('u', 's', 'user', '") + prefix + " " +
+             std::to_string(i) + "')";
+    }
+    REQUIRE(agentmem_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  };
+  REQUIRE(agentmem_exec(db, "BEGIN", nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  insert("kept", 10);
+  REQUIRE(agentmem_exec(db, "SAVEPOINT sp", nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  insert("dropped", 5);
+  CHECK(m.calls == 0);
+  REQUIRE(agentmem_exec(db, "ROLLBACK TO sp", nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  // A batch that runs after the savepoint embeds kept and dropped texts together.
+  insert("also dropped", 60);
+  CHECK(m.batches == std::vector<int>{64});
+  REQUIRE(agentmem_exec(db, "ROLLBACK TO sp", nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  insert("later", 3);
+  REQUIRE(agentmem_exec(db, "COMMIT", nullptr, nullptr, nullptr) == AGENTMEM_OK);
+  // The commit embeds only the texts still waiting: the three written last.
+  CHECK(m.batches == std::vector<int>{64, 3});
+  CHECK(std::vector<std::string>(m.texts.end() - 3, m.texts.end()) ==
+        std::vector<std::string>{"later 0", "later 1", "later 2"});
+  CHECK(EpisodeCount(db) == 13);
+  for (int i = 0; i < 10; i++) CHECK(VectorOf(db, i + 1) == Expected("kept " + std::to_string(i)));
+  CHECK(VectorOf(db, 13) == Expected("later 2"));
+  CHECK(agentmem_close(db) == AGENTMEM_OK);
+}
+
 TEST_CASE("an embedder whose name, dimension or metric is not the file's is refused") {
   TempDir dir;
   agentmem_db* db = OpenModelFile(dir.path() + "/m.agentmem");

@@ -423,6 +423,18 @@ int SqlWorkload(const std::string& path, long fail_at, bool persist, Outcome* ou
       } else {
         agentmem_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
       }
+      // A savepoint rolled back to: its later row never reaches the file.
+      if (check(agentmem_exec(db,
+                              "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', "
+                              "'kept by a savepoint'); SAVEPOINT sp; INSERT INTO episodes("
+                              "user_id, text) VALUES ('u', 'dropped at a savepoint'), ('u', "
+                              "'dropped too'); ROLLBACK TO sp; RELEASE sp; COMMIT",
+                              nullptr, nullptr, nullptr),
+                "agentmem_exec (SAVEPOINT ... ROLLBACK TO)")) {
+        acked[n_acked++] = "kept by a savepoint";
+      } else {
+        agentmem_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      }
       run("SELECT id, text, metadata FROM episodes WHERE user_id = 'u' ORDER BY id");
       run("SELECT id, score FROM recall('tea Tuesday', 'u', 5)");
       run("SELECT id FROM recall WHERE query = 'tea' AND for_user = 'u' AND "
@@ -455,6 +467,13 @@ int SqlWorkload(const std::string& path, long fail_at, bool persist, Outcome* ou
   for (int i = 0; s.ok() && i < n_acked; i++) {
     if (std::find(texts.begin(), texts.end(), acked[i]) == texts.end()) {
       std::fprintf(stderr, "N=%ld: acknowledged episode \"%s\" is missing\n", fail_at, acked[i]);
+      return kChildLost;
+    }
+  }
+  for (const char* dropped : {"dropped at a savepoint", "dropped too"}) {
+    if (std::find(texts.begin(), texts.end(), dropped) != texts.end()) {
+      std::fprintf(stderr, "N=%ld: \"%s\" was rolled back to a savepoint, but is in the file\n",
+                   fail_at, dropped);
       return kChildLost;
     }
   }

@@ -692,6 +692,116 @@ TEST_CASE("ROLLBACK TO a savepoint undoes the writes made since it") {
   CHECK(One(h.db, "SELECT value FROM blocks") == "v");
 }
 
+TEST_CASE("nested savepoints release and roll back as in SQLite, over every table") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'a'); SAVEPOINT s1; "
+              "INSERT INTO episodes(user_id, text) VALUES ('u', 'b'); SAVEPOINT s2; "
+              "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', 'p', 'o'); "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'v'); RELEASE s2");
+  CHECK(One(h.db, "SELECT count(*) FROM facts") == "1");
+  Query(h.db, "ROLLBACK TO s1");  // s2's writes were s1's since its RELEASE
+  CHECK(Query(h.db, "SELECT text FROM episodes") == Rows{{"a"}});
+  CHECK(Query(h.db, "SELECT * FROM facts").empty());
+  CHECK(Query(h.db, "SELECT * FROM blocks").empty());
+  std::string msg;
+  CHECK(Fails(h.db, "ROLLBACK TO s2", &msg) != AGENTMEM_OK);  // gone with the RELEASE
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'c'); SAVEPOINT s3; "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'dropped'); "
+              "ROLLBACK TO s3; ROLLBACK TO s3; "
+              "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'n', 'kept'); "
+              "RELEASE s1; COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT id, text FROM episodes") == Rows{{"1", "a"}, {"2", "c"}});
+  CHECK(Query(h.db, "SELECT value, version FROM blocks") == Rows{{"kept", "1"}});
+  // Tables that join after the savepoints were opened roll back to them too.
+  Query(h.db, "BEGIN; SAVEPOINT x; SAVEPOINT y; INSERT INTO blocks(user_id, name, value) "
+              "VALUES ('u', 'n', 'in y'); ROLLBACK TO x; INSERT INTO facts(user_id, subject, "
+              "predicate, object) VALUES ('u', 's', 'p', 'in x'); ROLLBACK TO x; COMMIT");
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT value FROM blocks") == Rows{{"kept"}});
+  CHECK(Query(h.db, "SELECT * FROM facts").empty());
+}
+
+TEST_CASE("ROLLBACK TO after many writes drops them and leaves the kept ones as they were written") {
+  TempDir dir;
+  const std::string kept_rows =
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) ";
+  const std::string dropped_rows =
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) ";
+  Db h(dir.File("kept.agentmem"));
+  Query(h.db, "BEGIN");
+  Query(h.db, "INSERT INTO episodes(user_id, text) " + kept_rows +
+                  "SELECT 'u', 'kept ' || i FROM n");
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'persona', 'kept')");
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', 'p', "
+              "'kept')");
+  const Rows written = Query(h.db, "SELECT id, created_at FROM episodes ORDER BY id");
+  const Rows fact = Query(h.db, "SELECT id, recorded_at FROM facts");
+  Query(h.db, "SAVEPOINT sp");
+  Query(h.db, "INSERT INTO episodes(user_id, text) " + dropped_rows +
+                  "SELECT 'u', 'dropped ' || i FROM n");
+  Query(h.db, "INSERT INTO blocks(user_id, name, value) " + dropped_rows +
+                  "SELECT 'u', 'persona', 'dropped ' || i FROM n");
+  Query(h.db, "INSERT INTO facts(user_id, subject, predicate, object) " + dropped_rows +
+                  "SELECT 'u', 's', 'p', 'dropped ' || i FROM n");
+  CHECK(One(h.db, "SELECT count(*) FROM episodes") == "500");
+  Query(h.db, "ROLLBACK TO sp");
+  // The kept rows are the ones written before the savepoint, not written again:
+  // their engine-assigned times are unchanged.
+  CHECK(Query(h.db, "SELECT id, created_at FROM episodes ORDER BY id") == written);
+  CHECK(Query(h.db, "SELECT id, recorded_at FROM facts") == fact);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'after')");
+  CHECK(One(h.db, "SELECT max(id) FROM episodes") == "201");
+  Query(h.db, "COMMIT");
+  CHECK(Query(h.db, "SELECT * FROM integrity_check()") == Rows{{"ok"}});
+  // The file holds the records of the same transaction written without the
+  // dropped ones, and nothing else.
+  Db same(dir.File("same.agentmem"));
+  Query(same.db, "BEGIN");
+  Query(same.db, "INSERT INTO episodes(user_id, text) " + kept_rows +
+                     "SELECT 'u', 'kept ' || i FROM n");
+  Query(same.db, "INSERT INTO blocks(user_id, name, value) VALUES ('u', 'persona', 'kept')");
+  Query(same.db, "INSERT INTO facts(user_id, subject, predicate, object) VALUES ('u', 's', "
+                 "'p', 'kept')");
+  Query(same.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'after')");
+  Query(same.db, "COMMIT");
+  const std::string counts =
+      "SELECT episodes, blocks, block_versions, facts, users, commits, text_bytes FROM stats";
+  CHECK(Query(h.db, counts) == Query(same.db, counts));
+  Db reopened(dir.File("kept.agentmem"));
+  CHECK(Query(reopened.db, counts) == Query(same.db, counts));
+  CHECK(Query(reopened.db, "SELECT id, created_at FROM episodes WHERE id <= 200 ORDER BY id") ==
+        written);
+  CHECK(One(reopened.db, "SELECT group_concat(value) FROM block_history('u', 'persona')") ==
+        "kept");
+}
+
+TEST_CASE("inside an agentmem_begin transaction a failed statement is undone, and so are SQL's writes at its ROLLBACK") {
+  Db h;
+  int64_t c0 = Commits(h.db);
+  REQUIRE(agentmem_begin(h.db) == AGENTMEM_OK);
+  REQUIRE(agentmem_remember(h.db, "u", "", "", "from C", 0, nullptr, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  Query(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'a')");
+  std::string msg;
+  CHECK(Fails(h.db, "INSERT INTO episodes(user_id, text) VALUES ('u', 'b'), ('u', NULL)",
+              &msg) == AGENTMEM_CONSTRAINT);
+  CHECK(Query(h.db, "SELECT text FROM episodes ORDER BY id") == Rows{{"from C"}, {"a"}});
+  Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'c'); SAVEPOINT sp; "
+              "INSERT INTO episodes(user_id, text) VALUES ('u', 'd'); ROLLBACK TO sp; "
+              "INSERT INTO episodes(user_id, text) VALUES ('u', 'e')");
+  CHECK(Query(h.db, "SELECT id, text FROM episodes ORDER BY id") ==
+        Rows{{"1", "from C"}, {"2", "a"}, {"3", "c"}, {"4", "e"}});
+  Query(h.db, "ROLLBACK");
+  CHECK(Query(h.db, "SELECT text FROM episodes ORDER BY id") == Rows{{"from C"}, {"a"}});
+  CHECK(Commits(h.db) == c0);
+  REQUIRE(agentmem_commit(h.db) == AGENTMEM_OK);
+  CHECK(Commits(h.db) == c0 + 1);
+  CHECK(Query(h.db, "SELECT id, text FROM episodes ORDER BY id") ==
+        Rows{{"1", "from C"}, {"2", "a"}});
+}
+
 TEST_CASE("COMMIT after the C API ended the transaction says what happened") {
   Db h;
   Query(h.db, "BEGIN; INSERT INTO episodes(user_id, text) VALUES ('u', 'x')");
