@@ -294,21 +294,7 @@ int agentmem_explain_recall(agentmem_db* db, const char* user_id, const char* qu
     std::vector<eng::RecallHit> hits;
     eng::RecallPlan plan;
     AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, &plan));
-    std::string json = plan.ToJson();
-    json.pop_back();  // reopen the object to add the hits
-    json += ",\"hits\":[";
-    for (size_t i = 0; i < hits.size(); i++) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "%s{\"id\":%llu,\"score\":%.6g,\"bm25_rank\":%d,\"bm25_score\":%.6g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.6g%s%s}",
-                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
-                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
-                    hits[i].fill ? ",\"fill\":true" : "");
-      json += buf;
-    }
-    json += "]}";
+    std::string json = eng::ExplainJson(plan, hits);
     *pzPlan = static_cast<char*>(std::malloc(json.size() + 1));
     if (!*pzPlan) return Status(agentmem::kNoMem, "out of memory");
     std::memcpy(*pzPlan, json.c_str(), json.size() + 1);

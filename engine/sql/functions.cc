@@ -292,21 +292,7 @@ class ExplainCursor : public FunctionCursor {
     std::vector<RecallHit> hits;
     RecallPlan plan;
     AGENTMEM_RETURN_IF_ERROR(RunRecall(db(), "explain_recall", a.data(), &hits, &plan));
-    json_ = plan.ToJson();
-    json_.pop_back();  // reopen the object to add the hits
-    json_ += ",\"hits\":[";
-    for (size_t i = 0; i < hits.size(); i++) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "%s{\"id\":%llu,\"score\":%.17g,\"bm25_rank\":%d,\"bm25_score\":%.17g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.17g%s%s}",
-                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
-                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
-                    hits[i].fill ? ",\"fill\":true" : "");
-      json_ += buf;
-    }
-    json_ += "]}";
+    json_ = ExplainJson(plan, hits);
     return Status::OK();
   }
   size_t Rows() const override { return json_.empty() ? 0 : 1; }

@@ -1030,6 +1030,48 @@ TEST_CASE("explain_recall returns the plan and the hits as one JSON row") {
   agentmem_free(c_plan);
 }
 
+TEST_CASE("explain_recall and agentmem_explain_recall return the same JSON text") {
+  TempDir dir;
+  const std::string path = dir.File("explain.agentmem");
+  {
+    Db w(path);
+    REQUIRE(w.rc == AGENTMEM_OK);
+    Seed(w.db);
+  }
+  Db h(path);
+  REQUIRE(h.rc == AGENTMEM_OK);
+  struct Case {
+    int mode;
+    const char* sql_mode;
+    int k;
+    int fill;
+    const char* query;
+  };
+  const Case cases[] = {{AGENTMEM_RECALL_HYBRID, "hybrid", 2, 0, "Lisbon spring"},
+                        {AGENTMEM_RECALL_BM25, "bm25", 5, 0, "Lisbon"},
+                        {AGENTMEM_RECALL_VECTOR, "vector", 3, 0, "where does she live"},
+                        {AGENTMEM_RECALL_HYBRID, "hybrid", 3, 1, "zeppelin"}};
+  for (const Case& c : cases) {
+    CAPTURE(c.query);
+    CAPTURE(c.sql_mode);
+    agentmem_recall_options o;
+    agentmem_recall_options_init(&o);
+    o.mode = c.mode;
+    o.k = c.k;
+    o.fill = c.fill;
+    char* c_plan = nullptr;
+    REQUIRE(agentmem_explain_recall(h.db, "alice", c.query, &o, &c_plan) == AGENTMEM_OK);
+    std::string from_c = c_plan;
+    agentmem_free(c_plan);
+    std::string from_sql =
+        One(h.db, std::string("SELECT plan FROM explain_recall WHERE query = '") + c.query +
+                      "' AND for_user = 'alice' AND k = " + std::to_string(c.k) +
+                      " AND mode = '" + c.sql_mode + "' AND fill = " + std::to_string(c.fill));
+    CHECK(from_sql == from_c);
+    CHECK(One(h.db, "SELECT json_valid('" + from_c + "')") == "1");
+  }
+}
+
 TEST_CASE("integrity_check stats and user_stats describe the file") {
   Db h;
   Seed(h.db);
