@@ -55,9 +55,10 @@ struct agentmem_cursor {
   std::vector<eng::RecallHit> hits;
   agentmem_hit hit_row{};
   // The episode and recall cursors read their rows as they step: they hold
-  // the handle's read snapshot (Database::BeginRead) from creation to close,
-  // so a forget committed meanwhile by another handle does not reach them.
-  bool pinned = false;
+  // the handle's read snapshot from creation to close, so a forget committed
+  // meanwhile by another handle does not reach them. Released under the
+  // handle's mutex by agentmem_cursor_close.
+  eng::ReadPin pin;
 };
 
 namespace {
@@ -270,15 +271,12 @@ int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,
     eng::RecallQuery q;
     AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
     std::vector<eng::RecallHit> hits;
-    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
-    Status s = d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr);
-    if (s.ok()) s = NewCursor(db, agentmem_cursor::kHits, ppCur);
-    if (!s.ok()) {
-      d.EndRead();
-      return s;
-    }
+    eng::ReadPin pin;
+    AGENTMEM_RETURN_IF_ERROR(pin.Begin(&d));
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kHits, ppCur));
     (*ppCur)->hits = std::move(hits);
-    (*ppCur)->pinned = true;
+    (*ppCur)->pin = std::move(pin);
     db->open_cursors++;
     return Status::OK();
   });
@@ -478,15 +476,12 @@ int agentmem_episodes(agentmem_db* db, const char* user_id, const char* session_
     AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
     std::string session = session_id ? session_id : "";
     std::vector<uint64_t> ids;
-    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
-    Status s = d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids);
-    if (s.ok()) s = NewCursor(db, agentmem_cursor::kEpisodes, ppCur);
-    if (!s.ok()) {
-      d.EndRead();
-      return s;
-    }
+    eng::ReadPin pin;
+    AGENTMEM_RETURN_IF_ERROR(pin.Begin(&d));
+    AGENTMEM_RETURN_IF_ERROR(d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kEpisodes, ppCur));
     (*ppCur)->ids = std::move(ids);
-    (*ppCur)->pinned = true;
+    (*ppCur)->pin = std::move(pin);
     db->open_cursors++;
     return Status::OK();
   });
@@ -693,8 +688,10 @@ int agentmem_cursor_close(agentmem_cursor* cur) {
   if (IsLive(cur->owner)) {
     std::lock_guard<std::mutex> g(cur->owner->mu);
     cur->owner->open_cursors--;
-    if (cur->pinned && cur->owner->db) cur->owner->db->EndRead();
+    delete cur;  // its ReadPin ends the snapshot, under the handle's mutex
+    return AGENTMEM_OK;
   }
+  cur->pin.Detach();  // the handle, and its Database, are gone
   delete cur;
   return AGENTMEM_OK;
 }

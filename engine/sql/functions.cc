@@ -232,8 +232,13 @@ class RecallCursor : public FunctionCursor {
   using FunctionCursor::FunctionCursor;
 
  protected:
+  // The hits' episodes are read as the rows are stepped: the statement reads
+  // one snapshot, so that a hit another handle forgets meanwhile is still
+  // there to read.
   Status Run() override {
     hits_.clear();
+    loaded_ = false;
+    AGENTMEM_RETURN_IF_ERROR(pin_.Begin(db()));
     std::vector<sqlite3_value*> a(kRaCount);
     for (int i = 0; i < kRaCount; i++) a[i] = Arg(i);
     return RunRecall(db(), "recall", a.data(), &hits_, nullptr);
@@ -267,6 +272,7 @@ class RecallCursor : public FunctionCursor {
   }
 
  private:
+  ReadPin pin_;  // the statement's snapshot, from Filter to close
   std::vector<RecallHit> hits_;
   EpisodeRecord episode_;
   bool loaded_ = false;

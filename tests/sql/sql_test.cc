@@ -1272,7 +1272,7 @@ TEST_CASE("a failed commit reports the engine's I/O error and later writes are r
   CHECK(r.text == "kept");
 }
 
-TEST_CASE("a statement reading episodes sees one snapshot while another handle forgets") {
+TEST_CASE("a statement reading episodes or recall hits sees one snapshot while another handle forgets") {
   TempDir dir;
   const std::string path = dir.File("snap.agentmem");
   Db a(path), b(path);
@@ -1293,6 +1293,24 @@ TEST_CASE("a statement reading episodes sees one snapshot while another handle f
   CHECK(rest == std::vector<int64_t>{2, 3, 4});  // the statement's snapshot
   agentmem_finalize(st);
   CHECK(Query(a.db, "SELECT id FROM episodes WHERE user_id = 'u'") == Rows{{"1"}, {"2"}, {"4"}});
+
+  // recall() reads each hit's episode as it steps: the forget of a hit not
+  // yet read does not reach the statement either.
+  Query(a.db, "INSERT INTO episodes(user_id, text) VALUES ('v', 'tea in the morning'), "
+              "('v', 'tea at noon'), ('v', 'tea at night')");
+  REQUIRE(agentmem_prepare(a.db, "SELECT text FROM recall('tea', 'v', 10, 'bm25')", -1, &st,
+                           nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
+  std::vector<std::string> texts{reinterpret_cast<const char*>(agentmem_column_text(st, 0))};
+  REQUIRE(agentmem_forget(b.db, "v", nullptr, 0, 0, nullptr) == AGENTMEM_OK);
+  while ((rc = agentmem_step(st)) == AGENTMEM_ROW) {
+    texts.push_back(reinterpret_cast<const char*>(agentmem_column_text(st, 0)));
+  }
+  CHECK_MESSAGE(rc == AGENTMEM_DONE, std::string(agentmem_errmsg(a.db)));
+  std::sort(texts.begin(), texts.end());
+  CHECK(texts == std::vector<std::string>{"tea at night", "tea at noon", "tea in the morning"});
+  agentmem_finalize(st);
+  CHECK(One(a.db, "SELECT count(*) FROM recall('tea', 'v', 10, 'bm25')") == "0");
 }
 
 TEST_CASE("a NUL byte in a name or a text is refused by INSERT with AGENTMEM_MISMATCH") {
