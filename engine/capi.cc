@@ -478,7 +478,8 @@ int agentmem_episodes(agentmem_db* db, const char* user_id, const char* session_
     std::vector<uint64_t> ids;
     eng::ReadPin pin;
     AGENTMEM_RETURN_IF_ERROR(pin.Begin(&d));
-    AGENTMEM_RETURN_IF_ERROR(d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids));
+    AGENTMEM_RETURN_IF_ERROR(
+        d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids));
     AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kEpisodes, ppCur));
     (*ppCur)->ids = std::move(ids);
     (*ppCur)->pin = std::move(pin);
