@@ -55,9 +55,10 @@ struct agentmem_cursor {
   std::vector<eng::RecallHit> hits;
   agentmem_hit hit_row{};
   // The episode and recall cursors read their rows as they step: they hold
-  // the handle's read snapshot (Database::BeginRead) from creation to close,
-  // so a forget committed meanwhile by another handle does not reach them.
-  bool pinned = false;
+  // the handle's read snapshot from creation to close, so a forget committed
+  // meanwhile by another handle does not reach them. Released under the
+  // handle's mutex by agentmem_cursor_close.
+  eng::ReadPin pin;
 };
 
 namespace {
@@ -270,15 +271,12 @@ int agentmem_recall(agentmem_db* db, const char* user_id, const char* query,
     eng::RecallQuery q;
     AGENTMEM_RETURN_IF_ERROR(BuildQuery(user_id, query, opts, &q));
     std::vector<eng::RecallHit> hits;
-    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
-    Status s = d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr);
-    if (s.ok()) s = NewCursor(db, agentmem_cursor::kHits, ppCur);
-    if (!s.ok()) {
-      d.EndRead();
-      return s;
-    }
+    eng::ReadPin pin;
+    AGENTMEM_RETURN_IF_ERROR(pin.Begin(&d));
+    AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, nullptr));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kHits, ppCur));
     (*ppCur)->hits = std::move(hits);
-    (*ppCur)->pinned = true;
+    (*ppCur)->pin = std::move(pin);
     db->open_cursors++;
     return Status::OK();
   });
@@ -294,21 +292,7 @@ int agentmem_explain_recall(agentmem_db* db, const char* user_id, const char* qu
     std::vector<eng::RecallHit> hits;
     eng::RecallPlan plan;
     AGENTMEM_RETURN_IF_ERROR(d.Recall(q, MetaKey(opts), MetaValue(opts), &hits, &plan));
-    std::string json = plan.ToJson();
-    json.pop_back();  // reopen the object to add the hits
-    json += ",\"hits\":[";
-    for (size_t i = 0; i < hits.size(); i++) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "%s{\"id\":%llu,\"score\":%.6g,\"bm25_rank\":%d,\"bm25_score\":%.6g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.6g%s%s}",
-                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
-                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
-                    hits[i].fill ? ",\"fill\":true" : "");
-      json += buf;
-    }
-    json += "]}";
+    std::string json = eng::ExplainJson(plan, hits);
     *pzPlan = static_cast<char*>(std::malloc(json.size() + 1));
     if (!*pzPlan) return Status(agentmem::kNoMem, "out of memory");
     std::memcpy(*pzPlan, json.c_str(), json.size() + 1);
@@ -492,15 +476,13 @@ int agentmem_episodes(agentmem_db* db, const char* user_id, const char* session_
     AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
     std::string session = session_id ? session_id : "";
     std::vector<uint64_t> ids;
-    AGENTMEM_RETURN_IF_ERROR(d.BeginRead());
-    Status s = d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids);
-    if (s.ok()) s = NewCursor(db, agentmem_cursor::kEpisodes, ppCur);
-    if (!s.ok()) {
-      d.EndRead();
-      return s;
-    }
+    eng::ReadPin pin;
+    AGENTMEM_RETURN_IF_ERROR(pin.Begin(&d));
+    AGENTMEM_RETURN_IF_ERROR(
+        d.ListEpisodeIdsByTime(user_id, session_id ? &session : nullptr, &ids));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kEpisodes, ppCur));
     (*ppCur)->ids = std::move(ids);
-    (*ppCur)->pinned = true;
+    (*ppCur)->pin = std::move(pin);
     db->open_cursors++;
     return Status::OK();
   });
@@ -707,8 +689,10 @@ int agentmem_cursor_close(agentmem_cursor* cur) {
   if (IsLive(cur->owner)) {
     std::lock_guard<std::mutex> g(cur->owner->mu);
     cur->owner->open_cursors--;
-    if (cur->pinned && cur->owner->db) cur->owner->db->EndRead();
+    delete cur;  // its ReadPin ends the snapshot, under the handle's mutex
+    return AGENTMEM_OK;
   }
+  cur->pin.Detach();  // the handle, and its Database, are gone
   delete cur;
   return AGENTMEM_OK;
 }

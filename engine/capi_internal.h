@@ -2,7 +2,7 @@
 // handle struct behind agentmem_db, the live-handle registry and Guard().
 //
 // engine/capi.cc implements the record API over engine::Database;
-// engine/sql/sql_capi.cc implements the SQL API (agentmem_exec, prepare, step,
+// engine/capi_sql.cc implements the SQL API (agentmem_exec, prepare, step,
 // ...) over an sql::Session. Both run every entry point inside Guard(): the
 // handle's mutex is held for the whole call and exceptions become codes.
 // Code that runs under Guard (the virtual tables run inside sqlite3_step)

@@ -240,7 +240,8 @@ class Database {
 
   // A read snapshot held across calls: after BeginRead() (which moves to the
   // latest commit) reads do not move forward until the matching EndRead(),
-  // so a statement that reads rows lazily sees one state. Nestable.
+  // so a statement that reads rows lazily sees one state. Nestable. Cursors
+  // hold them through a ReadPin (below).
   Status BeginRead() {
     AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
     read_pins_++;
@@ -493,6 +494,48 @@ class Database {
   bool closed_ = false;
   bool poisoned_ = false;  // Poison()
   bool opened_ = false;  // Open() succeeded: only then may Close() write
+};
+
+// One Database::BeginRead() held until the pin is destroyed, reset or
+// released: what a cursor of the C API or of SQL keeps while it reads rows
+// lazily, so that it sees one snapshot. Movable, not copyable; an empty pin
+// holds nothing.
+// REQUIRES: the Database outlives the pin (or Detach() before it goes), and
+// the pin is released under the same lock as the handle's other calls.
+class ReadPin {
+ public:
+  ReadPin() = default;
+  ~ReadPin() { Release(); }
+  ReadPin(ReadPin&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  ReadPin& operator=(ReadPin&& o) noexcept {
+    if (this != &o) {
+      Release();
+      db_ = o.db_;
+      o.db_ = nullptr;
+    }
+    return *this;
+  }
+  ReadPin(const ReadPin&) = delete;
+  ReadPin& operator=(const ReadPin&) = delete;
+
+  // Releases what the pin held, then pins *db at its latest commit. On
+  // failure the pin is empty and the Status says why.
+  Status Begin(Database* db) {
+    Release();
+    AGENTMEM_RETURN_IF_ERROR(db->BeginRead());
+    db_ = db;
+    return Status::OK();
+  }
+  void Release() {
+    if (db_) db_->EndRead();
+    db_ = nullptr;
+  }
+  // Forgets the Database without EndRead(): for when it is already gone.
+  void Detach() { db_ = nullptr; }
+  bool held() const { return db_ != nullptr; }
+
+ private:
+  Database* db_ = nullptr;
 };
 
 }  // namespace agentmem::engine

@@ -526,16 +526,9 @@ Status ExportPinned(Database* db, const std::string* user_id, std::string* jsonl
 // Every read of one export sees one snapshot.
 Status Export(Database* db, const std::string* user_id, std::string* jsonl) {
   jsonl->clear();
-  AGENTMEM_RETURN_IF_ERROR(db->BeginRead());
-  Status s;
-  try {
-    s = ExportPinned(db, user_id, jsonl);
-  } catch (...) {
-    db->EndRead();
-    throw;
-  }
-  db->EndRead();
-  return s;
+  ReadPin pin;
+  AGENTMEM_RETURN_IF_ERROR(pin.Begin(db));
+  return ExportPinned(db, user_id, jsonl);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 //      BM25's rule for zero-score documents.
 #include "engine/recall.h"
 
+#include "engine/json_writer.h"
 #include "format/coding.h"
 
 #include <algorithm>
@@ -48,27 +49,39 @@ const char* ModeName(RecallMode m) {
   return "?";
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
-std::string RecallPlan::ToJson() const {
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "{\"mode\":\"%s\",\"partition\":%llu,\"filtered\":%llu,\"bm25_hits\":%zu,"
-                "\"vector_hits\":%zu,\"fused\":%zu,\"filled\":%zu,\"unmatched\":%zu,",
-                mode.c_str(), static_cast<unsigned long long>(partition),
-                static_cast<unsigned long long>(filtered), bm25_hits, vector_hits, fused, filled,
-                unmatched);
-  return std::string(buf) + "\"bm25\":\"" + JsonEscape(bm25_path) + "\",\"vector\":\"" +
-         JsonEscape(vector_path) + "\"}";
+std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hits) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Field("mode", plan.mode);
+  w.Field("partition", plan.partition);
+  w.Field("filtered", plan.filtered);
+  w.Field("bm25_hits", plan.bm25_hits);
+  w.Field("vector_hits", plan.vector_hits);
+  w.Field("fused", plan.fused);
+  w.Field("filled", plan.filled);
+  w.Field("unmatched", plan.unmatched);
+  w.Field("bm25", plan.bm25_path);
+  w.Field("vector", plan.vector_path);
+  w.Key("hits");
+  w.BeginArray();
+  for (const RecallHit& h : hits) {
+    w.BeginObject();
+    w.Field("id", h.id);
+    w.Field("score", h.score);
+    w.Field("bm25_rank", h.bm25_rank);
+    w.Field("bm25_score", h.bm25_score);
+    w.Field("vector_rank", h.vector_rank);
+    w.Field("vector_score", h.vector_score);
+    if (h.bm25_via_context) w.Field("bm25_match", "context");
+    if (h.fill) w.Field("fill", true);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return out;
 }
 
 RecallIndex::RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,

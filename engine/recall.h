@@ -98,8 +98,15 @@ struct RecallPlan {
   size_t fused = 0;
   size_t filled = 0;
   size_t unmatched = 0;    // hits of the lists dropped: under every threshold
-  std::string ToJson() const;
 };
+
+// The EXPLAIN RECALL text of both front ends (agentmem_explain_recall and
+// SQL explain_recall): one JSON object, the plan's members followed by
+// "hits", an array of {id, score, bm25_rank, bm25_score, vector_rank,
+// vector_score} in rank order, with "bm25_match":"context" and "fill":true
+// where they apply. Numbers are written by JsonWriter (doubles round-trip).
+// Throws std::bad_alloc when the string cannot grow.
+std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hits);
 
 struct EpisodeAttrs {
   static constexpr uint32_t kNoNode = UINT32_MAX;

@@ -735,13 +735,85 @@ Status Recover(const std::string& src, const std::string& dst, const Options& op
   return s.Run();
 }
 
+namespace {
+
+// The pieces of RecoverReportJson, each one value.
+
+void UintOrNull(JsonWriter& w, uint64_t v) {  // 0: null
+  if (v) {
+    w.Uint(v);
+  } else {
+    w.Null();
+  }
+}
+
+void PageOrNull(JsonWriter& w, uint64_t offset) {  // the page number of offset; 0: null
+  if (offset) {
+    w.Uint(format::PageNoOf(offset));
+  } else {
+    w.Null();
+  }
+}
+
+void DamageJson(JsonWriter& w, const RecoverReport::Damage& d) {
+  w.BeginObject();
+  w.Field("page", format::PageNoOf(d.offset));
+  w.Field("offset", d.offset);
+  w.Field("bytes", d.bytes);
+  w.Key("commit_seq");
+  UintOrNull(w, d.commit_seq);
+  w.Field("error", d.error);
+  w.EndObject();
+}
+
+void DroppedJson(JsonWriter& w, const RecoverReport::Dropped& d) {
+  w.BeginObject();
+  w.Field("first_page", format::PageNoOf(d.first_offset));
+  w.Key("commit_page");
+  PageOrNull(w, d.commit_offset);
+  w.Key("commit_seq");
+  UintOrNull(w, d.commit_seq);
+  w.Field("reason", d.reason);
+  w.Key("episodes");
+  w.BeginArray();
+  for (uint64_t id : d.episodes) w.Uint(id);
+  w.EndArray();
+  w.EndObject();
+}
+
+// Ranges of ids: a single id as a number, a longer range as [first, last].
+void RangesJson(JsonWriter& w, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  w.BeginArray();
+  for (const auto& [first, last] : ranges) {
+    if (first == last) {
+      w.Uint(first);
+    } else {
+      w.BeginArray();
+      w.Uint(first);
+      w.Uint(last);
+      w.EndArray();
+    }
+  }
+  w.EndArray();
+}
+
+void ForgetsUnknownJson(JsonWriter& w, const RecoverReport::ForgetsUnknown& f) {
+  w.BeginObject();
+  w.Key("commit_seq");
+  UintOrNull(w, f.commit_seq);
+  w.Field("episodes_below", f.episodes_below);
+  w.Field("facts_below", f.facts_below);
+  w.Field("block_versions_below", f.block_versions_below);
+  w.EndObject();
+}
+
+}  // namespace
+
 std::string RecoverReportJson(const RecoverReport& r) {
   std::string out;
   JsonWriter w(&out);
-  auto page = [&](uint64_t offset) { w.Uint(format::PageNoOf(offset)); };
   w.BeginObject();
-  w.Key("source");
-  w.String(r.source);
+  w.Field("source", r.source);
   w.Key("destination");
   if (r.destination.empty()) {
     w.Null();
@@ -754,98 +826,33 @@ std::string RecoverReportJson(const RecoverReport& r) {
   w.Field("header_damaged", r.header_damaged);
   w.Key("damaged");
   w.BeginArray();
-  for (const auto& d : r.damage) {
-    w.BeginObject();
-    w.Key("page");
-    page(d.offset);
-    w.Field("offset", d.offset);
-    w.Field("bytes", d.bytes);
-    w.Key("commit_seq");
-    if (d.commit_seq) {
-      w.Uint(d.commit_seq);
-    } else {
-      w.Null();
-    }
-    w.Key("error");
-    w.String(d.error);
-    w.EndObject();
-  }
+  for (const auto& d : r.damage) DamageJson(w, d);
   w.EndArray();
   w.Field("torn_bytes", r.torn_bytes);
   w.Field("transactions_kept", r.transactions_kept);
   w.Key("transactions_dropped");
   w.BeginArray();
-  for (const auto& d : r.dropped) {
-    w.BeginObject();
-    w.Key("first_page");
-    page(d.first_offset);
-    w.Key("commit_page");
-    if (d.commit_offset) {
-      page(d.commit_offset);
-    } else {
-      w.Null();
-    }
-    w.Key("commit_seq");
-    if (d.commit_seq) {
-      w.Uint(d.commit_seq);
-    } else {
-      w.Null();
-    }
-    w.Key("reason");
-    w.String(d.reason);
-    w.Key("episodes");
-    w.BeginArray();
-    for (uint64_t id : d.episodes) w.Uint(id);
-    w.EndArray();
-    w.EndObject();
-  }
+  for (const auto& d : r.dropped) DroppedJson(w, d);
   w.EndArray();
   w.Field("forgets_from_dropped", r.forgets_from_dropped);
   w.Field("settings_lost", r.settings_lost);
   w.Field("records_from_checkpoint", r.records_from_checkpoint);
   w.Field("forgets_from_checkpoint", r.forgets_from_checkpoint);
   w.Key("checkpoint_page");
-  if (r.checkpoint_offset) {
-    page(r.checkpoint_offset);
-  } else {
-    w.Null();
-  }
+  PageOrNull(w, r.checkpoint_offset);
   w.Field("episodes_written", r.episodes_written);
   w.Field("block_versions_written", r.block_versions_written);
   w.Field("fact_records_written", r.fact_records_written);
   w.Field("episodes_lost_count", r.episodes_lost_count);
   w.Key("episodes_lost");
-  w.BeginArray();
-  for (const auto& [first, last] : r.episodes_lost) {
-    if (first == last) {
-      w.Uint(first);
-    } else {
-      w.BeginArray();
-      w.Uint(first);
-      w.Uint(last);
-      w.EndArray();
-    }
-  }
-  w.EndArray();
+  RangesJson(w, r.episodes_lost);
   w.Key("fact_versions_dropped");
   w.BeginArray();
   for (uint64_t id : r.fact_versions_dropped) w.Uint(id);
   w.EndArray();
   w.Key("forgets_unknown");
   w.BeginArray();
-  for (const auto& f : r.forgets_unknown) {
-    w.BeginObject();
-    w.Key("commit_seq");
-    if (f.commit_seq) {
-      w.Uint(f.commit_seq);
-    } else {
-      w.Null();
-    }
-    w.Field("episodes_below", f.episodes_below);
-    w.Field("facts_below", f.facts_below);
-    w.Field("block_versions_below", f.block_versions_below);
-    w.EndObject();
-  }
+  for (const auto& f : r.forgets_unknown) ForgetsUnknownJson(w, f);
   w.EndArray();
   w.EndObject();
   return out;

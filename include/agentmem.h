@@ -575,7 +575,9 @@ int agentmem_recall(agentmem_db *db, const char *user_id, const char *query,
 /* EXPLAIN RECALL: runs the query and returns in *pzPlan a JSON object that
 ** says which plan was chosen (partition and filtered sizes, the BM25 and
 ** vector paths and their work) followed by the hits with their per-list
-** ranks. Free *pzPlan with agentmem_free(). Codes as agentmem_recall(). */
+** ranks and scores (doubles written so that they read back exactly). SQL
+** explain_recall() returns the same text for the same query. Free *pzPlan
+** with agentmem_free(). Codes as agentmem_recall(). */
 int agentmem_explain_recall(agentmem_db *db, const char *user_id, const char *query,
                             const agentmem_recall_options *opts, char **pzPlan);
 

@@ -232,8 +232,13 @@ class RecallCursor : public FunctionCursor {
   using FunctionCursor::FunctionCursor;
 
  protected:
+  // The hits' episodes are read as the rows are stepped: the statement reads
+  // one snapshot, so that a hit another handle forgets meanwhile is still
+  // there to read.
   Status Run() override {
     hits_.clear();
+    loaded_ = false;
+    AGENTMEM_RETURN_IF_ERROR(pin_.Begin(db()));
     std::vector<sqlite3_value*> a(kRaCount);
     for (int i = 0; i < kRaCount; i++) a[i] = Arg(i);
     return RunRecall(db(), "recall", a.data(), &hits_, nullptr);
@@ -267,6 +272,7 @@ class RecallCursor : public FunctionCursor {
   }
 
  private:
+  ReadPin pin_;  // the statement's snapshot, from Filter to close
   std::vector<RecallHit> hits_;
   EpisodeRecord episode_;
   bool loaded_ = false;
@@ -292,21 +298,7 @@ class ExplainCursor : public FunctionCursor {
     std::vector<RecallHit> hits;
     RecallPlan plan;
     AGENTMEM_RETURN_IF_ERROR(RunRecall(db(), "explain_recall", a.data(), &hits, &plan));
-    json_ = plan.ToJson();
-    json_.pop_back();  // reopen the object to add the hits
-    json_ += ",\"hits\":[";
-    for (size_t i = 0; i < hits.size(); i++) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "%s{\"id\":%llu,\"score\":%.17g,\"bm25_rank\":%d,\"bm25_score\":%.17g,"
-                    "\"vector_rank\":%d,\"vector_score\":%.17g%s%s}",
-                    i ? "," : "", static_cast<unsigned long long>(hits[i].id), hits[i].score,
-                    hits[i].bm25_rank, hits[i].bm25_score, hits[i].vector_rank,
-                    hits[i].vector_score, hits[i].bm25_via_context ? ",\"bm25_match\":\"context\"" : "",
-                    hits[i].fill ? ",\"fill\":true" : "");
-      json_ += buf;
-    }
-    json_ += "]}";
+    json_ = ExplainJson(plan, hits);
     return Status::OK();
   }
   size_t Rows() const override { return json_.empty() ? 0 : 1; }

@@ -191,17 +191,11 @@ constexpr const char* kEpisodesSchema =
 class EpisodesCursor : public VCursor {
  public:
   explicit EpisodesCursor(Database* db) : db_(db) {}
-  ~EpisodesCursor() override {
-    if (reading_) db_->EndRead();
-  }
 
   Status Filter(int, const char* idx_str, int argc, sqlite3_value** argv) override {
     // The rows are read lazily: the statement reads one snapshot, so that a
     // row another handle forgets meanwhile is still there to read.
-    if (reading_) db_->EndRead();
-    reading_ = false;
-    AGENTMEM_RETURN_IF_ERROR(db_->BeginRead());
-    reading_ = true;
+    AGENTMEM_RETURN_IF_ERROR(pin_.Begin(db_));
     ids_.clear();
     pos_ = 0;
     loaded_ = false;
@@ -292,7 +286,7 @@ class EpisodesCursor : public VCursor {
   }
 
  private:
-  bool reading_ = false;  // holds a BeginRead() of db_
+  ReadPin pin_;  // the statement's snapshot, from Filter to close
   Status Load(uint64_t id) {
     if (loaded_ && rec_.id == id) return Status::OK();
     Counters().episode_reads++;

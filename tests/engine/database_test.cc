@@ -110,6 +110,33 @@ TEST_CASE("a transaction's snapshot does not move while it only reads") {
   CHECK(ids.size() == 2);  // moved on
 }
 
+TEST_CASE("a read pin holds the snapshot until its last owner lets it go") {
+  auto env = agentmem::engine::NewMemEnv();
+  auto a = OpenMem(env.get());
+  auto b = OpenMem(env.get());
+  REQUIRE(a->Remember(Ep("u", "first"), nullptr).ok());
+  std::vector<uint64_t> ids;
+  {
+    agentmem::engine::ReadPin pin;
+    CHECK(!pin.held());
+    REQUIRE(pin.Begin(b.get()).ok());
+    CHECK(pin.held());
+    REQUIRE(a->Remember(Ep("u", "second"), nullptr).ok());
+    agentmem::engine::ReadPin moved = std::move(pin);
+    CHECK(!pin.held());
+    CHECK(moved.held());
+    REQUIRE(b->ListEpisodeIds("u", nullptr, &ids).ok());
+    CHECK(ids.size() == 1);  // pinned before the second commit
+    // Begin again: the pin moves to the latest commit and still holds it.
+    REQUIRE(moved.Begin(b.get()).ok());
+    REQUIRE(a->Remember(Ep("u", "third"), nullptr).ok());
+    REQUIRE(b->ListEpisodeIds("u", nullptr, &ids).ok());
+    CHECK(ids.size() == 2);
+  }
+  REQUIRE(b->ListEpisodeIds("u", nullptr, &ids).ok());
+  CHECK(ids.size() == 3);  // the pin is gone: reads move on
+}
+
 TEST_CASE("a big transaction is packed into pages of about page_size and compressed") {
   auto env = agentmem::engine::NewMemEnv();
   auto db = OpenMem(env.get());

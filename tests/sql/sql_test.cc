@@ -1140,6 +1140,48 @@ TEST_CASE("explain_recall returns the plan and the hits as one JSON row") {
   agentmem_free(c_plan);
 }
 
+TEST_CASE("explain_recall and agentmem_explain_recall return the same JSON text") {
+  TempDir dir;
+  const std::string path = dir.File("explain.agentmem");
+  {
+    Db w(path);
+    REQUIRE(w.rc == AGENTMEM_OK);
+    Seed(w.db);
+  }
+  Db h(path);
+  REQUIRE(h.rc == AGENTMEM_OK);
+  struct Case {
+    int mode;
+    const char* sql_mode;
+    int k;
+    int fill;
+    const char* query;
+  };
+  const Case cases[] = {{AGENTMEM_RECALL_HYBRID, "hybrid", 2, 0, "Lisbon spring"},
+                        {AGENTMEM_RECALL_BM25, "bm25", 5, 0, "Lisbon"},
+                        {AGENTMEM_RECALL_VECTOR, "vector", 3, 0, "where does she live"},
+                        {AGENTMEM_RECALL_HYBRID, "hybrid", 3, 1, "zeppelin"}};
+  for (const Case& c : cases) {
+    CAPTURE(c.query);
+    CAPTURE(c.sql_mode);
+    agentmem_recall_options o;
+    agentmem_recall_options_init(&o);
+    o.mode = c.mode;
+    o.k = c.k;
+    o.fill = c.fill;
+    char* c_plan = nullptr;
+    REQUIRE(agentmem_explain_recall(h.db, "alice", c.query, &o, &c_plan) == AGENTMEM_OK);
+    std::string from_c = c_plan;
+    agentmem_free(c_plan);
+    std::string from_sql =
+        One(h.db, std::string("SELECT plan FROM explain_recall WHERE query = '") + c.query +
+                      "' AND for_user = 'alice' AND k = " + std::to_string(c.k) +
+                      " AND mode = '" + c.sql_mode + "' AND fill = " + std::to_string(c.fill));
+    CHECK(from_sql == from_c);
+    CHECK(One(h.db, "SELECT json_valid('" + from_c + "')") == "1");
+  }
+}
+
 TEST_CASE("integrity_check stats and user_stats describe the file") {
   Db h;
   Seed(h.db);
@@ -1340,7 +1382,7 @@ TEST_CASE("a failed commit reports the engine's I/O error and later writes are r
   CHECK(r.text == "kept");
 }
 
-TEST_CASE("a statement reading episodes sees one snapshot while another handle forgets") {
+TEST_CASE("a statement reading episodes or recall hits sees one snapshot while another handle forgets") {
   TempDir dir;
   const std::string path = dir.File("snap.agentmem");
   Db a(path), b(path);
@@ -1361,6 +1403,24 @@ TEST_CASE("a statement reading episodes sees one snapshot while another handle f
   CHECK(rest == std::vector<int64_t>{2, 3, 4});  // the statement's snapshot
   agentmem_finalize(st);
   CHECK(Query(a.db, "SELECT id FROM episodes WHERE user_id = 'u'") == Rows{{"1"}, {"2"}, {"4"}});
+
+  // recall() reads each hit's episode as it steps: the forget of a hit not
+  // yet read does not reach the statement either.
+  Query(a.db, "INSERT INTO episodes(user_id, text) VALUES ('v', 'tea in the morning'), "
+              "('v', 'tea at noon'), ('v', 'tea at night')");
+  REQUIRE(agentmem_prepare(a.db, "SELECT text FROM recall('tea', 'v', 10, 'bm25')", -1, &st,
+                           nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_step(st) == AGENTMEM_ROW);
+  std::vector<std::string> texts{reinterpret_cast<const char*>(agentmem_column_text(st, 0))};
+  REQUIRE(agentmem_forget(b.db, "v", nullptr, 0, 0, nullptr) == AGENTMEM_OK);
+  while ((rc = agentmem_step(st)) == AGENTMEM_ROW) {
+    texts.push_back(reinterpret_cast<const char*>(agentmem_column_text(st, 0)));
+  }
+  CHECK_MESSAGE(rc == AGENTMEM_DONE, std::string(agentmem_errmsg(a.db)));
+  std::sort(texts.begin(), texts.end());
+  CHECK(texts == std::vector<std::string>{"tea at night", "tea at noon", "tea in the morning"});
+  agentmem_finalize(st);
+  CHECK(One(a.db, "SELECT count(*) FROM recall('tea', 'v', 10, 'bm25')") == "0");
 }
 
 TEST_CASE("a NUL byte in a name or a text is refused by INSERT with AGENTMEM_MISMATCH") {

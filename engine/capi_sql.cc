@@ -1,4 +1,4 @@
-// engine/sql/sql_capi.cc -- the SQL section of include/agentmem.h:
+// engine/capi_sql.cc -- the SQL section of include/agentmem.h:
 // agentmem_exec, agentmem_prepare and the statement calls, over the handle's
 // sql::Session (created by the first SQL call on the handle).
 //
