@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "engine/database.h"
+#include "engine/storage/pager.h"
 #include "format/page.h"
 #include "index/vector/hnsw_mapped.h"
 
@@ -274,18 +275,22 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   bool committed = false;
   uint64_t pos = sb.checkpoint;
   const size_t head_size = format::kPageHeaderSize + format::kSectionHeaderSize;
-  // A checkpoint page read whole into `page`: its checksum, then its section
-  // (SplitSection's errors); *body points into `page`.
-  std::string page;
+  // A checkpoint page read whole and verified (Pager::Verify) into
+  // `section`, then split (SplitSection's errors); *body points into `section`.
+  std::string section;
   auto read_whole = [&](uint64_t at, uint64_t padded, const format::PageHeader& h,
                         std::string_view* body) -> Status {
     const int64_t page_no = static_cast<int64_t>(h.page_no);
+    std::string page;
     AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(at, padded, &page));
     if (page.size() != padded) return damaged(at, "a page runs past the checkpoint's end");
-    if (!format::ChecksumOf(page).Matches()) return bad_checksum(page_no);
+    format::PageHeader checked;
+    if (Status s = Pager::Verify(page, at, header_.salt, &checked, &section); !s.ok()) {
+      return s.code() == kCorruptChecksum ? bad_checksum(page_no) : s;
+    }
+    page = std::string();
     format::CheckpointSection kind;
-    return format::SplitSection(std::string_view(page).substr(format::kPageHeaderSize, h.length),
-                                page_no, &kind, body);
+    return format::SplitSection(section, page_no, &kind, body);
   };
   std::string head;
   while (pos < sb.scan_from) {
@@ -300,7 +305,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       std::string bytes, payload;
       AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
       format::PageHeader ch;
-      AGENTMEM_RETURN_IF_ERROR(format::DecodePage(bytes, pos, header_.salt, &ch, &payload));
+      AGENTMEM_RETURN_IF_ERROR(Pager::Verify(bytes, pos, header_.salt, &ch, &payload));
       format::CommitRecord c;
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(payload, page_no, &c));
       if (c.commit_seq != sb.commit_seq || c.txn_start != sb.checkpoint || c.page_count != pages ||
