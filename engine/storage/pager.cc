@@ -106,9 +106,13 @@ Status Pager::ReadPage(uint64_t offset, PageRef* out) {
   const size_t charge = ChargeOf(*page);
   std::lock_guard<std::mutex> lock(mu_);
   if (charge <= budget_ && index_.find(offset) == index_.end()) {
+    // What may throw (bad_alloc) comes first, so that a failure leaves the
+    // cache as it was: the list node, then the map entry; the splice cannot.
+    Lru node;
+    node.push_back(Entry{page, charge});
+    index_.emplace(offset, node.begin());
     EvictTo(budget_ - charge);
-    lru_.push_front(Entry{page, charge});
-    index_[offset] = lru_.begin();
+    lru_.splice(lru_.begin(), node);
     held_ += charge;
   }
   *out = std::move(page);
