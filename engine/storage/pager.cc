@@ -88,7 +88,7 @@ Status Pager::Load(uint64_t offset, PageRef* out) const {
   return Status::OK();
 }
 
-Status Pager::ReadPage(uint64_t offset, PageRef* out) {
+Status Pager::ReadPage(uint64_t offset, PageRef* out, bool keep) {
   out->reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -105,7 +105,7 @@ Status Pager::ReadPage(uint64_t offset, PageRef* out) {
   AGENTMEM_RETURN_IF_ERROR(Load(offset, &page));
   const size_t charge = ChargeOf(*page);
   std::lock_guard<std::mutex> lock(mu_);
-  if (charge <= budget_ && index_.find(offset) == index_.end()) {
+  if (keep && charge <= budget_ && index_.find(offset) == index_.end()) {
     // What may throw (bad_alloc) comes first, so that a failure leaves the
     // cache as it was: the list node, then the map entry; the splice cannot.
     Lru node;

@@ -72,11 +72,13 @@ class Pager {
 
   // The page at `offset`: from the cache, or read from the file and
   // verified (Verify), its records split (format::SplitRecords), and cached
-  // when its charge fits the budget. On success *out holds the page; on
-  // failure *out is null and nothing was cached.
+  // when `keep` and its charge fits the budget (keep = false: a page read
+  // once, such as a checkpoint's, that should not push others out). On
+  // success *out holds the page; on failure *out is null and nothing was
+  // cached.
   // Errors: kCorruptChecksum, kCorruptPage (also for a page cut short by the
   // end of the file), kIoErr*, kNoMem; kMisuse without a file.
-  Status ReadPage(uint64_t offset, PageRef* out);
+  Status ReadPage(uint64_t offset, PageRef* out, bool keep = true);
 
   // Checks a whole page held in memory (PaddedPageSize bytes, more are
   // ignored) that was read at `offset` of a file whose header holds `salt`:
