@@ -280,3 +280,19 @@ TEST_CASE("a database with a tiny page cache still reads all its records") {
   CHECK(r.text == "episode number 7 " + std::string(7, 'x'));
   CHECK(db->pager().pages_held() == 0);
 }
+
+TEST_CASE("a page read without keep is verified but not cached") {
+  Image img = MakeImage(2, 2, 64);
+  img.bytes[img.offsets[1] + format::kPageHeaderSize + 3] ^= 0x01;
+  Fixture f(img);
+  PageRef p;
+  REQUIRE(f.pager.ReadPage(img.offsets[0], &p, false).ok());
+  CHECK(p->records.size() == 2);
+  CHECK(f.pager.pages_held() == 0);
+  CHECK(f.pager.ReadPage(img.offsets[1], &p, false).code() == agentmem::kCorruptChecksum);
+  CHECK(p == nullptr);
+  // A cached page is still served from the cache.
+  REQUIRE(f.pager.ReadPage(img.offsets[0], &p).ok());
+  REQUIRE(f.pager.ReadPage(img.offsets[0], &p, false).ok());
+  CHECK(f.pager.hits() == 1);
+}
