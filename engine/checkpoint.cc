@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "engine/database.h"
+#include "engine/storage/pager.h"
 #include "format/page.h"
 #include "index/vector/hnsw_mapped.h"
 
@@ -277,18 +278,18 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   bool committed = false;
   uint64_t pos = sb.checkpoint;
   const size_t head_size = format::kPageHeaderSize + format::kSectionHeaderSize;
-  // A checkpoint page read whole into `page`: its checksum, then its section
-  // (SplitSection's errors); *body points into `page`.
-  std::string page;
-  auto read_whole = [&](uint64_t at, uint64_t padded, const format::PageHeader& h,
+  // A checkpoint page read whole into *page and verified by the pager (not
+  // kept in its cache), then split (SplitSection's errors); *body points
+  // into (*page)->payload. (The page lies inside the file: scan_from is at
+  // most its size.)
+  auto read_whole = [&](uint64_t at, const format::PageHeader& h, PageRef* page,
                         std::string_view* body) -> Status {
     const int64_t page_no = static_cast<int64_t>(h.page_no);
-    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(at, padded, &page));
-    if (page.size() != padded) return damaged(at, "a page runs past the checkpoint's end");
-    if (!format::ChecksumOf(page).Matches()) return bad_checksum(page_no);
+    if (Status s = pager_.ReadPage(at, page, false); !s.ok()) {
+      return s.code() == kCorruptChecksum ? bad_checksum(page_no) : s;
+    }
     format::CheckpointSection kind;
-    return format::SplitSection(std::string_view(page).substr(format::kPageHeaderSize, h.length),
-                                page_no, &kind, body);
+    return format::SplitSection((*page)->payload, page_no, &kind, body);
   };
   std::string head;
   while (pos < sb.scan_from) {
@@ -300,12 +301,10 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     if (pos + padded > sb.scan_from) return damaged(pos, "a page runs past the checkpoint's end");
     const int64_t page_no = static_cast<int64_t>(h.page_no);
     if (h.type == static_cast<uint8_t>(PageType::kCommit)) {
-      std::string bytes, payload;
-      AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, padded, &bytes));
-      format::PageHeader ch;
-      AGENTMEM_RETURN_IF_ERROR(format::DecodePage(bytes, pos, header_.salt, &ch, &payload));
+      PageRef commit;
+      AGENTMEM_RETURN_IF_ERROR(pager_.ReadPage(pos, &commit, false));
       format::CommitRecord c;
-      AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(payload, page_no, &c));
+      AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(commit->payload, page_no, &c));
       if (c.commit_seq != sb.commit_seq || c.txn_start != sb.checkpoint || c.page_count != pages ||
           pos + padded != sb.scan_from || !have_state || c.next_episode_id != state.next_episode_id ||
           c.next_fact_id != state.next_fact_id || c.next_block_version != state.next_block_version) {
@@ -324,7 +323,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     if (kind_word == static_cast<uint32_t>(format::CheckpointSection::kState)) {
       // Read whole (it is decoded into memory anyway), then imported on another thread.
       std::string_view body;
-      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, padded, h, &body));
+      PageRef page;  // (the decoded state holds copies)
+      AGENTMEM_RETURN_IF_ERROR(read_whole(pos, h, &page, &body));
       if (have_state) return damaged(pos, "a section repeats");
       AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, page_no, &state));
       have_state = true;
@@ -401,7 +401,8 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       // is a bad checksum), then SplitSection refuses it ("unknown section",
       // "no section header"). read_whole cannot succeed here.
       std::string_view body;
-      return read_whole(pos, padded, h, &body);
+      PageRef page;
+      return read_whole(pos, h, &page, &body);
     }
     pages++;
     pos += padded;

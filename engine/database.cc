@@ -51,8 +51,6 @@ using format::PageType;
 
 namespace {
 
-constexpr size_t kPageCacheEntries = 512;
-
 uint64_t NewSalt() {
   std::random_device rd;
   uint64_t s = 0;
@@ -153,6 +151,7 @@ Status Database::OpenFile() {
   AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(0, format::kFirstPageOffset, &head));
   if (head.empty()) return Status(kNotADb, "file is not an agentmem database: " + path_ + " is empty");
   AGENTMEM_RETURN_IF_ERROR(format::DecodeFileHeader(head, &header_));
+  pager_.Reset(file_.get(), header_.salt);
   if (head.size() < format::kFirstPageOffset) {
     return AGENTMEM_CORRUPTION(kCorruptHeader, 0, "file is cut short inside its header (%zu bytes)",
                                head.size());
@@ -378,6 +377,7 @@ Status Database::Close() {
                                  sticky_.message() + "); with sync=normal the last commits may not be durable");
   }
   ReleaseWriteLock();
+  pager_.Reset(nullptr, 0);
   file_.reset();
   embedder_.reset();  // the application's destroy callback runs here
   return s;
@@ -1326,27 +1326,10 @@ Status Database::ReserveIds(uint64_t episode, uint64_t fact, uint64_t block_vers
 
 Status Database::ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                                  std::vector<std::string_view>* records) {
-  auto it = page_cache_.find(offset);
-  if (it != page_cache_.end()) {
-    *payload = it->second.payload;
-    *records = it->second.records;
-    return Status::OK();
-  }
-  std::string head;
-  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(offset, format::kPageHeaderSize, &head));
-  format::PageHeader h;
-  AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, offset, header_.salt, &h));
-  std::string whole;
-  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(offset, format::PaddedPageSize(h.length), &whole));
-  auto body = std::make_shared<std::string>();
-  AGENTMEM_RETURN_IF_ERROR(format::DecodePage(whole, offset, header_.salt, &h, body.get()));
-  std::vector<std::string_view> recs;
-  AGENTMEM_RETURN_IF_ERROR(format::SplitRecords(*body, h.record_count,
-                                                static_cast<int64_t>(h.page_no), &recs));
-  if (page_cache_.size() >= kPageCacheEntries) page_cache_.clear();
-  page_cache_[offset] = CachedPage{body, recs};
-  *payload = std::move(body);
-  *records = std::move(recs);
+  PageRef page;
+  AGENTMEM_RETURN_IF_ERROR(pager_.ReadPage(offset, &page));
+  *records = page->records;
+  *payload = std::shared_ptr<const std::string>(page, &page->payload);
   return Status::OK();
 }
 

@@ -24,6 +24,7 @@
 #include "engine/options.h"
 #include "engine/recall.h"
 #include "engine/scan.h"
+#include "engine/storage/pager.h"
 #include "format/checkpoint.h"
 #include "format/file_header.h"
 #include "format/records.h"
@@ -275,6 +276,8 @@ class Database {
   index::TokenizerOptions RecordedTokenizer() const;
   const Options& options() const { return opts_; }
   const std::string& path() const { return path_; }
+  // The page cache of this handle (its budget and counters).
+  Pager& pager() { return pager_; }
 
  private:
   friend class Salvage;  // recover.cc: writes what it salvages through the commit path
@@ -485,12 +488,8 @@ class Database {
   // open, with the version each replaced: (index into pending_facts_, record).
   std::vector<std::pair<size_t, format::FactRecord>> replaced_facts_;
 
-  // Decoded record pages, by offset (a small cache; cleared when full).
-  struct CachedPage {
-    std::shared_ptr<const std::string> payload;
-    std::vector<std::string_view> records;
-  };
-  std::unordered_map<uint64_t, CachedPage> page_cache_;
+  // Reads and verifies pages, and caches the decoded ones (bounded by bytes).
+  Pager pager_;
   bool closed_ = false;
   bool poisoned_ = false;  // Poison()
   bool opened_ = false;  // Open() succeeded: only then may Close() write

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "engine/database.h"
+#include "engine/storage/pager.h"
 #include "engine/validate.h"
 #include "format/page.h"
 
@@ -419,7 +420,7 @@ bool Database::FileReplaced() const {
 Status Database::Reload() {
   ReleaseWriteLock();
   retention_due_ = INT64_MIN;
-  page_cache_.clear();
+  pager_.Reset(nullptr, 0);
   fact_index_.reset();
   recall_.reset();
   recall_bm25_owner_.reset();
@@ -682,7 +683,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
         if (h.flags & format::kPageFlagZstd) {
           format::PageHeader full;
           std::string payload;
-          if (format::DecodePage(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
+          if (Pager::Verify(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
         }
         pos += padded;
       }

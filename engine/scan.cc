@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "engine/storage/pager.h"
 #include "format/coding.h"
 
 namespace agentmem::engine {
@@ -52,7 +53,8 @@ class Window {
   std::string buf_;
 };
 
-// Reads and validates the page at pos. A non-OK status means "bad page here".
+// Reads the page at pos through the window and verifies it (Pager::Verify).
+// A non-OK status means "bad page here".
 // A checkpoint page can be hundreds of megabytes, and a scan has no use for
 // its payload (only an open from the superblock that points at it does): its
 // checksum is checked a window at a time and the payload is left empty.
@@ -90,7 +92,7 @@ Status ReadPage(Window* w, uint64_t pos, uint64_t salt, DecodedPage* out) {
   if (h.type == static_cast<uint8_t>(PageType::kCheckpoint)) return CheckCheckpointPage(w, pos, h, out);
   std::string_view whole;
   AGENTMEM_RETURN_IF_ERROR(w->View(pos, format::PaddedPageSize(h.length), &whole));
-  return format::DecodePage(whole, pos, salt, &out->header, &out->payload);
+  return Pager::Verify(whole, pos, salt, &out->header, &out->payload);
 }
 
 bool IsIoError(const Status& s) { return s.primary() == kIoErr; }
@@ -236,7 +238,7 @@ Status PageReader::Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload)
   std::string whole;
   AGENTMEM_RETURN_IF_ERROR(
       impl_->file->ReadAt(pos, format::PaddedPageSize(out->header.length), &whole));
-  return format::DecodePage(whole, pos, impl_->salt, &out->header, &out->payload);
+  return Pager::Verify(whole, pos, impl_->salt, &out->header, &out->payload);
 }
 
 Status PageReader::Plausible(uint64_t pos, bool* plausible) {
