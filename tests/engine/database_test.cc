@@ -940,3 +940,86 @@ TEST_CASE("episode id 0, an id beyond the last and a forgotten one are not found
     CHECK(s.message() == "no episode with id " + std::to_string(missing));
   }
 }
+
+namespace {
+
+// What one handle sees of user u: episodes, blocks, facts and recall.
+struct Seen {
+  std::vector<EpisodeRecord> episodes;
+  std::vector<agentmem::format::BlockRecord> blocks;
+  std::vector<FactRecord> facts;
+  std::vector<std::pair<uint64_t, double>> hits;
+  bool operator==(const Seen&) const = default;
+};
+
+Seen SeenBy(Database* db) {
+  Seen s;
+  std::vector<uint64_t> ids;
+  REQUIRE(db->ListEpisodeIds("u", nullptr, &ids).ok());
+  for (uint64_t id : ids) {
+    s.episodes.emplace_back();
+    REQUIRE(db->GetEpisode(id, &s.episodes.back()).ok());
+  }
+  REQUIRE(db->ListBlocks("u", &s.blocks).ok());
+  REQUIRE(db->ListFacts("u", nullptr, nullptr, &s.facts).ok());
+  for (const char* text : {"apples in the orchard", "the red car", "tea"}) {
+    agentmem::engine::RecallQuery q;
+    q.user_id = "u";
+    q.text = text;
+    std::vector<agentmem::engine::RecallHit> hits;
+    REQUIRE(db->Recall(q, &hits, nullptr).ok());
+    for (const auto& h : hits) s.hits.emplace_back(h.id, h.score);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a writer's own commits leave it seeing what a fresh open of the file sees") {
+  auto env = agentmem::engine::NewMemEnv();
+  auto writer = OpenMem(env.get());
+  const char* texts[] = {"we picked apples in the orchard", "the red car would not start",
+                         "tea with lemon in the morning", "the orchard needs rain",
+                         "a new car, also red", "green tea after lunch"};
+  std::vector<uint64_t> ids;
+  REQUIRE(writer->Begin().ok());  // four in one transaction, then one each
+  for (int i = 0; i < 6; i++) {
+    EpisodeRecord r = Ep("u", texts[i]);
+    r.session_id = i % 2 ? "b" : "a";
+    uint64_t id = 0;
+    REQUIRE(writer->Remember(r, &id).ok());
+    ids.push_back(id);
+    if (i == 3) REQUIRE(writer->Commit().ok());
+  }
+  REQUIRE(writer->Begin().ok());
+  agentmem::format::BlockRecord b;
+  b.user_id = "u";
+  b.name = "persona";
+  b.value = "likes tea";
+  REQUIRE(writer->SetBlock(b).ok());
+  FactRecord f;
+  f.user_id = "u";
+  f.subject = "u";
+  f.predicate = "drives";
+  f.object = "red car";
+  uint64_t fact = 0;
+  REQUIRE(writer->AssertFact(f, &fact).ok());
+  REQUIRE(writer->Commit().ok());
+  f.object = "blue car";
+  REQUIRE(writer->AssertFact(f, nullptr, fact).ok());
+  agentmem::format::ForgetRecord forget;
+  forget.kind = agentmem::format::ForgetKind::kEpisode;
+  forget.user_id = "u";
+  forget.id = ids[2];
+  agentmem::engine::ForgetReceipt receipt;
+  REQUIRE(writer->Forget(forget, &receipt).ok());
+  auto reader = OpenMem(env.get());
+  Seen mine = SeenBy(writer.get()), fresh = SeenBy(reader.get());
+  CHECK(mine.episodes.size() == 5);
+  CHECK(mine.facts.size() >= 1);
+  CHECK_FALSE(mine.hits.empty());
+  CHECK(mine == fresh);
+  std::vector<std::string> problems;
+  REQUIRE(reader->Check(&problems).ok());
+  CHECK(problems.empty());
+}
