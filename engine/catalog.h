@@ -14,15 +14,10 @@
 #include <vector>
 
 #include "engine/id_table.h"
+#include "engine/storage/pager.h"
 #include "format/records.h"
 
 namespace agentmem::engine {
-
-// Where a record lives: the page's offset and the record's index in it.
-struct RecordLoc {
-  uint64_t page_offset = 0;
-  uint32_t slot = 0;
-};
 
 struct EpisodeEntry {
   RecordLoc loc;

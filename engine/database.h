@@ -23,7 +23,7 @@
 #include "engine/fact_index.h"
 #include "engine/options.h"
 #include "engine/recall.h"
-#include "engine/scan.h"
+#include "engine/storage/scan.h"
 #include "engine/storage/pager.h"
 #include "format/checkpoint.h"
 #include "format/file_header.h"
@@ -259,7 +259,7 @@ class Database {
   void Poison() noexcept;
   bool poisoned() const { return poisoned_; }
   // A write or sync failed: the handle refuses further writes until reopened.
-  bool write_failed() const { return !sticky_.ok(); }
+  bool write_failed() const { return !sticky().ok(); }
 
   // Registers the application's embedding model for this handle (replacing
   // one registered before; null removes it). `space` must be the file's
@@ -277,7 +277,7 @@ class Database {
   const Options& options() const { return opts_; }
   const std::string& path() const { return path_; }
   // The page cache of this handle (its budget and counters).
-  Pager& pager() { return pager_; }
+  Pager& pager() { return log_->pager(); }
 
  private:
   friend class Salvage;  // recover.cc: writes what it salvages through the commit path
@@ -325,6 +325,8 @@ class Database {
     format::CommitRecord commit;
   };
   Status EncodePending(std::string* buf, Layout* layout);
+  // The text records (BM25 documents) the pending transaction writes.
+  Status PendingTexts(std::vector<format::TextRecord>* texts);
   // The pending records, moved into the transaction `layout` placed them in.
   DecodedTxn TakePending(Layout& layout, uint64_t end);
   // Applies this handle's own transaction of `pages` pages (the commit page
@@ -334,16 +336,18 @@ class Database {
   // write needs its mark in PendingMarks and its cut in RollbackTo
   // (savepoint.cc).
   void ClearPending();
+  // The handle's sticky error: the log's (a failed write or sync), or why a
+  // reopen after a VACUUM failed.
+  const Status& sticky() const;
+  void SetSticky(Status s);
+  bool write_locked() const { return log_ && log_->write_locked(); }
+  Env* env() const { return opts_.env ? opts_.env : Env::Posix(); }
   Status ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                          std::vector<std::string_view>* records);
   Status ReadRecord(const RecordLoc& loc, std::string_view* record, int64_t* page_no,
                     std::shared_ptr<const std::string>* keep);
   Status ReadBlock(const RecordLoc& loc, format::BlockRecord* out);
   Status ReadFact(const RecordLoc& loc, format::FactRecord* out);
-  Status Sync();
-  // Writes the next superblock; with `checkpoint` (the first page of a
-  // checkpoint transaction that ends at end_), points it there.
-  Status WriteSuperblock(uint64_t checkpoint = 0);
   // ---- checkpoints (checkpoint.cc)
   // Folds the snapshot into a checkpoint transaction, syncs it and points a
   // new superblock at it. REQUIRES: write lock, no pending writes.
@@ -408,20 +412,20 @@ class Database {
   Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
   Status WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes);
-  // Whether the file at path_ is no longer the one this handle has open (a
-  // VACUUM replaced it); Reload() then reopens it and starts from its state.
-  bool FileReplaced() const;
+  // The file at path_ is no longer the one this handle has open (a VACUUM
+  // replaced it): reopens it and starts from its state.
   Status Reload();
   Status TryLockNoWait(bool* locked, bool refresh = true);
   Status RemoveVacuumLeftover();
 
   std::string path_;
   Options opts_;
-  Env* env_ = nullptr;
-  std::unique_ptr<File> file_;
-  format::FileHeader header_;
-  format::Superblock superblock_;  // the newest valid one, as of open or this handle's last write
-  Status write_refused_;           // set when the file's write_version is too new
+  // The file: its log of transactions, the snapshot's place in it, the
+  // write lock and the page cache.
+  std::unique_ptr<Log> log_;
+  size_t pager_budget_ = Pager::kDefaultBudget;  // kept across a Reload
+  Status broken_;         // a reopen after a VACUUM failed (the handle is poisoned)
+  Status write_refused_;  // set when the file's write_version is too new
   VectorSpace space_;
   Catalog catalog_;
   // The checkpoint's bm25 images, which recall_ reads where they lie (declared
@@ -429,26 +433,15 @@ class Database {
   std::shared_ptr<MappedBytes> recall_bm25_owner_;
   std::unique_ptr<RecallIndex> recall_;  // created once the vector space is known
 
-  // Snapshot position.
-  uint64_t end_ = format::kFirstPageOffset;  // just past the last applied commit
-  uint64_t seq_ = 0;                         // its commit_seq
+  // The next ids as of the snapshot.
   uint64_t next_episode_id_ = 1;
   uint64_t next_fact_id_ = 1;
   uint64_t next_block_version_ = 1;
-  uint64_t scanned_size_ = 0;  // file size at the last refresh
-  uint64_t torn_bytes_ = 0;
-  uint64_t pages_ = 0;
-  uint64_t checkpoint_end_ = format::kFirstPageOffset;  // just past the newest checkpoint known
-  uint64_t checkpoint_size_ = 0;                        // its bytes
 
   // Writer state.
-  bool write_locked_ = false;
   bool explicit_txn_ = false;
-  uint64_t synced_through_ = 0;  // every byte before this offset is known synced
-  uint64_t syncs_ = 0;
-  Status sticky_;  // set by a failed write or sync; refuses further writes
-  // sticky_ was set by the work after a commit (retention, checkpoint) and
-  // no call has returned it yet: Close returns it then. Mutable because the
+  // The sticky error was set by the work after a commit (retention,
+  // checkpoint) and no call has returned it yet: Close returns it then. Mutable because the
   // const CheckWritable is what returns it.
   mutable bool sticky_unreported_ = false;
   std::vector<format::EpisodeRecord> pending_episodes_;
@@ -463,7 +456,6 @@ class Database {
   ForgetReceipt forget_counts_;  // what the forgets applied by the last commits did
   std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
   Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
-  FileId file_id_;               // the identity of file_ when it was opened
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()

@@ -276,7 +276,7 @@ void Database::NoteRetentionDue(int64_t before, int64_t max_age_s) {
 }
 
 void Database::RetentionAfterCommit() {
-  if (!write_locked_ || explicit_txn_) return;
+  if (!write_locked() || explicit_txn_) return;
   int64_t max_age_s = 0;
   bool keep_cited = false;
   Retention(&max_age_s, &keep_cited);
@@ -410,41 +410,31 @@ Status Database::QueryFacts(const FactQuery& q, std::vector<FactRecord>* out) {
 
 // ------------------------------------------------------------------ vacuum
 
-bool Database::FileReplaced() const {
-  if (!file_id_.known()) return false;
-  FileId now = env_->Identify(path_);
-  // A path that is gone (deleted under us) leaves the open file as it is.
-  return now.known() && !(now == file_id_);
-}
-
 Status Database::Reload() {
   ReleaseWriteLock();
   retention_due_ = INT64_MIN;
-  pager_.Reset(nullptr, 0);
   fact_index_.reset();
   recall_.reset();
   recall_bm25_owner_.reset();
   catalog_ = Catalog();
-  file_.reset();
-  header_ = format::FileHeader();
-  superblock_ = format::Superblock();
+  // A failed write or sync stays the handle's error in the new file too.
+  const Status sticky_before = sticky();
+  if (log_) pager_budget_ = log_->pager().budget();
+  log_.reset();
   write_refused_ = Status::OK();
-  end_ = format::kFirstPageOffset;
-  seq_ = 0;
   next_episode_id_ = next_fact_id_ = next_block_version_ = 1;
-  scanned_size_ = torn_bytes_ = pages_ = 0;
-  checkpoint_end_ = format::kFirstPageOffset;
-  checkpoint_size_ = 0;
-  synced_through_ = 0;
   const bool create = opts_.create;
   opts_.create = false;  // the file must be there: never make an empty one here
   Status s = OpenFile();
   opts_.create = create;
   if (!s.ok()) {
     // Nothing sound is left to read: the handle fails every call from here.
-    sticky_ = s;
+    log_.reset();
+    broken_ = s;
     poisoned_ = true;
+    return s;
   }
+  if (!sticky_before.ok()) SetSticky(sticky_before);
   return s;
 }
 
@@ -542,7 +532,7 @@ class NeedleScan {
 // vector is stored once in the log, as in the file it replaces, and the copy
 // is no larger than that file when nothing is dropped.
 Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
-  if (env_->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env_->Delete(tmp));  // left by a crash
+  if (env()->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env()->Delete(tmp));  // left by a crash
   Options o = opts_;
   o.create = true;
   o.read_only = false;
@@ -633,16 +623,15 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, ui
     }));
   }
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-  AGENTMEM_RETURN_IF_ERROR(dst->Sync());
-  dst->synced_through_ = dst->end_;
+  AGENTMEM_RETURN_IF_ERROR(dst->log_->SyncAll());
   // A checkpoint pays once the log is long enough to be slow to scan (the
   // checkpoint_bytes policy); below that, a small file stays small. Never
   // one that would make the copy larger than the file it replaces.
-  if (opts_.checkpoint_bytes != 0 && dst->end_ >= opts_.checkpoint_bytes) {
+  if (opts_.checkpoint_bytes != 0 && dst->log_->end() >= opts_.checkpoint_bytes) {
     AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint(size_before));
   }
-  AGENTMEM_RETURN_IF_ERROR(dst->WriteSuperblock());
-  *bytes = dst->end_;
+  AGENTMEM_RETURN_IF_ERROR(dst->log_->WriteSuperblock());
+  *bytes = dst->log_->end();
   dst->ReleaseWriteLock();
   return dst->Close();
 }
@@ -658,7 +647,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   ForgetReceipt r;
   r.vacuumed = true;
   Status s = ApplyRetention();  // expired episodes are not copied
-  if (s.ok()) s = file_->Size(&r.bytes_before);
+  if (s.ok()) s = log_->file()->Size(&r.bytes_before);
   const std::string tmp = path_ + "-vacuum";
   if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, &r.bytes_after);
   if (s.ok() && !needles.empty()) {
@@ -667,7 +656,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
     r.needles = needles.size();
     NeedleScan scan(needles);
     std::unique_ptr<File> f;
-    s = env_->Open(tmp, OpenMode{true}, &f);
+    s = env()->Open(tmp, OpenMode{true}, &f);
     std::string bytes;
     if (s.ok()) s = f->ReadAt(0, r.bytes_after, &bytes);
     format::FileHeader fh;
@@ -690,9 +679,9 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
     }
     r.residue = scan.found();
   }
-  if (s.ok()) s = env_->Rename(tmp, path_);
+  if (s.ok()) s = env()->Rename(tmp, path_);
   if (!s.ok()) {
-    env_->Delete(tmp).IgnoreError();
+    env()->Delete(tmp).IgnoreError();
     ReleaseWriteLock();
     return s;
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/storage/log.h"
 #include "format/status.h"
 #include "index/text/tokenizer.h"
 
@@ -13,7 +14,6 @@ namespace agentmem::engine {
 
 class Env;
 
-enum class SyncMode { kFull, kNormal, kOff };
 
 // The vector space of a file: recorded at creation, checked on every write.
 // The defaults are what a file that records none has; a new file opened

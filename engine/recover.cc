@@ -42,7 +42,7 @@
 
 #include "engine/database.h"
 #include "engine/json_writer.h"
-#include "engine/scan.h"
+#include "engine/storage/scan.h"
 #include "format/checkpoint.h"
 #include "format/coding.h"
 #include "format/page.h"
@@ -620,12 +620,11 @@ class Salvage {
     d->pending_meta_.entries.emplace_back("recover.last_at", std::to_string(d->Now()));
     AGENTMEM_RETURN_IF_ERROR(d->Commit());
     AGENTMEM_RETURN_IF_ERROR(d->AcquireWriteLock());
-    AGENTMEM_RETURN_IF_ERROR(d->Sync());
-    d->synced_through_ = d->end_;
-    if (opts_.checkpoint_bytes != 0 && d->end_ >= opts_.checkpoint_bytes) {
+    AGENTMEM_RETURN_IF_ERROR(d->log_->SyncAll());
+    if (opts_.checkpoint_bytes != 0 && d->log_->end() >= opts_.checkpoint_bytes) {
       AGENTMEM_RETURN_IF_ERROR(d->WriteCheckpoint());
     }
-    AGENTMEM_RETURN_IF_ERROR(d->WriteSuperblock());
+    AGENTMEM_RETURN_IF_ERROR(d->log_->WriteSuperblock());
     d->ReleaseWriteLock();
     Status s = d->Close();
     dst_.reset();

@@ -86,13 +86,13 @@ Status Database::Reindex(ReindexReceipt* receipt) {
   }
   recall_bm25_owner_.reset();  // the old index's images are no longer read
   old.reset();
-  const uint64_t end = end_;
+  const uint64_t end = log_->end();
   s = WriteCheckpoint();
-  if (s.ok() && end_ == end) {
+  if (s.ok() && log_->end() == end) {
     s = Status(kTooBig, "REINDEX: the indexes are larger than one checkpoint page holds in format "
                         "v1; they are rebuilt in memory but not committed");
   }
-  r.checkpoint_offset = end_ == end ? 0 : end;
+  r.checkpoint_offset = log_->end() == end ? 0 : end;
   ReleaseWriteLock();
   if (s.ok() && receipt) *receipt = r;
   return s;

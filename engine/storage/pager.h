@@ -42,6 +42,12 @@
 
 namespace agentmem::engine {
 
+// Where a record lives: the page's offset and the record's index in it.
+struct RecordLoc {
+  uint64_t page_offset = 0;
+  uint32_t slot = 0;
+};
+
 // One verified page: its header, its payload (decompressed) and, for a record
 // page, its records (views into payload). Immutable once made.
 struct Page {

@@ -18,7 +18,7 @@
 
 #include "engine/database.h"
 #include "engine/env/env.h"
-#include "engine/scan.h"
+#include "engine/storage/scan.h"
 #include "format/file_header.h"
 #include "format/page.h"
 #include "format/records.h"

@@ -10,7 +10,7 @@
 //      synced when the transaction was written. So a bad page before the
 //      durable_through of a later valid commit -- or of the newest superblock,
 //      which a clean close writes -- is damage, not a torn write.
-#include "engine/scan.h"
+#include "engine/storage/scan.h"
 
 #include <algorithm>
 

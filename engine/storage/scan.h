@@ -1,4 +1,4 @@
-// engine/scan.h -- the forward scan over committed transactions: recovery on
+// engine/storage/scan.h -- the forward scan over committed transactions: recovery on
 // open, and the refresh that brings a handle's snapshot up to date with
 // commits made by other handles (docs/format.md §6, docs/architecture.md).
 #pragma once

@@ -1,0 +1,49 @@
+// engine/storage/checkpoint_reader.h -- reads and verifies the checkpoint a
+// superblock points at (docs/format.md §5.8): its state, bm25 and graph
+// sections and the commit page that ends them.
+//
+// The pages are read in file order, each once: the state section whole (it
+// is decoded into memory anyway) and handed to the caller's import on another
+// thread, while the bm25 and graph pages are read into private memory
+// (File::ReadPrivate) in pieces that are checksummed as they arrive -- and
+// for the graph, whose level-0 records are checked from the same pieces
+// (index::MappedRecordCheck) -- so that an open costs about one pass over the
+// checkpoint's bytes. Every error names the page.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "engine/env/env.h"
+#include "engine/storage/pager.h"
+#include "format/checkpoint.h"
+#include "format/file_header.h"
+
+namespace agentmem::engine {
+
+// The bm25 and graph sections, verified, in memory that stays valid while
+// the shared_ptrs are held.
+struct CheckpointSections {
+  std::shared_ptr<MappedBytes> bm25;  // the bm25 page, whole
+  std::string_view bm25_body;         // its section body
+  int64_t bm25_page = 0;
+  std::shared_ptr<MappedBytes> graph;  // the graph page, whole, with spare room after it
+  size_t graph_at = 0;                 // where the image starts in *graph
+  size_t graph_size = 0;               // the image's size (0: the file has no graph)
+  int64_t graph_page = 0;
+  bool graph_checked = false;  // its level-0 records went through MappedRecordCheck
+};
+
+// Reads the checkpoint `sb` points at. `state` receives the state section,
+// and import(*state) runs on another thread while the other pages are read;
+// it has returned when ReadCheckpoint returns, and its error is returned.
+// Errors: kCorrupt* naming the page (a bad checksum, a missing, repeated or
+// unknown section, a commit that does not match), kIoErr*, or import's.
+Status ReadCheckpoint(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
+                      format::CheckpointState* state,
+                      const std::function<Status(const format::CheckpointState&)>& import,
+                      CheckpointSections* out);
+
+}  // namespace agentmem::engine
