@@ -1,5 +1,5 @@
 // format/codes.h -- result codes, shared by every layer. include/agentmem.h
-// repeats these values as AGENTMEM_* macros for C callers; engine/capi.cc has a
+// repeats these values as AGENTMEM_* macros for C callers; engine/capi/capi.cc has a
 // static_assert per code that keeps the two lists identical.
 //
 // Shape follows SQLite: a primary code in the low 8 bits, extended codes are

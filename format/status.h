@@ -5,7 +5,7 @@
 // a message, and, for corruption, the number of the page where the problem was
 // detected. Codes are plain ints so that format/ does not depend on the public
 // header; the values are defined once, in codes.h, and agentmem.h repeats them
-// (a static_assert in engine/capi.cc keeps the two lists equal).
+// (a static_assert in engine/capi/capi.cc keeps the two lists equal).
 #pragma once
 
 #include <cstdint>

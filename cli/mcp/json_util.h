@@ -1,12 +1,12 @@
 // cli/mcp/json_util.h -- small helpers over the engine's JSON token reader and
-// writer (engine/json_reader.h, engine/json_writer.h) used by the MCP server.
+// writer (engine/json/json_reader.h, engine/json/json_writer.h) used by the MCP server.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "engine/json_reader.h"
-#include "engine/json_writer.h"
+#include "engine/json/json_reader.h"
+#include "engine/json/json_writer.h"
 
 namespace agentmem::mcp {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/memory.h"
-#include "engine/recall.h"
+#include "engine/memory/memory.h"
+#include "engine/memory/recall.h"
 #include "engine/sql/vtab.h"
 
 namespace agentmem::engine::sql {

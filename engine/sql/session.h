@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/status.h"
 
 struct sqlite3;

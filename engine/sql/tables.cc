@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/json_reader.h"
+#include "engine/json/json_reader.h"
 #include "engine/sql/vtab.h"
 
 namespace agentmem::engine::sql {

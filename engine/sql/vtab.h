@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/sql/session.h"
 #include "format/status.h"
 

@@ -6,7 +6,7 @@
 // §4). Pager::ReadPage is the one function that reads a page from the file
 // by itself: it reads the header, then the whole page, verifies it, splits a
 // record page into its records, and keeps the result in an LRU cache. The
-// log scan (engine/scan.cc) reads through its own window for sequential
+// log scan (engine/storage/scan.cc) reads through its own window for sequential
 // reads and verifies each page with Pager::Verify.
 //
 // Caveats:

@@ -1,4 +1,4 @@
-// engine/scan.cc -- the recovery scan. Long and linear on purpose.
+// engine/storage/scan.cc -- the recovery scan. Long and linear on purpose.
 //
 // Invariants it relies on (docs/architecture.md, "commit protocol"):
 //  (1) Pages are only appended; a transaction's pages are contiguous and end

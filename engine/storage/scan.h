@@ -57,7 +57,7 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
                ScanResult* result);
 
 // Reads and validates single pages at any 16-byte aligned offset, through the
-// scan's read window (salvage: engine/recover.cc walks a damaged file page by
+// scan's read window (salvage: engine/memory/recover.cc walks a damaged file page by
 // page and looks for the next valid page after damage).
 class PageReader {
  public:

@@ -52,7 +52,7 @@ struct TokenizerOptions {
   bool query_stop_words = false;  // queries drop the longer query stop list
   // Not the tokenizer's own: how many earlier episodes of the same session
   // (the conversation turns before) each episode's BM25 document also holds
-  // (engine/recall.h). Recorded with the tokenizer, as it shapes the index.
+  // (engine/memory/recall.h). Recorded with the tokenizer, as it shapes the index.
   uint32_t context = 0;
   // With context: the episode's own tokens count this many times in its
   // document, each context token once (1..8).

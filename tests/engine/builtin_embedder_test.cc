@@ -1,5 +1,5 @@
 // tests/engine/builtin_embedder_test.cc -- which built-in embedder a file uses
-// (engine/options.h NewFileSpace, index/text/builtin_embedder.h): new files
+// (engine/memory/options.h NewFileSpace, index/text/builtin_embedder.h): new files
 // get agentmem-glove-v2 when the library links its table, files made with
 // agentmem-glove-v1 or agentmem-hash-v1 keep it, the vector space options name
 // parts of it, and a file whose built-in embedder this library lacks says so.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/options.h"
+#include "engine/memory/options.h"
 #include "index/text/builtin_embedder.h"
 #include "index/text/glove_embedder.h"
 #include "index/text/hash_embedder.h"

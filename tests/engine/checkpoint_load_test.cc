@@ -1,5 +1,5 @@
 // tests/engine/checkpoint_load_test.cc -- loading a checkpoint on open
-// (engine/checkpoint.cc, LoadCheckpoint and ImportCheckpointState) when its
+// (engine/memory/checkpoint.cc, LoadCheckpoint and ImportCheckpointState) when its
 // pages are well formed -- every checksum valid -- but what they say does not
 // hold together: the checkpoint transaction is rebuilt from a real one with
 // one thing changed, and the open must fail with AGENTMEM_CORRUPT_* naming
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "format/checkpoint.h"
 #include "format/coding.h"

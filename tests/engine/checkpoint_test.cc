@@ -1,4 +1,4 @@
-// tests/engine/checkpoint_test.cc -- checkpoints (engine/checkpoint.cc): an
+// tests/engine/checkpoint_test.cc -- checkpoints (engine/memory/checkpoint.cc): an
 // open from a checkpoint sees exactly what a full scan sees, recall included;
 // commits after a checkpoint, a later checkpoint and a crash at any point of
 // writing one lose nothing; a damaged checkpoint is reported, naming the page.
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/fault_env.h"

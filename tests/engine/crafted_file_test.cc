@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/memory.h"
+#include "engine/memory/memory.h"
 #include "tests/util/crafted.h"
 #include "tests/util/peak_memory.h"
 

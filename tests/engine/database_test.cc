@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/page.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/temp_dir.h"

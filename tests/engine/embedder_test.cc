@@ -1,5 +1,5 @@
 // tests/engine/embedder_test.cc -- the application's embedder
-// (agentmem_create_embedder; engine/embedder.h, engine/capi_embedder.cc):
+// (agentmem_create_embedder; engine/memory/embedder.h, engine/capi/capi_embedder.cc):
 // which calls use it, batching, the vector-space check, failures that write
 // nothing, and when destroy runs.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// tests/engine/id_table_test.cc -- engine/id_table.h: entries by episode id,
+// tests/engine/id_table_test.cc -- engine/memory/id_table.h: entries by episode id,
 // in memory that follows their number, whatever the ids.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/id_table.h"
+#include "engine/memory/id_table.h"
 #include "tests/util/seed.h"
 
 namespace agentmem::engine {

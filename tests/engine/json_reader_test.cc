@@ -2,7 +2,7 @@
 // nlohmann::json's trees answered before it (parse, operator==, JSON pointer
 // lookup), which this test uses as the reference; and the recall metadata
 // filter built on it.
-#include "engine/json_reader.h"
+#include "engine/json/json_reader.h"
 
 #include <agentmem.h>
 #include <doctest/doctest.h>

@@ -2,7 +2,7 @@
 // compact dump() writes for the same values (the export format was written
 // by dump() before; exports must keep re-exporting byte for byte). nlohmann is
 // the reference here, in the test only.
-#include "engine/json_writer.h"
+#include "engine/json/json_writer.h"
 
 #include <doctest/doctest.h>
 
@@ -42,7 +42,7 @@ std::string Written(double d) {
   return out;
 }
 
-// A confidence as engine/memory.cc turns a float into a double: the shortest
+// A confidence as engine/memory/memory.cc turns a float into a double: the shortest
 // %g that reads back as the same float.
 double ConfidenceNumber(float f) {
   char buf[32];

@@ -1,4 +1,4 @@
-// tests/engine/lifecycle_test.cc -- memory lifecycle (engine/lifecycle.cc):
+// tests/engine/lifecycle_test.cc -- memory lifecycle (engine/memory/lifecycle.cc):
 // facts on two time axes with single-valued predicates, forgetting
 // (visible at once to every handle, kept across reopen and checkpoints),
 // VACUUM and PURGE (the file shrinks, nothing of the forgotten data remains,
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/open_helpers.h"

@@ -3,8 +3,8 @@
 // edited block and fact come back as new versions with the old ones kept, an
 // unchanged round trip writes nothing, malformed lines are refused with their
 // line number and nothing written; and the layout's escapes and times
-// (engine/markdown_text.h) read back what they write.
-#include "engine/markdown.h"
+// (engine/memory/markdown_text.h) read back what they write.
+#include "engine/memory/markdown.h"
 
 #include <agentmem.h>
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/markdown_text.h"
+#include "engine/memory/markdown_text.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/memory.h"
+#include "engine/memory/memory.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/seed.h"
@@ -393,7 +393,7 @@ TEST_CASE("an import refuses integers out of range and fields of the wrong type,
   agentmem_close(db);
 }
 
-// What the export and the profile were written with before engine/json_writer.h:
+// What the export and the profile were written with before engine/json/json_writer.h:
 // nlohmann::ordered_json dumped compact. Parsing a line into an ordered_json
 // and dumping it gives those bytes for the same values, keys and number kinds.
 std::string NlohmannDump(const std::string& line) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "engine/storage/pager.h"
 #include "format/file_header.h"

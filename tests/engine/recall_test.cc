@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/recall.h"
+#include "engine/memory/recall.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"

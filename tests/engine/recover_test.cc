@@ -1,4 +1,4 @@
-// tests/engine/recover_test.cc -- salvage of damaged files (engine/recover.cc,
+// tests/engine/recover_test.cc -- salvage of damaged files (engine/memory/recover.cc,
 // docs/recovery.md): what survives, what the report names, and that the
 // source is never written.
 #include <doctest/doctest.h>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "agentmem.h"
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/recover.h"
+#include "engine/memory/recover.h"
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/oracle.h"

@@ -1,4 +1,4 @@
-// tests/engine/recovery_test.cc -- recovery on open (engine/scan.cc) and the
+// tests/engine/recovery_test.cc -- recovery on open (engine/storage/scan.cc) and the
 // durability contract of RELIABILITY.md: reopen returns what was committed; a
 // torn tail is ignored and cut by the next writer; damage before the last
 // commit is AGENTMEM_CORRUPT naming the page (R5, small); a power loss at
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "format/file_header.h"
 #include "format/page.h"

@@ -1,4 +1,4 @@
-// tests/engine/reindex_test.cc -- REINDEX (engine/reindex.cc): both indexes
+// tests/engine/reindex_test.cc -- REINDEX (engine/memory/reindex.cc): both indexes
 // built again from the records and committed in a checkpoint.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "format/coding.h"
 #include "format/file_header.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "tests/util/seed.h"
 
 using agentmem::Status;

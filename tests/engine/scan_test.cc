@@ -1,7 +1,7 @@
-// tests/engine/scan_test.cc -- the recovery scan (engine/scan.cc) driven
+// tests/engine/scan_test.cc -- the recovery scan (engine/storage/scan.cc) driven
 // directly over logs built page by page with the format encoders; the open
 // of logs whose transactions are well formed but whose records or counters
-// disagree with their commit (engine/database.cc, DecodeScanned and
+// disagree with their commit (engine/memory/database.cc, DecodeScanned and
 // ApplyScanned); and the commit and recovery work of a handle around them:
 // the first writable open, the superblock and checkpoint a close writes,
 // Check(). Each case states the rule of docs/format.md §6 it checks: which
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "engine/storage/scan.h"
 #include "format/file_header.h"

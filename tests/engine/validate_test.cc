@@ -1,5 +1,5 @@
 // tests/engine/validate_test.cc -- the checks on values that come from callers
-// (engine/validate.cc): no NUL byte in a name or a text, metadata JSON nested
+// (engine/memory/validate.cc): no NUL byte in a name or a text, metadata JSON nested
 // at most kMaxJsonDepth deep; through the Database and the C API.
 #include <doctest/doctest.h>
 
@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "engine/database.h"
-#include "engine/validate.h"
+#include "engine/memory/database.h"
+#include "engine/memory/validate.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/temp_dir.h"
 

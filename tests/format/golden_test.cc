@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "format/coding.h"
 #include "format/crc32c.h"

@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_import.cc -- JSONL import (engine/memory.cc, ImportJsonl;
+// tests/fuzz/fuzz_import.cc -- JSONL import (engine/memory/memory.cc, ImportJsonl;
 // docs/export.md) of arbitrary text into a seeded file: episodes of two
 // users, a block with history, a superseded fact, a forgotten episode and a
 // declared predicate, in a MemEnv image made once per process.
@@ -19,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/json_reader.h"
-#include "engine/memory.h"
-#include "engine/options.h"
+#include "engine/json/json_reader.h"
+#include "engine/memory/memory.h"
+#include "engine/memory/options.h"
 #include "tests/fuzz/fuzz.h"
 
 namespace {

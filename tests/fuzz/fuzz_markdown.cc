@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_markdown.cc -- the Markdown memory import (engine/markdown.cc,
+// tests/fuzz/fuzz_markdown.cc -- the Markdown memory import (engine/memory/markdown.cc,
 // ImportMarkdown; docs/markdown.md) of arbitrary text into a seeded file: a
 // user with a block with history, a single-valued predicate's superseded
 // fact, episodes in two sessions, in a MemEnv image made once per process.
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/markdown.h"
-#include "engine/options.h"
+#include "engine/memory/markdown.h"
+#include "engine/memory/options.h"
 #include "tests/fuzz/fuzz.h"
 
 namespace {

@@ -5,7 +5,7 @@
 // error but never crashes; and when a write is then acknowledged, a reopen
 // shows it exactly, together with the episode count read before.
 //
-// The same bytes are salvaged too (engine/recover.h): never a crash, and when
+// The same bytes are salvaged too (engine/memory/recover.h): never a crash, and when
 // the salvage succeeds, the new file opens and checks clean.
 //
 // The seeds (tests/fuzz/corpus/open/) are small real files, so mutations get
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/recover.h"
+#include "engine/memory/recover.h"
 #include "tests/fuzz/fuzz.h"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/util/fault_env.h"

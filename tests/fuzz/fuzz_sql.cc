@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/capi_internal.h"
-#include "engine/database.h"
+#include "engine/capi/capi_internal.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
-#include "engine/options.h"
+#include "engine/memory/options.h"
 #include "engine/sql/session.h"
 #include "tests/fuzz/fuzz.h"
 

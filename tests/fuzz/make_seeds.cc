@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "format/compress.h"
 #include "format/file_header.h"

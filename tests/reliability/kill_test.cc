@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "tests/reliability/spawn.h"
 #include "tests/reliability/workload.h"
 #include "tests/util/oracle.h"

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"

@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "tests/reliability/spawn.h"
 #include "tests/util/temp_dir.h"
 
@@ -281,7 +281,7 @@ int Workload(const std::string& path, long fail_at, bool persist, Outcome* out,
         agentmem_cursor_close(cur);
       }
       // A metadata filter: its JSON (value, pointer, each candidate's
-      // metadata) is read as tokens (engine/json_reader.h).
+      // metadata) is read as tokens (engine/json/json_reader.h).
       agentmem_recall_options ro;
       agentmem_recall_options_init(&ro);
       ro.metadata_key = "/k";
@@ -402,7 +402,7 @@ int SqlWorkload(const std::string& path, long fail_at, bool persist, Outcome* ou
               "('u', 's', 'user', 'meeting moved to Tuesday')")) {
         acked[n_acked++] = texts[1];
       }
-      // An embedding given as JSON text (read as tokens: engine/json_reader.h).
+      // An embedding given as JSON text (read as tokens: engine/json/json_reader.h).
       if (run("INSERT INTO episodes(user_id, session_id, role, text, embedding) VALUES "
               "('u', 's', 'user', 'an episode with its own vector', "
               "'[1, 0.5, -0.25, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2e-3]')")) {

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/env/env.h"
 #include "tests/reliability/ledger.h"
 #include "tests/reliability/workload.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/records.h"
 #include "tests/util/oracle.h"
 

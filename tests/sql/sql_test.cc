@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "engine/sql/vtab.h"
 #include "engine/sql/session.h"
 #include "tests/util/fault_env.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "tests/util/oracle.h"
 
 namespace agentmem::test {

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/database.h"
+#include "engine/memory/database.h"
 #include "format/records.h"
 #include "tests/util/fault_env.h"
 

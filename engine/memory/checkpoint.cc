@@ -1,0 +1,272 @@
+// engine/memory/checkpoint.cc -- checkpoints: the snapshot folded into one
+// transaction so that an open reads it and the commits after it, not the
+// whole log (docs/architecture.md "Checkpoints", docs/format.md §5.8).
+//
+// Writing (under the write lock, nothing pending):
+//   1. the state section (catalog, episode attributes, BM25 terms) and the
+//      graph as a mappable image are appended as checkpoint pages, followed by
+//      a commit page that adds nothing (counters unchanged);
+//   2. fdatasync;
+//   3. the next superblock records checkpoint = the first checkpoint page,
+//      scan_from = the end of its commit, commit_seq = that commit's number;
+//      fdatasync.
+// A crash before 3 leaves the older superblock, which scans the log as before
+// (a scan skips checkpoint pages). The superblock never points at bytes that
+// were not synced first.
+//
+// Loading (open): the checkpoint's pages are checked -- checksums, the commit
+// that ends them (storage/checkpoint_reader.h) -- the state section is
+// decoded into the catalog and the recall index, and the bm25 and graph
+// sections are read once into memory (File::ReadPrivate) and used there
+// (Bm25Index::AttachFrozen, HnswIndex::Map). Then the scan continues at
+// scan_from.
+#include <algorithm>
+#include <type_traits>
+#include <unordered_map>
+
+#include "engine/memory/database.h"
+#include "engine/storage/checkpoint_reader.h"
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::CheckpointState;
+using format::PageType;
+
+// REQUIRES: recall_ (WriteCheckpoint makes it).
+Status Database::BuildCheckpointState(CheckpointState* out) const {
+  CheckpointState st;
+  st.next_episode_id = next_episode_id_;
+  st.next_fact_id = next_fact_id_;
+  st.next_block_version = next_block_version_;
+  st.pages = log_->pages();
+  st.text_bytes = catalog_.text_bytes();
+  for (const auto& [k, v] : catalog_.meta()) st.meta.emplace_back(k, v);
+  std::unordered_map<std::string, uint32_t> ids;
+  auto intern = [&](const std::string& s) {
+    auto [it, inserted] = ids.emplace(s, static_cast<uint32_t>(st.strings.size()));
+    if (inserted) st.strings.push_back(s);
+    return it->second;
+  };
+  const auto& users = catalog_.users();
+  std::vector<uint32_t> user_string(users.size());
+  for (size_t u = 0; u < users.size(); u++) user_string[u] = intern(users[u].user_id);
+  st.episodes.reserve(catalog_.episodes().size());
+  Status status;
+  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
+    if (!status.ok() || !(e.present || e.forgotten)) return;
+    const EpisodeAttrs* attrs = nullptr;
+    const std::string *session = nullptr, *role = nullptr;
+    format::CheckpointEpisode c;
+    c.id = id;
+    if (e.forgotten) {
+      // Kept only while the graph holds its node (until VACUUM).
+      if (!recall_->ExportEntry(id, &attrs, &session, &role) || attrs->node == EpisodeAttrs::kNoNode) {
+        return;
+      }
+      c.forgotten = true;
+    } else if (!recall_->ExportEntry(id, &attrs, &session, &role)) {
+      status = StatusF(kInternal, "checkpoint: episode %llu is not in the recall index",
+                       static_cast<unsigned long long>(id));
+      return;
+    }
+    c.page_offset = e.loc.page_offset;
+    c.slot = e.loc.slot;
+    c.user = user_string[e.user];
+    c.session = intern(*session);
+    c.role = intern(*role);
+    c.ts = e.ts;
+    c.has_vector = attrs->has_vector;
+    c.node = attrs->node;
+    st.episodes.push_back(c);
+  });
+  AGENTMEM_RETURN_IF_ERROR(status);
+  for (size_t u = 0; u < users.size(); u++) {
+    for (const auto& [name, versions] : users[u].blocks) {
+      for (const BlockVersion& v : versions) {
+        st.blocks.push_back({user_string[u], name, v.version, v.loc.page_offset, v.loc.slot});
+      }
+    }
+    for (uint64_t id : users[u].fact_ids) {
+      const RecordLoc* loc = catalog_.FindFact(id);
+      st.facts.push_back({id, user_string[u], loc->page_offset, loc->slot});
+    }
+  }
+  std::sort(st.blocks.begin(), st.blocks.end(),
+            [](const auto& a, const auto& b) { return a.version < b.version; });
+  std::sort(st.facts.begin(), st.facts.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  *out = std::move(st);
+  return Status::OK();
+}
+
+Status Database::WriteCheckpoint(uint64_t max_end) {
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
+  CheckpointState st;
+  AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
+  std::string state;
+  format::EncodeCheckpointState(st, &state);
+  // The BM25 indexes, frozen; the state section's string table names users.
+  std::unordered_map<std::string, uint32_t> string_index;
+  for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(st.strings[i], i);
+  std::string bm25;
+  format::EncodeBm25SectionHeader(&bm25);
+  recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
+  std::string graph;
+  format::EncodeGraphSectionHeader(&graph);
+  std::string image;
+  AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&image));
+  graph += image;
+  image.clear();
+  image.shrink_to_fit();
+  if (std::max({state.size(), graph.size(), bm25.size()}) > format::kMaxPagePayload) {
+    return Status::OK();  // too large for one page in format v1: keep scanning the log
+  }
+  const uint64_t start = log_->end();
+  const uint64_t salt = log_->header().salt;
+  std::string buf = format::EncodePage(PageType::kCheckpoint, start, salt, 1, state, false);
+  state.clear();
+  state.shrink_to_fit();
+  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), salt, 1, bm25, false);
+  bm25.clear();
+  bm25.shrink_to_fit();
+  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), salt, 1, graph, false);
+  graph.clear();
+  graph.shrink_to_fit();
+  format::CommitRecord c;
+  c.commit_seq = log_->seq() + 1;
+  c.txn_start = start;
+  c.durable_through = std::min(log_->synced_through(), start);
+  c.page_count = 3;
+  c.commit_ts = Now();
+  c.next_episode_id = next_episode_id_;
+  c.next_fact_id = next_fact_id_;
+  c.next_block_version = next_block_version_;
+  buf += format::EncodePage(PageType::kCommit, start + buf.size(), salt, 1,
+                            format::EncodeCommit(c), false);
+  if (start + buf.size() > max_end) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync(buf));
+  DecodedTxn d;
+  d.commit = c;
+  d.checkpoint_start = start;
+  d.end = start + buf.size();
+  AGENTMEM_RETURN_IF_ERROR(Committed(d, 4, "checkpoint"));
+  return log_->WriteSuperblock(start);
+}
+
+Status Database::MaybeCheckpoint(bool closing) {
+  if (opts_.checkpoint_bytes == 0 || opts_.sync == SyncMode::kOff || !sticky().ok() ||
+      explicit_txn_ || log_->end() <= log_->checkpoint_end()) {
+    return Status::OK();
+  }
+  const uint64_t tail = log_->end() - log_->checkpoint_end();
+  const bool due = closing ? tail >= opts_.checkpoint_bytes
+                           : tail >= std::max(16 * opts_.checkpoint_bytes, log_->checkpoint_size());
+  if (!due) return Status::OK();
+  bool acquired = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&acquired));
+  if (!acquired) return Status::OK();  // another handle writes: it will checkpoint
+  if (log_->end() - log_->checkpoint_end() < tail / 2) return Status::OK();  // someone else just did
+  return WriteCheckpoint();
+}
+
+Status Database::ImportCheckpointState(const CheckpointState& st) {
+  for (const auto& [k, v] : st.meta) catalog_.SetMeta(k, v);
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  // Each name is looked up once (per string of the state section), not once
+  // per episode: 100,000 entries share a few users, sessions and roles.
+  constexpr uint32_t kUnset = UINT32_MAX;
+  std::vector<uint32_t> catalog_user(st.strings.size(), kUnset), user(st.strings.size(), kUnset),
+      session(st.strings.size(), kUnset), role(st.strings.size(), kUnset);
+  auto name = [&](std::vector<uint32_t>* ids, uint32_t s, auto intern) {
+    uint32_t& id = (*ids)[s];
+    if (id == kUnset) id = intern(st.strings[s]);
+    return id;
+  };
+  catalog_.ReserveEpisodes(st.episodes.size());
+  recall_->ReserveEntries(st.episodes.size());
+  std::vector<uint64_t>* session_ids = nullptr;  // of (last_user, last_session)
+  uint32_t last_user = kUnset, last_session = kUnset;
+  std::vector<uint64_t> forgotten;
+  for (const format::CheckpointEpisode& e : st.episodes) {
+    const uint64_t id = e.id;
+    const RecordLoc loc{e.page_offset, e.slot};
+    const uint32_t cu = name(&catalog_user, e.user, [&](const std::string& s) { return catalog_.UserIndex(s); });
+    if (e.forgotten) {
+      forgotten.push_back(id);
+      catalog_.AddForgottenEntry(id, cu, e.ts, loc);
+    } else {
+      // A new user may move the others, but not their session lists (the
+      // nodes of a std::map stay put when it is moved).
+      static_assert(std::is_nothrow_move_constructible_v<UserEntry>);
+      if (cu != last_user || e.session != last_session) {
+        session_ids = catalog_.SessionIds(cu, st.strings[e.session]);
+        last_user = cu;
+        last_session = e.session;
+      }
+      catalog_.AddEpisodeEntry(id, cu, session_ids, e.ts, loc);
+    }
+    AGENTMEM_RETURN_IF_ERROR(recall_->AddEntry(
+        id, name(&user, e.user, [&](const std::string& s) { return recall_->InternUser(s); }),
+        name(&session, e.session, [&](const std::string& s) { return recall_->InternSession(s); }),
+        name(&role, e.role, [&](const std::string& s) { return recall_->InternRole(s); }), e.ts,
+        e.has_vector, e.node));
+  }
+  for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
+  AGENTMEM_RETURN_IF_ERROR(recall_->Forget(forgotten));
+  for (const format::CheckpointBlock& b : st.blocks) {
+    catalog_.AddBlockEntry(st.strings[b.user], b.name, b.version, RecordLoc{b.page_offset, b.slot});
+  }
+  for (const format::CheckpointFact& f : st.facts) {
+    catalog_.AddFactEntry(f.id, st.strings[f.user], RecordLoc{f.page_offset, f.slot});
+  }
+  catalog_.set_text_bytes(st.text_bytes);
+  next_episode_id_ = st.next_episode_id;
+  next_fact_id_ = st.next_fact_id;
+  next_block_version_ = st.next_block_version;
+  log_->set_pages(st.pages);
+  return Status::OK();
+}
+
+// The pages are read and verified by ReadCheckpoint, which imports the state
+// section on another thread while it reads the others; then the bm25 indexes
+// are attached and the graph mapped where they lie in memory.
+Status Database::LoadCheckpoint(const format::Superblock& sb) {
+  CheckpointState state;
+  CheckpointSections sec;
+  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(
+      log_->file(), &log_->pager(), log_->header().salt, sb, &state,
+      [this](const CheckpointState& st) { return ImportCheckpointState(st); }, &sec));
+  std::vector<format::Bm25Partition> parts;
+  AGENTMEM_RETURN_IF_ERROR(
+      format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));
+  for (const format::Bm25Partition& p : parts) {
+    Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
+    if (!s.ok()) {
+      return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
+                                 static_cast<long long>(sec.bm25_page), s.message().c_str());
+    }
+  }
+  recall_bm25_owner_ = std::move(sec.bm25);
+  auto bad_graph = [&](const std::string& why) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
+                               static_cast<long long>(sec.graph_page), why.c_str());
+  };
+  if (sec.graph_size == 0) {
+    // What a file that has never held a vector writes: then no episode has one.
+    for (const format::CheckpointEpisode& e : state.episodes) {
+      if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
+    }
+  } else {
+    // New nodes after the checkpoint go first to the room after the image
+    // (the page's padding and ReadPrivate's spare bytes), then to the heap.
+    const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
+    Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
+                                 sec.graph_checked);
+    if (!s.ok()) return bad_graph(s.message());
+  }
+  log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

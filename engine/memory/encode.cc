@@ -1,0 +1,104 @@
+// engine/memory/encode.cc -- what a transaction writes: its pending records, the
+// BM25 text records and the graph delta of its episodes, and its commit
+// record, packed into pages by storage's TxnWriter.
+#include "engine/memory/database.h"
+
+#include <algorithm>
+
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::EpisodeRecord;
+using format::PageType;
+
+// Packs the pending records into pages starting at the end of the log, then
+// the commit page, and says in `layout` where each record went.
+Status Database::EncodePending(std::string* buf, Layout* layout) {
+  TxnWriter w(log_->end(), log_->header());
+  std::string rec;
+  // Each record of `v`, encoded by `encode`; `locs` (if given) receives its place.
+  auto add_all = [&](PageType type, const auto& v, auto encode, std::vector<RecordLoc>* locs) {
+    if (locs) locs->reserve(v.size());
+    for (const auto& r : v) {
+      rec.clear();
+      encode(r, &rec);
+      RecordLoc loc = w.Add(type, rec);
+      if (locs) locs->push_back(loc);
+    }
+  };
+  if (!pending_meta_.entries.empty()) {  // one record, on a page of its own
+    rec.clear();
+    format::EncodeMeta(pending_meta_, &rec);
+    w.AddAlone(PageType::kMeta, rec);
+  }
+  add_all(PageType::kEpisodes, pending_episodes_, format::EncodeEpisode, &layout->episodes);
+  add_all(PageType::kBlocks, pending_blocks_, format::EncodeBlock, &layout->blocks);
+  add_all(PageType::kFacts, pending_facts_, format::EncodeFact, &layout->facts);
+  add_all(PageType::kForget, pending_forgets_, format::EncodeForget, nullptr);
+  // The BM25 terms and the graph delta of this transaction's episodes ride in
+  // the same commit, so that no reader ever tokenizes or inserts again.
+  AGENTMEM_RETURN_IF_ERROR(PendingTexts(&layout->texts));
+  add_all(PageType::kText, layout->texts, format::EncodeText, nullptr);
+  if (recall_ && !pending_episodes_.empty()) {
+    std::string delta;
+    AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));
+    if (!delta.empty()) w.AddAlone(PageType::kGraph, delta);
+  }
+  format::CommitRecord& c = layout->commit;
+  c.commit_seq = log_->seq() + 1;
+  c.durable_through = std::min(log_->synced_through(), log_->end());
+  c.commit_ts = Now();
+  NextIds(&c.next_episode_id, &c.next_fact_id, &c.next_block_version);
+  *buf = w.Finish(&c);
+  layout->pages = c.page_count;
+  return Status::OK();
+}
+
+// The text records of the transaction: its episodes' and, with context
+// indexing (an episode's document holds the turns before it in its
+// session), those of the episodes whose context a forget removes, indexed
+// again without it (their text records come first).
+Status Database::PendingTexts(std::vector<format::TextRecord>* texts) {
+  if (!pending_episodes_.empty()) AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  if (recall_ && recall_->context() > 0) {
+    std::vector<uint64_t> forgotten;
+    std::vector<std::string> context_texts;
+    if (!pending_forgets_.empty()) AGENTMEM_RETURN_IF_ERROR(PendingForgottenEpisodes(&forgotten));
+    for (uint64_t id : recall_->ContextDependents(forgotten)) {
+      EpisodeRecord r;
+      AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+      AGENTMEM_RETURN_IF_ERROR(ContextTexts(r, forgotten, &context_texts));
+      texts->push_back(recall_->TextFor(r, context_texts));
+    }
+    for (const EpisodeRecord& r : pending_episodes_) {
+      AGENTMEM_RETURN_IF_ERROR(ContextTexts(r, forgotten, &context_texts));
+      texts->push_back(recall_->TextFor(r, context_texts));
+    }
+  } else if (!pending_episodes_.empty()) {
+    for (const EpisodeRecord& r : pending_episodes_) texts->push_back(recall_->TextFor(r));
+  }
+  return Status::OK();
+}
+
+Status Database::ContextTexts(const EpisodeRecord& r, std::span<const uint64_t> skip,
+                              std::vector<std::string>* out) {
+  out->clear();
+  const size_t want = recall_->context();
+  // Pending episodes of the same session before r, newest first.
+  for (auto it = pending_episodes_.rbegin(); it != pending_episodes_.rend() && out->size() < want; ++it) {
+    if (it->id >= r.id || it->user_id != r.user_id || it->session_id != r.session_id) continue;
+    if (std::binary_search(skip.begin(), skip.end(), it->id)) continue;
+    out->push_back(it->text);
+  }
+  if (out->size() == want) return Status::OK();
+  for (uint64_t id : recall_->ContextIds(r.user_id, r.session_id, r.id, skip)) {
+    if (out->size() == want) break;
+    EpisodeRecord prev;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &prev));
+    out->push_back(std::move(prev.text));
+  }
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

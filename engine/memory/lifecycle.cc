@@ -1,0 +1,695 @@
+// engine/memory/lifecycle.cc -- forgetting, fact queries on two time axes, and
+// compaction (VACUUM, PURGE) of a Database (docs/lifecycle.md).
+//
+// Forgetting is a record (format/records.h, ForgetRecord) committed like any
+// other: every handle applies it when it reads the commit, so what it names is
+// invisible everywhere from that commit on. The bytes stay in the file until
+// VACUUM writes the live records into a new file and renames it over the old
+// one; PURGE is a forget followed by a VACUUM and a scan of the new file for
+// the forgotten texts and vectors.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/memory/database.h"
+#include "engine/storage/pager.h"
+#include "engine/memory/validate.h"
+#include "format/page.h"
+
+namespace agentmem::engine {
+
+using format::EpisodeRecord;
+using format::FactRecord;
+using format::ForgetKind;
+using format::ForgetRecord;
+
+// What one forget record names, before the facts that cite only forgotten
+// episodes are added.
+struct Selection {
+  std::vector<uint64_t> episodes;
+  std::vector<uint64_t> facts;
+  std::vector<std::pair<std::string, std::string>> blocks;  // (user, name)
+};
+
+// ------------------------------------------------------------------ forget
+
+static void Select(const Catalog& catalog, const ForgetRecord& f, Selection* out) {
+  const UserEntry* u = catalog.FindUser(f.user_id);
+  switch (f.kind) {
+    case ForgetKind::kUser:
+      if (!u) return;
+      out->episodes = u->episode_ids;
+      out->facts = u->fact_ids;
+      for (const auto& [name, versions] : u->blocks) out->blocks.emplace_back(f.user_id, name);
+      return;
+    case ForgetKind::kSession:
+      if (!u) return;
+      if (auto it = u->sessions.find(f.session_id); it != u->sessions.end()) out->episodes = it->second;
+      return;
+    case ForgetKind::kBefore:
+      if (!u) return;
+      for (uint64_t id : u->episode_ids) {
+        if (catalog.FindEpisode(id)->ts < f.before) out->episodes.push_back(id);
+      }
+      return;
+    case ForgetKind::kEpisode:
+      if (catalog.FindEpisode(f.id)) out->episodes.push_back(f.id);
+      return;
+    case ForgetKind::kFact:
+      if (catalog.FindFact(f.id)) out->facts.push_back(f.id);
+      return;
+    case ForgetKind::kBlock:
+      if (u && u->blocks.count(f.name)) out->blocks.emplace_back(f.user_id, f.name);
+      return;
+    case ForgetKind::kRetention:
+      for (const UserEntry& user : catalog.users()) {
+        for (uint64_t id : user.episode_ids) {
+          if (catalog.FindEpisode(id)->ts < f.before) out->episodes.push_back(id);
+        }
+      }
+      std::sort(out->episodes.begin(), out->episodes.end());
+      return;
+  }
+}
+
+// Retention keeps the episodes a live fact cites, when the file says so.
+Status Database::KeepCited(Selection* sel) {
+  const std::string* keep = catalog_.Meta("retention.episodes.keep_cited");
+  if (sel->episodes.empty() || !keep || *keep != "1") return Status::OK();
+  std::unordered_set<uint64_t> cited;
+  for (const UserEntry& u : catalog_.users()) {
+    for (uint64_t id : u.fact_ids) {
+      FactRecord fact;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &fact));
+      cited.insert(fact.source_episode_ids.begin(), fact.source_episode_ids.end());
+    }
+  }
+  auto& e = sel->episodes;
+  e.erase(std::remove_if(e.begin(), e.end(), [&](uint64_t id) { return cited.count(id) > 0; }),
+          e.end());
+  return Status::OK();
+}
+
+// Whether `f` names the pending episode `r`: a transaction's forgets apply
+// after its episodes (as when it is read back), so they may name its own.
+static bool SelectsPending(const ForgetRecord& f, const EpisodeRecord& r) {
+  switch (f.kind) {
+    case ForgetKind::kUser: return r.user_id == f.user_id;
+    case ForgetKind::kSession: return r.user_id == f.user_id && r.session_id == f.session_id;
+    case ForgetKind::kBefore: return r.user_id == f.user_id && r.ts < f.before;
+    case ForgetKind::kEpisode: return r.id == f.id;
+    case ForgetKind::kRetention: return r.ts < f.before;
+    case ForgetKind::kFact:
+    case ForgetKind::kBlock: return false;
+  }
+  return false;
+}
+
+Status Database::PendingForgottenEpisodes(std::vector<uint64_t>* ids) {
+  ids->clear();
+  for (const ForgetRecord& f : pending_forgets_) {
+    Selection sel;
+    Select(catalog_, f, &sel);
+    for (const EpisodeRecord& r : pending_episodes_) {
+      if (SelectsPending(f, r)) sel.episodes.push_back(r.id);
+    }
+    if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+    ids->insert(ids->end(), sel.episodes.begin(), sel.episodes.end());
+  }
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  return Status::OK();
+}
+
+Status Database::ApplyForget(const ForgetRecord& f) {
+  Selection sel;
+  Select(catalog_, f, &sel);
+  if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  // Text bytes leave the statistics with their episodes.
+  uint64_t text_bytes = 0;
+  std::vector<uint32_t> users;  // whose facts may now cite only forgotten episodes
+  for (uint64_t id : sel.episodes) {
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+    text_bytes += r.text.size();
+    uint32_t user = catalog_.FindEpisode(id)->user;
+    if (std::find(users.begin(), users.end(), user) == users.end()) users.push_back(user);
+  }
+  catalog_.ForgetEpisodes(sel.episodes, text_bytes);
+  AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  AGENTMEM_RETURN_IF_ERROR(recall_->Forget(sel.episodes));
+  // Facts go with their sources -- but never by retention: facts do not expire.
+  if (!sel.episodes.empty() && f.kind != ForgetKind::kRetention) {
+    std::unordered_set<uint64_t> chosen(sel.facts.begin(), sel.facts.end());
+    for (uint32_t user : users) {
+      for (uint64_t id : catalog_.users()[user].fact_ids) {
+        if (chosen.count(id)) continue;
+        FactRecord fact;
+        AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &fact));
+        // Every source gone (forgotten now or before), one of them now.
+        bool all_gone = !fact.source_episode_ids.empty(), one_now = false;
+        for (uint64_t e : fact.source_episode_ids) {
+          all_gone &= catalog_.FindEpisode(e) == nullptr;
+          one_now |= std::binary_search(sel.episodes.begin(), sel.episodes.end(), e);
+        }
+        if (all_gone && one_now) sel.facts.push_back(id);
+      }
+    }
+  }
+  for (uint64_t id : sel.facts) {
+    catalog_.ForgetFact(id);
+    if (fact_index_) fact_index_->Remove(id);
+  }
+  uint64_t versions = 0;
+  for (const auto& [user, name] : sel.blocks) versions += catalog_.ForgetBlock(user, name);
+  forget_counts_.episodes += sel.episodes.size();
+  forget_counts_.facts += sel.facts.size();
+  forget_counts_.block_versions += versions;
+  return Status::OK();
+}
+
+Status Database::Forget(const ForgetRecord& f, ForgetReceipt* receipt) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.session_id, "session_id"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(f.name, "block name"));
+  const bool by_id = f.kind == ForgetKind::kEpisode || f.kind == ForgetKind::kFact;
+  if (by_id && f.id == 0) return Status(kMisuse, "forget by id needs an id");
+  // The decoder refuses such a record (format.md §5.9): committed, it would
+  // make the file unreadable.
+  if (!by_id && f.id != 0) return Status(kMisuse, "only a forget of an episode or a fact takes an id");
+  if (f.kind == ForgetKind::kBlock && f.name.empty()) return Status(kMisuse, "forget block needs a name");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  forget_counts_ = ForgetReceipt{};
+  pending_forgets_.push_back(f);
+  Status s = FinishWrite(Status::OK());
+  if (s.ok() && receipt) *receipt = forget_counts_;
+  return s;
+}
+
+// ------------------------------------------------------------------ retention
+
+Status Database::SetRetention(int64_t max_age_s, bool keep_cited) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (max_age_s < 0) return Status(kRange, "retention max_age must be >= 0 seconds (0 = keep forever)");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  pending_meta_.entries.emplace_back("retention.episodes.max_age_s", std::to_string(max_age_s));
+  pending_meta_.entries.emplace_back("retention.episodes.keep_cited", keep_cited ? "1" : "0");
+  return FinishWrite(Status::OK());
+}
+
+void Database::Retention(int64_t* max_age_s, bool* keep_cited) const {
+  *max_age_s = 0;
+  *keep_cited = false;
+  // The open transaction's setting, else the file's.
+  auto meta = [this](const std::string& key) -> const std::string* {
+    for (auto it = pending_meta_.entries.rbegin(); it != pending_meta_.entries.rend(); ++it) {
+      if (it->first == key) return &it->second;
+    }
+    return catalog_.Meta(key);
+  };
+  if (const std::string* v = meta("retention.episodes.max_age_s")) {
+    *max_age_s = std::strtoll(v->c_str(), nullptr, 10);
+  }
+  if (const std::string* v = meta("retention.episodes.keep_cited")) *keep_cited = *v == "1";
+}
+
+// Commits one retention forget when an episode is older than the policy
+// allows. Takes the write lock if it is free (a close never waits for it).
+// REQUIRES: no pending writes.
+Status Database::ApplyRetention() {
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  Retention(&max_age_s, &keep_cited);
+  if (max_age_s <= 0) return Status::OK();
+  ForgetRecord f;
+  f.kind = ForgetKind::kRetention;
+  f.before = SaturatingAdd(Now(), -max_age_s);
+  Selection sel;
+  Select(catalog_, f, &sel);
+  AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  if (sel.episodes.empty()) {
+    NoteRetentionDue(f.before, max_age_s);
+    return Status::OK();
+  }
+  bool locked = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
+  if (!locked) return Status::OK();  // another handle writes; it applies the policy
+  // The state may have moved on while the lock was free: decide again.
+  sel = Selection{};
+  Select(catalog_, f, &sel);
+  AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  if (sel.episodes.empty()) {
+    NoteRetentionDue(f.before, max_age_s);
+    return Status::OK();
+  }
+  pending_forgets_.push_back(f);
+  Status s = CommitPending();
+  ClearPending();
+  if (s.ok()) NoteRetentionDue(f.before, max_age_s);
+  return s;
+}
+
+// Every episode with an event time before `before` is forgotten, or kept
+// because a fact cites it: the policy is next due when the oldest of the
+// others expires.
+void Database::NoteRetentionDue(int64_t before, int64_t max_age_s) {
+  int64_t oldest = INT64_MAX;
+  for (const UserEntry& user : catalog_.users()) {
+    for (uint64_t id : user.episode_ids) {
+      const int64_t ts = catalog_.FindEpisode(id)->ts;
+      if (ts >= before) oldest = std::min(oldest, ts);
+    }
+  }
+  retention_due_ = oldest == INT64_MAX ? INT64_MAX : SaturatingAdd(oldest, max_age_s);
+  // At most one pass a minute (or per max_age, when shorter) for what ages
+  // out of the snapshot: a steady stream of episodes is not rescanned at
+  // every commit. Episodes committed with an older event time bring the
+  // next pass forward (ApplyScanned).
+  retention_due_ = std::max(retention_due_, SaturatingAdd(Now(), std::min<int64_t>(max_age_s, 60)));
+  retention_due_age_s_ = max_age_s;
+  bool keep_cited = false;
+  int64_t age = 0;
+  Retention(&age, &keep_cited);
+  retention_due_keep_ = keep_cited;
+}
+
+void Database::RetentionAfterCommit() {
+  if (!write_locked() || explicit_txn_) return;
+  int64_t max_age_s = 0;
+  bool keep_cited = false;
+  Retention(&max_age_s, &keep_cited);
+  if (max_age_s <= 0) return;
+  if (retention_due_ != INT64_MIN && max_age_s == retention_due_age_s_ &&
+      keep_cited == retention_due_keep_ && Now() < retention_due_) {
+    return;
+  }
+  // The caller's receipt holds what its own forget did.
+  const ForgetReceipt counts = forget_counts_;
+  ApplyRetention().IgnoreError();  // a failed write is sticky; nothing else is lost
+  forget_counts_ = counts;
+}
+
+uint64_t Database::ForgottenInFile() const {
+  uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
+  uint64_t before = 0;
+  if (const std::string* v = catalog_.Meta("vacuum.gone_episodes")) {
+    before = std::strtoull(v->c_str(), nullptr, 10);
+  }
+  return gone > before ? gone - before : 0;
+}
+
+// The auto_vacuum policy (options.h), at a writable close; skipped when
+// another handle holds the write lock.
+Status Database::MaybeVacuum() {
+  if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
+  auto due = [this] {
+    const uint64_t forgotten = ForgottenInFile();
+    return forgotten >= 1000 && forgotten > catalog_.episode_count();
+  };
+  if (!due()) return Status::OK();
+  bool locked = false;
+  AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
+  if (!locked || !due()) return Status::OK();  // decided again on the latest state
+  return VacuumLocked({}, nullptr);
+}
+
+// ------------------------------------------------------------------ facts
+
+Status Database::EnsureFactIndex() {
+  if (fact_index_) return Status::OK();
+  auto index = std::make_unique<FactIndex>();
+  for (const UserEntry& u : catalog_.users()) {
+    for (uint64_t id : u.fact_ids) {
+      FactRecord f;
+      AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+      index->Add(f);
+    }
+  }
+  fact_index_ = std::move(index);
+  return Status::OK();
+}
+
+// The committed facts `ids` with the pending versions and facts laid over
+// them (pending ones matching `keep`), in id order.
+static void Overlay(std::vector<FactRecord>* committed, const std::vector<FactRecord>& pending,
+                    const std::function<bool(const FactRecord&)>& keep) {
+  std::unordered_map<uint64_t, size_t> at;
+  for (size_t i = 0; i < committed->size(); i++) at[(*committed)[i].id] = i;
+  for (const FactRecord& p : pending) {
+    if (!keep(p)) continue;
+    auto it = at.find(p.id);
+    if (it != at.end()) {
+      (*committed)[it->second] = p;
+    } else {
+      committed->push_back(p);
+    }
+  }
+  std::sort(committed->begin(), committed->end(),
+            [](const FactRecord& a, const FactRecord& b) { return a.id < b.id; });
+}
+
+Status Database::CurrentFacts(const std::string& user, const std::string& subject,
+                              const std::string& predicate, std::vector<FactRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(EnsureFactIndex());
+  out->clear();
+  for (uint64_t id : fact_index_->Find(user, &subject, &predicate, nullptr)) {
+    out->emplace_back();
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &out->back()));
+  }
+  Overlay(out, pending_facts_, [&](const FactRecord& f) {
+    return f.user_id == user && f.subject == subject && f.predicate == predicate;
+  });
+  out->erase(std::remove_if(out->begin(), out->end(),
+                            [](const FactRecord& f) { return f.expired_at != format::kForever; }),
+             out->end());
+  return Status::OK();
+}
+
+Status Database::QueryFacts(const FactQuery& q, std::vector<FactRecord>* out) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  AGENTMEM_RETURN_IF_ERROR(EnsureFactIndex());
+  out->clear();
+  const std::string* subject = q.subject ? &*q.subject : nullptr;
+  const std::string* predicate = q.predicate ? &*q.predicate : nullptr;
+  const std::string* object = q.object ? &*q.object : nullptr;
+  for (uint64_t id : fact_index_->Find(q.user_id, subject, predicate, object)) {
+    out->emplace_back();
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &out->back()));
+  }
+  Overlay(out, pending_facts_, [&](const FactRecord& f) {
+    return f.user_id == q.user_id && (!subject || f.subject == *subject) &&
+           (!predicate || f.predicate == *predicate) && (!object || f.object == *object);
+  });
+  // A fact's sources are the episodes it cites that are still remembered: a
+  // forgotten one is no longer reported (the record keeps its id until the
+  // fact is forgotten with its last source).
+  const uint64_t limit = episode_id_limit();
+  for (FactRecord& f : *out) {
+    auto& src = f.source_episode_ids;
+    src.erase(std::remove_if(src.begin(), src.end(),
+                             [&](uint64_t e) {
+                               return e < limit && !catalog_.FindEpisode(e) &&
+                                      !FindPendingEpisode(e);
+                             }),
+              src.end());
+  }
+  if (q.all_versions) return Status::OK();
+  const int64_t now = Now();
+  const int64_t valid_at = q.valid_at ? q.valid_at : now;
+  const int64_t known_at = q.known_at ? q.known_at : now;
+  out->erase(std::remove_if(out->begin(), out->end(),
+                            [&](const FactRecord& f) {
+                              return !(f.valid_from <= valid_at && valid_at < f.valid_to &&
+                                       f.recorded_at <= known_at && known_at < f.expired_at);
+                            }),
+             out->end());
+  return Status::OK();
+}
+
+// ------------------------------------------------------------------ vacuum
+
+Status Database::Reload() {
+  ReleaseWriteLock();
+  retention_due_ = INT64_MIN;
+  fact_index_.reset();
+  recall_.reset();
+  recall_bm25_owner_.reset();
+  catalog_ = Catalog();
+  // A failed write or sync stays the handle's error in the new file too.
+  const Status sticky_before = sticky();
+  if (log_) pager_budget_ = log_->pager().budget();
+  log_.reset();
+  write_refused_ = Status::OK();
+  next_episode_id_ = next_fact_id_ = next_block_version_ = 1;
+  const bool create = opts_.create;
+  opts_.create = false;  // the file must be there: never make an empty one here
+  Status s = OpenFile();
+  opts_.create = create;
+  if (!s.ok()) {
+    // Nothing sound is left to read: the handle fails every call from here.
+    log_.reset();
+    broken_ = s;
+    poisoned_ = true;
+    return s;
+  }
+  if (!sticky_before.ok()) SetSticky(sticky_before);
+  return s;
+}
+
+// The forgotten texts and vectors of `f`, as byte strings to search for.
+// Strings shorter than 16 bytes would match innocent bytes: not searched.
+Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>* needles) {
+  Selection sel;
+  Select(catalog_, f, &sel);
+  if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  auto add = [&](std::string s) {
+    if (s.size() >= 16) needles->push_back(std::move(s));
+  };
+  for (uint64_t id : sel.episodes) {
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &r));
+    add(std::move(r.text));
+    add(std::string(reinterpret_cast<const char*>(r.vector.data()), r.vector.size() * sizeof(float)));
+  }
+  for (const auto& [user, name] : sel.blocks) {
+    const UserEntry* u = catalog_.FindUser(user);
+    for (const BlockVersion& v : u->blocks.at(name)) {
+      format::BlockRecord b;
+      AGENTMEM_RETURN_IF_ERROR(ReadBlock(v.loc, &b));
+      add(std::move(b.value));
+    }
+  }
+  std::sort(needles->begin(), needles->end());
+  needles->erase(std::unique(needles->begin(), needles->end()), needles->end());
+  return Status::OK();
+}
+
+Status Database::Purge(const ForgetRecord& f, ForgetReceipt* receipt) {
+  if (explicit_txn_) return Status(kMisuse, "PURGE cannot run inside a transaction");
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());  // the needles and the forget see one state
+  std::vector<std::string> needles;
+  Status s = CollectNeedles(f, &needles);
+  ForgetReceipt forgot;
+  if (s.ok()) s = Forget(f, &forgot);  // commits and releases the lock
+  ReleaseWriteLock();
+  AGENTMEM_RETURN_IF_ERROR(s);
+  ForgetReceipt vacuumed;
+  AGENTMEM_RETURN_IF_ERROR(Vacuum(needles, &vacuumed));
+  vacuumed.episodes = forgot.episodes;
+  vacuumed.facts = forgot.facts;
+  vacuumed.block_versions = forgot.block_versions;
+  if (receipt) *receipt = vacuumed;
+  return Status::OK();
+}
+
+namespace {
+
+// Counts the needles found in `hay`: each needle is looked up by its first
+// 16 bytes at every position.
+class NeedleScan {
+ public:
+  explicit NeedleScan(const std::vector<std::string>& needles) : needles_(needles) {
+    found_.assign(needles.size(), false);
+    for (size_t i = 0; i < needles.size(); i++) by_prefix_[Key(needles[i].data())].push_back(i);
+  }
+  void Scan(std::string_view hay) {
+    if (needles_.empty() || hay.size() < 16) return;
+    for (size_t pos = 0; pos + 16 <= hay.size(); pos++) {
+      auto it = by_prefix_.find(Key(hay.data() + pos));
+      if (it == by_prefix_.end()) continue;
+      for (size_t i : it->second) {
+        const std::string& n = needles_[i];
+        if (!found_[i] && hay.size() - pos >= n.size() && std::memcmp(hay.data() + pos, n.data(), n.size()) == 0) {
+          found_[i] = true;
+        }
+      }
+    }
+  }
+  uint64_t found() const { return std::count(found_.begin(), found_.end(), true); }
+
+ private:
+  static uint64_t Key(const char* p) {
+    uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    return a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  }
+  const std::vector<std::string>& needles_;
+  std::vector<bool> found_;
+  std::unordered_map<uint64_t, std::vector<size_t>> by_prefix_;
+};
+
+}  // namespace
+
+// Writes the live records and a checkpoint into a new file at `tmp`, through
+// a second Database that writes what it is given: ids, versions and both time
+// axes are kept, and so are the next ids (ids of forgotten records are never
+// used again). The copy's graph is built again by its own commits, a thousand
+// episodes at a time, each delta without vectors (format.md §5.6): every
+// vector is stored once in the log, as in the file it replaces, and the copy
+// is no larger than that file when nothing is dropped.
+Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
+  if (env()->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env()->Delete(tmp));  // left by a crash
+  Options o = opts_;
+  o.create = true;
+  o.read_only = false;
+  o.sync = SyncMode::kOff;  // synced once, at the end
+  o.checkpoint_bytes = 0;   // written explicitly below
+  o.salt = 0;
+  o.space = RecordedSpace();
+  o.space_given = true;
+  if (const std::string* v = catalog_.Meta("text.tokenizer")) {
+    auto parsed = index::ParseTokenizerConfig(*v);
+    if (!parsed.ok()) return Status(kFormatVersion, "VACUUM: unknown tokenizer " + *v);
+    o.tokenizer = parsed.value();
+  } else {
+    o.tokenizer = index::TokenizerOptions{};
+  }
+  o.tokenizer_given = false;
+  // The copy is created with the file's permissions and owner (env.h,
+  // CreateAtomicLike), which the rename then carries over.
+  std::unique_ptr<Database> dst(new Database(tmp, o));
+  dst->create_like_ = path_;
+  AGENTMEM_RETURN_IF_ERROR(dst->OpenFile());
+  dst->opened_ = true;
+  auto txn = [&](auto&& body) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(dst->Begin());
+    Status s = body();
+    if (!s.ok()) {
+      dst->Rollback().IgnoreError();
+      return s;
+    }
+    return dst->Commit();
+  };
+  // As few transactions as the records need (each costs a commit page): the
+  // live episodes in id order, a thousand per transaction; the settings
+  // (vector space, tokenizer, predicates, policies) ride in the first, and
+  // the block versions, facts and the compaction's own meta in the last.
+  std::vector<uint64_t> ids;
+  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
+    if (e.present) ids.push_back(id);
+  });
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::pair<uint64_t, RecordLoc>> versions;  // in version order
+  for (const UserEntry& u : catalog_.users()) {
+    for (const auto& [name, vs] : u.blocks) {
+      for (const BlockVersion& v : vs) versions.emplace_back(v.version, v.loc);
+    }
+  }
+  std::sort(versions.begin(), versions.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint64_t> facts;  // in id order
+  for (const UserEntry& u : catalog_.users()) facts.insert(facts.end(), u.fact_ids.begin(), u.fact_ids.end());
+  std::sort(facts.begin(), facts.end());
+  const size_t batches = std::max<size_t>(1, (ids.size() + 999) / 1000);
+  for (size_t batch = 0; batch < batches; batch++) {
+    AGENTMEM_RETURN_IF_ERROR(txn([&] {
+      // The records go in as they are, not through Remember(): they were
+      // checked when written, and this handle's options must not refuse them.
+      AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+      if (batch == 0) {
+        for (const auto& [k, v] : catalog_.meta()) {
+          const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
+          if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) dst->pending_meta_.entries.emplace_back(k, v);
+        }
+      }
+      for (size_t i = batch * 1000; i < std::min(ids.size(), (batch + 1) * 1000); i++) {
+        EpisodeRecord r;
+        AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
+        dst->pending_episodes_.push_back(std::move(r));
+      }
+      if (batch + 1 < batches) return Status::OK();
+      for (const auto& [version, loc] : versions) {
+        format::BlockRecord b;
+        AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
+        dst->pending_blocks_.push_back(std::move(b));
+      }
+      for (uint64_t id : facts) {
+        FactRecord f;
+        AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+        dst->pending_facts_.push_back(std::move(f));
+      }
+      // The source's next ids, so that ids of forgotten records are never
+      // used again.
+      dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
+      // Ids used before this compaction whose records it dropped: the
+      // baseline of ForgottenInFile(), recorded when there are any.
+      const uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
+      if (gone > 0) dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(gone));
+      return Status::OK();
+    }));
+  }
+  AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+  AGENTMEM_RETURN_IF_ERROR(dst->log_->SyncAll());
+  // A checkpoint pays once the log is long enough to be slow to scan (the
+  // checkpoint_bytes policy); below that, a small file stays small. Never
+  // one that would make the copy larger than the file it replaces.
+  if (opts_.checkpoint_bytes != 0 && dst->log_->end() >= opts_.checkpoint_bytes) {
+    AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint(size_before));
+  }
+  AGENTMEM_RETURN_IF_ERROR(dst->log_->WriteSuperblock());
+  *bytes = dst->log_->end();
+  dst->ReleaseWriteLock();
+  return dst->Close();
+}
+
+Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (explicit_txn_) return Status(kMisuse, "VACUUM cannot run inside a transaction");
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  return VacuumLocked(needles, receipt);
+}
+
+Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
+  ForgetReceipt r;
+  r.vacuumed = true;
+  Status s = ApplyRetention();  // expired episodes are not copied
+  if (s.ok()) s = log_->file()->Size(&r.bytes_before);
+  const std::string tmp = path_ + "-vacuum";
+  if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, &r.bytes_after);
+  if (s.ok() && !needles.empty()) {
+    // The proof: every byte of the new file, and every compressed page's
+    // payload decompressed, searched for each needle.
+    r.needles = needles.size();
+    NeedleScan scan(needles);
+    std::unique_ptr<File> f;
+    s = env()->Open(tmp, OpenMode{true}, &f);
+    std::string bytes;
+    if (s.ok()) s = f->ReadAt(0, r.bytes_after, &bytes);
+    format::FileHeader fh;
+    if (s.ok()) s = format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh);
+    if (s.ok()) {
+      scan.Scan(bytes);
+      for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size();) {
+        std::string_view at = std::string_view(bytes).substr(pos);
+        format::PageHeader h;
+        if (!format::PeekPageHeader(at.substr(0, format::kPageHeaderSize), pos, fh.salt, &h).ok()) break;
+        const uint64_t padded = format::PaddedPageSize(h.length);
+        if (padded > at.size()) break;
+        if (h.flags & format::kPageFlagZstd) {
+          format::PageHeader full;
+          std::string payload;
+          if (Pager::Verify(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
+        }
+        pos += padded;
+      }
+    }
+    r.residue = scan.found();
+  }
+  if (s.ok()) s = env()->Rename(tmp, path_);
+  if (!s.ok()) {
+    env()->Delete(tmp).IgnoreError();
+    ReleaseWriteLock();
+    return s;
+  }
+  // Waiting writers now get the old file's lock, see it replaced and move on.
+  ReleaseWriteLock();
+  AGENTMEM_RETURN_IF_ERROR(Reload());
+  if (receipt) *receipt = r;
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

@@ -1,0 +1,721 @@
+// engine/memory/recall.cc -- see recall.h. The planner, in order:
+//   1. candidates: the user's partition (or every user's) minus what the
+//      session / role / time filters exclude -- filters run before scoring,
+//      so k is guaranteed whenever k candidates exist;
+//   2. BM25 top-k over the partition's own index (N, df and avgdl are the
+//      partition's), MaxScore skipping, candidates enforced by a filter;
+//   3. vector top-k: an exact SIMD scan of the candidates' vectors;
+//   4. the union of both lists, fused (hybrid: a score-normalised weighted
+//      sum; one list: its reciprocal rank), weighted by recency when asked; hits that match neither list's threshold (a BM25
+//      score > 0 and >= min_bm25, a similarity >= min_similarity or the
+//      embedder's floor) are dropped, the rest cut at min_score;
+//   5. only with `fill`: if fewer than k hits remain and more candidates
+//      exist, the remaining candidates fill the list in id order, i.e. the
+//      order they were remembered (marked `fill`, score 0) -- the reference
+//      BM25's rule for zero-score documents.
+#include "engine/memory/recall.h"
+
+#include "engine/json/json_writer.h"
+#include "format/coding.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+#include "index/vector/distance.h"
+#include "index/vector/exact_search.h"
+#include "index/vector/hnsw_format.h"
+
+namespace agentmem::engine {
+
+namespace {
+
+// The cosine a vector hit of a built-in embedder needs to match by default:
+// the 99th percentile of the similarities of a question to the turns of
+// another conversation, LoCoMo and REALTALK, rounded up to 0.01
+// (docs/recall.md, "Relevance and thresholds"; bench/relevance_floor.py).
+constexpr double kHashSimilarityFloor = 0.22;   // agentmem-hash-v1
+constexpr double kGloveV1SimilarityFloor = 0.59;  // agentmem-glove-v1
+constexpr double kGloveV2SimilarityFloor = 0.69;  // agentmem-glove-v2
+
+const char* ModeName(RecallMode m) {
+  switch (m) {
+    case RecallMode::kHybrid: return "hybrid";
+    case RecallMode::kBm25: return "bm25";
+    case RecallMode::kVector: return "vector";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hits) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Field("mode", plan.mode);
+  w.Field("partition", plan.partition);
+  w.Field("filtered", plan.filtered);
+  w.Field("bm25_hits", plan.bm25_hits);
+  w.Field("vector_hits", plan.vector_hits);
+  w.Field("fused", plan.fused);
+  w.Field("filled", plan.filled);
+  w.Field("unmatched", plan.unmatched);
+  w.Field("bm25", plan.bm25_path);
+  w.Field("vector", plan.vector_path);
+  w.Key("hits");
+  w.BeginArray();
+  for (const RecallHit& h : hits) {
+    w.BeginObject();
+    w.Field("id", h.id);
+    w.Field("score", h.score);
+    w.Field("bm25_rank", h.bm25_rank);
+    w.Field("bm25_score", h.bm25_score);
+    w.Field("vector_rank", h.vector_rank);
+    w.Field("vector_score", h.vector_score);
+    if (h.bm25_via_context) w.Field("bm25_match", "context");
+    if (h.fill) w.Field("fill", true);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return out;
+}
+
+RecallIndex::RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
+                         std::optional<index::BuiltinEmbedder> embedder)
+    : tokenizer_(tokenizer), dim_(dim), metric_(metric), embedder_(std::move(embedder)) {}
+
+uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
+  auto [it, inserted] = table->ids.emplace(s, static_cast<uint32_t>(table->names.size()));
+  if (inserted) table->names.push_back(s);
+  return it->second;
+}
+
+std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
+
+const float* RecallIndex::VectorOf(uint64_t id) const {
+  const EpisodeAttrs* a = attrs_.Find(id);
+  if (!a || a->node == EpisodeAttrs::kNoNode) return nullptr;
+  return graph_->NodeVectors().row(a->node);
+}
+
+void RecallIndex::SyncNodes() {
+  size_t nodes = graph_ ? graph_->size() : 0;
+  for (; synced_nodes_ < nodes; synced_nodes_++) {
+    uint64_t label = graph_->NodeLabel(static_cast<uint32_t>(synced_nodes_));
+    if (label == 0) continue;
+    attrs_.At(label).node = static_cast<uint32_t>(synced_nodes_);
+  }
+}
+
+Status RecallIndex::Add(const format::EpisodeRecord& r) {
+  return AddEntry(r.id, r.user_id, r.session_id, r.role, r.ts, r.vector.size() == dim_);
+}
+
+Status RecallIndex::AddEntry(uint64_t id, const std::string& user, const std::string& session,
+                             const std::string& role, int64_t ts, bool has_vector, uint32_t node) {
+  return AddEntry(id, InternUser(user), InternSession(session), InternRole(role), ts, has_vector,
+                  node);
+}
+
+Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role,
+                             int64_t ts, bool has_vector, uint32_t node) {
+  if (id == 0) return Status(kInternal, "recall index: episode id 0");
+  EpisodeAttrs& a = attrs_.At(id);
+  a.user = user;
+  a.session = session;
+  a.role = role;
+  a.ts = ts;
+  a.present = true;
+  a.has_vector = has_vector;
+  if (node != EpisodeAttrs::kNoNode) a.node = node;
+  if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
+  if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
+  partitions_[a.user]->ids.push_back(id);
+  partitions_[a.user]->vectors += a.has_vector;
+  if (context() > 0) {
+    std::vector<uint64_t>& s = session_ids_[SessionKey(user, session)];
+    if (s.empty() || s.back() < id) s.push_back(id);
+    else s.insert(std::lower_bound(s.begin(), s.end(), id), id);
+  }
+  episodes_++;
+  return Status::OK();
+}
+
+Status RecallIndex::Forget(const std::vector<uint64_t>& ids) {
+  std::vector<uint32_t> users;
+  for (uint64_t id : ids) {
+    EpisodeAttrs* found = attrs_.Find(id);
+    if (!found || !found->present || found->forgotten) continue;
+    EpisodeAttrs& a = *found;
+    a.forgotten = true;
+    episodes_--;
+    UserPartition& p = *partitions_[a.user];
+    p.vectors -= a.has_vector;
+    if (p.bm25.Contains(id)) AGENTMEM_RETURN_IF_ERROR(p.bm25.Remove(id));
+    if (std::find(users.begin(), users.end(), a.user) == users.end()) users.push_back(a.user);
+    auto s = session_ids_.find(SessionKey(a.user, a.session));
+    if (s != session_ids_.end()) {
+      auto at = std::lower_bound(s->second.begin(), s->second.end(), id);
+      if (at != s->second.end() && *at == id) s->second.erase(at);
+    }
+  }
+  for (uint32_t u : users) {
+    auto& v = partitions_[u]->ids;
+    v.erase(std::remove_if(v.begin(), v.end(), [this](uint64_t id) { return attrs_.Find(id)->forgotten; }),
+            v.end());
+  }
+  return Status::OK();
+}
+
+bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
+                              const std::string** role) const {
+  const EpisodeAttrs* found = attrs_.Find(id);
+  if (!found || !found->present) return false;
+  const EpisodeAttrs& a = *found;
+  *attrs = &a;
+  *session = &sessions_.names[a.session];
+  *role = &roles_.names[a.role];
+  return true;
+}
+
+void RecallIndex::SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
+                                std::string* body) const {
+  const size_t start = body->size();  // 8-byte aligned in the file
+  std::vector<uint32_t> users;
+  for (uint32_t u = 0; u < partitions_.size(); u++) {
+    if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) users.push_back(u);
+  }
+  format::PutFixed64(body, users.size());
+  const size_t directory = body->size();
+  body->append(users.size() * 24, '\0');
+  body->resize(start + ((body->size() - start + 7) & ~size_t{7}), '\0');
+  for (size_t i = 0; i < users.size(); i++) {
+    const size_t at = body->size();
+    partitions_[users[i]]->bm25.EncodeFrozen(body);
+    char* e = body->data() + directory + i * 24;
+    format::EncodeFixed32(e, user_string(users_.names[users[i]]));
+    format::EncodeFixed32(e + 4, 0);
+    format::EncodeFixed64(e + 8, at - start);
+    format::EncodeFixed64(e + 16, body->size() - at);
+  }
+}
+
+Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_t size) {
+  auto it = users_.ids.find(user);
+  if (it == users_.ids.end() || it->second >= partitions_.size() || !partitions_[it->second]) {
+    return StatusF(kCorruptIndex, "checkpoint bm25: user \"%s\" has no episodes", user.c_str());
+  }
+  UserPartition& p = *partitions_[it->second];
+  AGENTMEM_RETURN_IF_ERROR(p.bm25.AttachFrozen(image, size, attrs_.max_id()));
+  // Every document of the image must be one of this user's episodes.
+  for (uint64_t doc : p.bm25.frozen_docs()) {
+    const EpisodeAttrs* a = attrs_.Find(doc);
+    if (!a || !a->present || a->user != it->second) {
+      return StatusF(kCorruptIndex, "checkpoint bm25: episode %llu is not \"%s\"'s",
+                     static_cast<unsigned long long>(doc), user.c_str());
+    }
+  }
+  return Status::OK();
+}
+
+Status RecallIndex::SerializeGraph(std::string* out) const {
+  out->clear();
+  if (!graph_) return Status::OK();
+  return graph_->SerializeMappable(out);
+}
+
+Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
+                             bool records_checked) {
+  auto g = index::HnswIndex::Map(image, size, spare, std::move(owner), index::HnswOptions{}.default_ef,
+                                 records_checked);
+  AGENTMEM_RETURN_IF_ERROR(g.status());
+  std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
+  // Each node belongs to one episode with a vector, and each such episode has
+  // a node, in id order (so node order is id order, as inserts made it).
+  size_t nodes = 0;
+  bool agree = true;
+  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
+    if (!a.present || !a.has_vector) return;
+    agree &= a.node == nodes;
+    nodes++;
+  });
+  if (!agree) return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
+  if (nodes != graph->size()) return Status(kCorruptIndex, "checkpoint graph: node count differs");
+  graph_ = std::move(graph);
+  synced_nodes_ = graph_->size();
+  return Status::OK();
+}
+
+Status RecallIndex::AddText(const format::TextRecord& t) {
+  const EpisodeAttrs* a = attrs_.Find(t.episode_id);
+  if (!a || !a->present) {
+    return StatusF(kCorruptIndex, "text record for episode %llu, which is not in the file",
+                   static_cast<unsigned long long>(t.episode_id));
+  }
+  std::vector<index::Bm25Index::TermCount> counts;
+  counts.reserve(t.terms.size());
+  for (const auto& [term, tf] : t.terms) counts.push_back({term, tf});
+  index::Bm25Index& bm25 = partitions_[a->user]->bm25;
+  if (a->forgotten) return Status::OK();  // a forgotten episode is not searched
+  // A re-indexed episode: the new terms replace the old.
+  if (bm25.Contains(t.episode_id)) AGENTMEM_RETURN_IF_ERROR(bm25.Remove(t.episode_id));
+  return bm25.AddCounts(t.episode_id, t.doc_len, counts);
+}
+
+std::vector<uint64_t> RecallIndex::ContextIds(const std::string& user, const std::string& session,
+                                              uint64_t id, std::span<const uint64_t> skip) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  auto u = users_.ids.find(user);
+  auto s = sessions_.ids.find(session);
+  if (u == users_.ids.end() || s == sessions_.ids.end()) return out;
+  auto it = session_ids_.find(SessionKey(u->second, s->second));
+  if (it == session_ids_.end()) return out;
+  const std::vector<uint64_t>& ids = it->second;
+  for (auto at = std::lower_bound(ids.begin(), ids.end(), id); at != ids.begin() && out.size() < context();) {
+    --at;
+    if (!std::binary_search(skip.begin(), skip.end(), *at)) out.push_back(*at);
+  }
+  return out;
+}
+
+std::vector<uint64_t> RecallIndex::ContextDependents(std::span<const uint64_t> ids) const {
+  std::vector<uint64_t> out;
+  if (context() == 0) return out;
+  for (uint64_t id : ids) {
+    const EpisodeAttrs* found_attrs = attrs_.Find(id);
+    if (!found_attrs || !found_attrs->present || found_attrs->forgotten) continue;
+    const EpisodeAttrs& a = *found_attrs;
+    auto it = session_ids_.find(SessionKey(a.user, a.session));
+    if (it == session_ids_.end()) continue;
+    const std::vector<uint64_t>& s = it->second;
+    size_t found = 0;
+    for (auto at = std::upper_bound(s.begin(), s.end(), id); at != s.end() && found < context(); ++at) {
+      if (std::binary_search(ids.begin(), ids.end(), *at)) continue;
+      out.push_back(*at);
+      found++;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r,
+                                        std::span<const std::string> context) const {
+  std::vector<std::string> tokens = tokenizer_.Tokenize(r.text);
+  // The own text counts own_weight times, so that a term of the context
+  // weighs less than the same term of the episode itself.
+  const size_t own = tokens.size();
+  const uint32_t weight = context.empty() ? 1 : std::max<uint32_t>(1, tokenizer_.options().own_weight);
+  tokens.reserve(own * weight);
+  for (uint32_t i = 1; i < weight; i++) {
+    for (size_t j = 0; j < own; j++) tokens.push_back(tokens[j]);
+  }
+  for (const std::string& c : context) tokenizer_.AppendTokens(c, &tokens);
+  format::TextRecord t;
+  t.episode_id = r.id;
+  t.doc_len = static_cast<uint32_t>(tokens.size());
+  for (const auto& c : index::Bm25Index::CountTerms(tokens)) t.terms.emplace_back(c.term, c.tf);
+  return t;
+}
+
+bool RecallIndex::Passes(const RecallQuery& q, uint64_t id, const EpisodeAttrs& a) const {
+  if (!a.present || a.forgotten || a.ts < q.ts_from || a.ts >= q.ts_to) return false;
+  if (q.session_id) {
+    auto it = sessions_.ids.find(*q.session_id);
+    if (it == sessions_.ids.end() || it->second != a.session) return false;
+  }
+  if (q.role) {
+    auto it = roles_.ids.find(*q.role);
+    if (it == roles_.ids.end() || it->second != a.role) return false;
+  }
+  if (q.extra_filter) return q.extra_filter(id);
+  return true;
+}
+
+bool RecallIndex::Unfiltered(const RecallQuery& q) {
+  return !q.session_id && !q.role && q.ts_from == INT64_MIN && q.ts_to == INT64_MAX &&
+         !q.extra_filter;
+}
+
+// The candidates in id order. An unfiltered query of one user is that user's
+// partition itself (no copy, no per-episode work); otherwise *storage holds
+// the episodes that pass the filters.
+std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t* partition,
+                                                 std::vector<uint64_t>* storage) const {
+  auto consider = [&](uint64_t id) {
+    if (Passes(q, id, *attrs_.Find(id))) storage->push_back(id);
+  };
+  if (q.all_users) {
+    *partition = episodes_;
+    attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+      if (Passes(q, id, a)) storage->push_back(id);
+    });
+    return *storage;
+  }
+  *partition = 0;
+  const UserPartition* p = Partition(q.user_id);
+  if (!p) return {};
+  *partition = p->ids.size();
+  if (Unfiltered(q)) return p->ids;
+  storage->reserve(p->ids.size());
+  for (uint64_t id : p->ids) consider(id);
+  return *storage;
+}
+
+const RecallIndex::UserPartition* RecallIndex::Partition(const std::string& user_id) const {
+  auto it = users_.ids.find(user_id);
+  if (it == users_.ids.end() || it->second >= partitions_.size()) return nullptr;
+  return partitions_[it->second].get();
+}
+
+Status RecallIndex::VectorQuery(const RecallQuery& q, std::vector<float>* out) const {
+  if (!q.vector.empty()) {
+    if (q.vector.size() != dim_) {
+      return StatusF(kMismatchDimension, "query vector has %zu dimensions; the file's have %u",
+                     q.vector.size(), dim_);
+    }
+    if (!index::AllFinite(q.vector.data(), q.vector.size())) {
+      return Status(kRange, "query vector contains a NaN or infinite value");
+    }
+    *out = q.vector;
+    return Status::OK();
+  }
+  if (!embedder_) return index::BuiltinEmbedder::Missing(space_embedder_);
+  *out = embedder_->Embed(q.text);
+  return Status::OK();
+}
+
+double RecallIndex::DefaultSimilarityFloor(const std::string& embedder, index::Metric metric) {
+  // Cosine floors measured on LoCoMo (docs/recall.md, "Relevance and
+  // thresholds"). The built-in embedders' vectors have unit length, so the
+  // dot product is the cosine and the squared L2 distance is 2 - 2 cos.
+  double cos_floor;
+  if (embedder == index::HashEmbedder::kName) {
+    cos_floor = kHashSimilarityFloor;
+  } else if (embedder == index::GloveEmbedder::kNameV1) {
+    cos_floor = kGloveV1SimilarityFloor;
+  } else if (embedder == index::GloveEmbedder::kNameV2) {
+    cos_floor = kGloveV2SimilarityFloor;
+  } else {
+    return -INFINITY;
+  }
+  return metric == index::Metric::kL2 ? -(2.0 - 2.0 * cos_floor) : cos_floor;
+}
+
+bool RecallIndex::Matches(const RecallQuery& q, const RecallHit& h) const {
+  double floor = q.min_similarity;
+  if (std::isnan(floor)) floor = q.fill ? -INFINITY : similarity_floor_;
+  return (h.bm25_rank > 0 && h.bm25_score > 0 && h.bm25_score >= q.min_bm25) ||
+         (h.vector_rank > 0 && h.vector_score >= floor);
+}
+
+double RecallIndex::Similarity(float distance) const {
+  return metric_ == index::Metric::kL2 ? -static_cast<double>(distance)
+                                       : 1.0 - static_cast<double>(distance);
+}
+
+Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
+                                    std::string* delta) {
+  delta->clear();
+  AGENTMEM_RETURN_IF_ERROR(broken_);
+  bool any = false;
+  for (const auto& e : episodes) any |= e.vector.size() == dim_;
+  if (!any) return Status::OK();
+  if (!graph_) {
+    index::HnswOptions o;
+    o.metric = metric_;
+    o.dim = dim_;
+    auto g = index::HnswIndex::Create(o);
+    AGENTMEM_RETURN_IF_ERROR(g.status());
+    graph_ = std::move(g.value());
+  }
+  index::ChangeMark mark = graph_->Mark();
+  // One batch, linked on min(2, hardware threads) threads; nodes still follow
+  // episode ids (AddBatch numbers them in label order).
+  std::vector<index::HnswInsert> batch;
+  batch.reserve(episodes.size());
+  for (const auto& e : episodes) {
+    if (e.vector.size() == dim_) batch.push_back({e.id, e.vector});
+  }
+  Status s = graph_->AddBatch(batch);
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
+  SyncNodes();
+  // The vectors are in the episode records of the same transaction
+  // (docs/format.md §5.6): the delta holds only the graph's own bytes.
+  s = graph_->EncodeDelta(mark, delta, /*with_vectors=*/false);
+  if (!s.ok()) broken_ = s;
+  return s;
+}
+
+Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
+                                    const index::HnswIndex::VectorLookup& vectors) {
+  if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
+  auto header = index::hnsw::ParseImageHeader(image);
+  if (!header.ok()) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
+                               static_cast<long long>(page_no), header.status().message().c_str());
+  }
+  size_t have = graph_ ? graph_->size() : 0;
+  const auto& h = header.value();
+  if (graph_ && h.node_count == have) return Status::OK();  // this handle's own commit
+  Status s;
+  if (!graph_ && h.base_count == 0 && h.vectors) {
+    auto g = index::HnswIndex::Deserialize(image);
+    s = g.status();
+    if (s.ok()) graph_ = std::move(g.value());
+  } else if (!graph_ && h.base_count == 0) {  // the first delta, without vectors
+    index::HnswOptions o;
+    o.metric = h.shape.metric;
+    o.dim = h.shape.dim;
+    o.m = h.shape.m;
+    o.ef_construction = h.shape.ef_construction;
+    auto g = index::HnswIndex::Create(o);
+    s = g.status();
+    if (s.ok()) s = g.value()->ApplyDelta(image, vectors);
+    if (s.ok()) graph_ = std::move(g.value());
+  } else if (graph_ && h.base_count == have) {
+    s = graph_->ApplyDelta(image, vectors);
+  } else {
+    s = StatusF(kCorruptIndex, "graph image builds on %u nodes; the graph has %zu", h.base_count,
+                have);
+  }
+  if (!s.ok()) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
+                               static_cast<long long>(page_no), s.message().c_str());
+  }
+  SyncNodes();
+  return Status::OK();
+}
+
+void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& query,
+                               std::span<const uint64_t> candidates, size_t k,
+                               std::vector<index::Neighbor>* out, RecallPlan* plan) const {
+  // How many candidates have vectors: for an unfiltered user query it is kept
+  // per partition, so the graph path does no per-episode work.
+  const UserPartition* p = q.all_users ? nullptr : Partition(q.user_id);
+  size_t with_vectors = 0;
+  if (p && Unfiltered(q)) {
+    with_vectors = p->vectors;
+  } else {
+    for (uint64_t id : candidates) with_vectors += attrs_.Find(id)->has_vector;
+  }
+  if (with_vectors > kExactScanMax && graph_ && broken_.ok() &&
+      GraphSearch(q, query, with_vectors, k, out, plan)) {
+    return;
+  }
+  std::vector<uint32_t> rows;
+  rows.reserve(with_vectors);
+  for (uint64_t id : candidates) {
+    const uint32_t node = attrs_.Find(id)->node;
+    if (node != EpisodeAttrs::kNoNode) rows.push_back(node);
+  }
+  out->clear();
+  // Node order is episode id order (a commit inserts its episodes in id
+  // order), so ties between equal distances still go to the smaller id.
+  auto res = rows.empty() ? Result<std::vector<index::Neighbor>>(std::vector<index::Neighbor>{})
+                          : index::ExactTopKRows(metric_, query, graph_->NodeVectors(), rows, k);
+  if (res.ok()) {
+    for (index::Neighbor n : res.value()) {
+      n.id = graph_->NodeLabel(static_cast<uint32_t>(n.id));  // node -> episode id
+      out->push_back(n);
+    }
+  }
+  if (plan) {
+    std::string why = plan->vector_path.empty() ? "" : "; " + plan->vector_path;
+    plan->vector_path = "exact scan of " + std::to_string(rows.size()) + " vectors (" +
+                        index::SimdPathName(index::ActiveSimdPath()) + ")" + why;
+  }
+}
+
+// The graph path, for large candidate sets: hnswlib's graph walked by our own
+// search loop with the filters applied to every node it visits, so filtered
+// nodes cost a visit but never a result slot. When the walk cannot produce
+// min(k, candidates) hits (a very selective filter), it reports failure and
+// the caller scans exactly: k stays guaranteed.
+bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& query,
+                              size_t candidates, size_t k, std::vector<index::Neighbor>* out,
+                              RecallPlan* plan) const {
+  index::HnswSearchOptions o;
+  o.k = k;
+  o.ef = std::max<size_t>(kGraphEf, 2 * k);
+  bool filtered = candidates != graph_->size();
+  // Nodes the filter rejects still take places in the beam: widen it by the
+  // share they are (up to 4x), so a filtered walk keeps the recall of an
+  // unfiltered one.
+  if (filtered && candidates > 0) {
+    o.ef = std::min(4 * o.ef, o.ef * graph_->size() / candidates);
+  }
+  if (filtered) {
+    uint32_t user = 0;
+    auto it = users_.ids.find(q.user_id);
+    if (!q.all_users && it != users_.ids.end()) user = it->second;
+    o.filter = [this, &q, user](uint64_t label) {
+      const EpisodeAttrs* a = attrs_.Find(label);
+      return a && (q.all_users || a->user == user) && Passes(q, label, *a);
+    };
+  }
+  auto res = graph_->Search(query, o);
+  size_t want = std::min(k, candidates);
+  if (!res.ok() || res.value().size() < want) {
+    plan->vector_path = "hnsw found " + std::to_string(res.ok() ? res.value().size() : 0) +
+                        " of " + std::to_string(want) + ", fell back";
+    return false;
+  }
+  *out = std::move(res.value());
+  plan->vector_path = "hnsw ef=" + std::to_string(o.ef) + " over " +
+                      std::to_string(graph_->size()) + " nodes" +
+                      (filtered ? ", filter inside the walk (" + std::to_string(candidates) +
+                                      " candidates)"
+                                : "");
+  return true;
+}
+
+void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
+                             size_t k, std::vector<index::ScoredDoc>* out,
+                             RecallPlan* plan) const {
+  std::vector<std::string> tokens = tokenizer_.TokenizeQuery(q.text);
+  bool filtered = candidates.size() != plan->partition;
+  index::DocFilter filter;
+  if (filtered) {
+    filter = [candidates](uint64_t id) {
+      return std::binary_search(candidates.begin(), candidates.end(), id);
+    };
+  }
+  index::QueryStats stats;
+  out->clear();
+  for (size_t u = 0; u < partitions_.size(); u++) {
+    if (!partitions_[u]) continue;
+    if (!q.all_users) {
+      auto it = users_.ids.find(q.user_id);
+      if (it == users_.ids.end() || it->second != u) continue;
+    }
+    index::QueryStats s;
+    auto top = partitions_[u]->bm25.TopK(tokens, k, filter, &s);
+    out->insert(out->end(), top.begin(), top.end());
+    stats.postings_total += s.postings_total;
+    stats.postings_scored += s.postings_scored;
+  }
+  std::sort(out->begin(), out->end(), [](const index::ScoredDoc& a, const index::ScoredDoc& b) {
+    return a.score != b.score ? a.score > b.score : a.doc_id < b.doc_id;
+  });
+  if (out->size() > k) out->resize(k);
+  plan->bm25_path = "maxscore: " + std::to_string(tokens.size()) + " query tokens, " +
+                    std::to_string(stats.postings_scored) + " of " +
+                    std::to_string(stats.postings_total) + " postings scored";
+}
+
+Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
+                           RecallPlan* plan_out) const {
+  RecallPlan plan;
+  plan.mode = ModeName(q.mode);
+  hits->clear();
+  if (!broken_.ok()) {
+    return Status(kIoErrSticky, "the recall index of this handle is out of step with the file ("
+                                    + broken_.message() + "); close and reopen the database");
+  }
+  if (q.k == 0) return Status::OK();
+  std::vector<uint64_t> storage;
+  std::span<const uint64_t> candidates = Candidates(q, &plan.partition, &storage);
+  plan.filtered = candidates.size();
+
+  std::vector<index::ScoredDoc> bm25;
+  std::vector<index::Neighbor> vec;
+  // A hybrid query looks deeper into each list than k, so that an episode
+  // ranked well by both lists but in the top k of neither can win.
+  const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
+  const bool hybrid = q.mode == RecallMode::kHybrid;
+  if (q.mode != RecallMode::kVector) {
+    Bm25Search(q, candidates, depth, &bm25, &plan);
+  } else {
+    plan.bm25_path = "skipped: mode vector";
+  }
+  if (q.mode != RecallMode::kBm25) {
+    std::vector<float> query;
+    Status s = VectorQuery(q, &query);
+    if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
+    if (s.ok()) {
+      VectorSearch(q, query, candidates, depth, &vec, &plan);
+    } else {
+      plan.vector_path = "skipped: " + s.message();
+    }
+  } else {
+    plan.vector_path = "skipped: mode bm25";
+  }
+  plan.bm25_hits = bm25.size();
+  plan.vector_hits = vec.size();
+
+  // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
+  // over the union of both lists (recall.h, RecallQuery::vector_weight).
+  const double w = q.vector_weight >= 0 ? q.vector_weight : VectorWeight();
+  const double best_bm25 = bm25.empty() ? 0 : bm25.front().score;  // sorted best first
+  double high = -HUGE_VAL, low = HUGE_VAL;
+  for (const index::Neighbor& n : vec) {
+    high = std::max(high, Similarity(n.distance));
+    low = std::min(low, Similarity(n.distance));
+  }
+  std::unordered_map<uint64_t, RecallHit> fused;
+  for (size_t i = 0; i < bm25.size(); i++) {
+    RecallHit& h = fused[bm25[i].doc_id];
+    h.id = bm25[i].doc_id;
+    h.bm25_score = bm25[i].score;
+    h.bm25_rank = static_cast<int>(i + 1);
+    h.score += hybrid ? (1 - w) * (best_bm25 > 0 ? bm25[i].score / best_bm25 : 0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+  }
+  for (size_t i = 0; i < vec.size(); i++) {
+    RecallHit& h = fused[vec[i].id];
+    h.id = vec[i].id;
+    h.vector_score = Similarity(vec[i].distance);
+    h.vector_rank = static_cast<int>(i + 1);
+    h.score += hybrid ? w * (high > low ? (h.vector_score - low) / (high - low) : 1.0)
+                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+  }
+  int64_t now = q.now;
+  if (now == 0) {
+    using namespace std::chrono;
+    now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  }
+  for (auto& [id, h] : fused) {
+    if (!Matches(q, h)) {
+      plan.unmatched++;
+      continue;
+    }
+    if (q.half_life_s > 0) {
+      double age_s = std::max<double>(0, static_cast<double>(now - attrs_.Find(id)->ts) / 1e6);
+      h.score *= std::exp2(-age_s / q.half_life_s);
+    }
+    if (h.score >= q.min_score) hits->push_back(h);
+  }
+  std::sort(hits->begin(), hits->end(), [](const RecallHit& a, const RecallHit& b) {
+    return a.score != b.score ? a.score > b.score : a.id < b.id;
+  });
+  if (hits->size() > q.k) hits->resize(q.k);
+  plan.fused = hits->size();
+
+  // Fill: k is guaranteed when the filtered partition holds k episodes.
+  if (q.fill && hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
+    std::unordered_set<uint64_t> have;
+    for (const RecallHit& h : *hits) have.insert(h.id);
+    for (auto it = candidates.begin(); it != candidates.end() && hits->size() < q.k; ++it) {
+      if (have.count(*it)) continue;
+      RecallHit h;
+      h.id = *it;
+      h.fill = true;
+      hits->push_back(h);
+      plan.filled++;
+    }
+  }
+  if (plan_out) *plan_out = std::move(plan);
+  return Status::OK();
+}
+
+}  // namespace agentmem::engine

@@ -1,0 +1,291 @@
+// engine/memory/recall.h -- hybrid recall: BM25 and vector search inside a user's
+// partition with filters applied inside the search, fused by reciprocal rank
+// fusion (docs/architecture.md "Recall").
+//
+// RecallIndex holds the derived, in-memory state the searches need: one BM25
+// index per user, the vectors by episode id, and per-episode filter
+// attributes. The Database feeds it every committed episode, in commit order
+// (so a committed episode is visible to the next recall), and asks it to
+// plan and run queries.
+//
+// Thread safety: none; the owning Database serialises access.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/memory/id_table.h"
+#include "format/records.h"
+#include "format/status.h"
+#include "index/text/bm25.h"
+#include "index/text/builtin_embedder.h"
+#include "index/text/tokenizer.h"
+#include "index/vector/hnsw.h"
+#include "index/vector/metric.h"
+
+namespace agentmem::engine {
+
+enum class RecallMode { kHybrid, kBm25, kVector };
+
+struct RecallQuery {
+  std::string user_id;
+  bool all_users = false;
+  std::string text;
+  std::vector<float> vector;  // empty: embed `text` with the file's embedder
+  size_t k = 10;
+  RecallMode mode = RecallMode::kHybrid;
+  std::optional<std::string> session_id;
+  std::optional<std::string> role;
+  int64_t ts_from = INT64_MIN;  // event time in [ts_from, ts_to)
+  int64_t ts_to = INT64_MAX;
+  double half_life_s = 0;  // recency weighting; 0 = off
+  double min_score = 0;    // fused score below this is dropped
+  // Relevance (docs/recall.md, "Relevance and thresholds"): a hit matches when
+  // it is in the BM25 list with a score > 0 and >= min_bm25, or in the vector
+  // list with a similarity >= min_similarity (NaN: the file's embedder's
+  // floor, RecallIndex::similarity_floor()). Hits that match neither are
+  // dropped, unless `fill`.
+  double min_similarity = NAN;
+  double min_bm25 = 0;
+  // Today's always-k rule: no default floor, and when fewer than k hits are
+  // left the remaining candidates fill the list in id order (score 0).
+  bool fill = false;
+  int rrf_k = 60;
+  // Hybrid fusion (docs/recall.md says how these were chosen): each list is
+  // searched this deep (at least k), and an episode's fused score is
+  //   (1 - w) * bm25_score / (the list's best bm25_score)
+  //   + w * (similarity - the list's lowest) / (its highest - its lowest)
+  // over the lists it is in (a vector list of equal similarities counts 1).
+  // w = vector_weight; below 0: the file's (VectorWeight()).
+  size_t fusion_depth = 100;
+  double vector_weight = -1;
+  int64_t now = 0;  // for recency weighting; 0 = the clock
+  // A further predicate on episode ids (the metadata filter, which needs the
+  // record); it runs after the in-memory filters, inside both searches.
+  std::function<bool(uint64_t)> extra_filter;
+};
+
+struct RecallHit {
+  uint64_t id = 0;
+  double score = 0;         // the fused score (RRF, times the recency weight)
+  double bm25_score = 0;    // 0 when not in the BM25 list
+  double vector_score = 0;  // similarity; 0 when not in the vector list
+  int bm25_rank = 0;        // 1-based rank in the BM25 list; 0 = absent
+  int vector_rank = 0;      // 1-based rank in the vector list; 0 = absent
+  bool fill = false;        // not matched by either list; added to reach k
+  // In the BM25 list through the context indexed with the episode (the turns
+  // before it) alone: no query term is in its own text. Set for EXPLAIN.
+  bool bm25_via_context = false;
+};
+
+// What a query did, for EXPLAIN RECALL.
+struct RecallPlan {
+  std::string mode;
+  uint64_t partition = 0;  // episodes in the user's partition (all users: every episode)
+  uint64_t filtered = 0;   // after session/role/time filters
+  std::string bm25_path;   // "maxscore over N postings" or "skipped: …"
+  std::string vector_path; // "exact scan of N vectors (simd)" / "hnsw ef=…" / "skipped: …"
+  size_t bm25_hits = 0;
+  size_t vector_hits = 0;
+  size_t fused = 0;
+  size_t filled = 0;
+  size_t unmatched = 0;    // hits of the lists dropped: under every threshold
+};
+
+// The EXPLAIN RECALL text of both front ends (agentmem_explain_recall and
+// SQL explain_recall): one JSON object, the plan's members followed by
+// "hits", an array of {id, score, bm25_rank, bm25_score, vector_rank,
+// vector_score} in rank order, with "bm25_match":"context" and "fill":true
+// where they apply. Numbers are written by JsonWriter (doubles round-trip).
+// Throws std::bad_alloc when the string cannot grow.
+std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hits);
+
+struct EpisodeAttrs {
+  static constexpr uint32_t kNoNode = UINT32_MAX;
+  uint32_t user = 0;
+  uint32_t session = 0;  // interned
+  uint32_t role = 0;     // interned
+  uint32_t node = kNoNode;  // the episode's node in the graph, which holds its vector
+  int64_t ts = 0;
+  bool has_vector = false;
+  bool present = false;
+  bool forgotten = false;  // hidden by a forget record; its graph node stays until VACUUM
+};
+
+class RecallIndex {
+ public:
+  // `embedder`: the file's built-in embedder, if it has one.
+  RecallIndex(index::TokenizerOptions tokenizer, uint32_t dim, index::Metric metric,
+              std::optional<index::BuiltinEmbedder> embedder);
+
+  // Indexes one committed episode (filters and vector). REQUIRES: ids arrive
+  // in increasing order.
+  Status Add(const format::EpisodeRecord& r);
+  // The same from a checkpoint's entry (no record body).
+  Status AddEntry(uint64_t id, const std::string& user, const std::string& session,
+                  const std::string& role, int64_t ts, bool has_vector,
+                  uint32_t node = EpisodeAttrs::kNoNode);
+  // The same with the names already interned (a checkpoint's many entries
+  // share few names): Intern*() give their ids, once per name.
+  uint32_t InternUser(const std::string& s) { return Intern(&users_, s); }
+  uint32_t InternSession(const std::string& s) { return Intern(&sessions_, s); }
+  uint32_t InternRole(const std::string& s) { return Intern(&roles_, s); }
+  Status AddEntry(uint64_t id, uint32_t user, uint32_t session, uint32_t role, int64_t ts,
+                  bool has_vector, uint32_t node);
+  void ReserveEntries(uint64_t n) { attrs_.Reserve(n); }
+  // Hides episodes from every search (a forget record): they leave their
+  // partition and its BM25 index; a graph node stays (skipped by the walk)
+  // until VACUUM writes a graph without it. Unknown or forgotten ids are
+  // ignored.
+  Status Forget(const std::vector<uint64_t>& ids);
+  // What a checkpoint keeps of an indexed episode: its attributes with the
+  // session and role by name. False if not indexed.
+  bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
+                   const std::string** role) const;
+  // The graph as a mappable image (empty when there is no graph), and the
+  // graph taken from one in place (checkpoint load; after every AddEntry).
+  Status SerializeGraph(std::string* out) const;
+  // The BM25 indexes as frozen images, one per user with episodes, appended
+  // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`
+  // gives each user's index in the state section's string table. And the
+  // reverse: a user's index taken from its image in place (after AddEntry).
+  void SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
+                     std::string* body) const;
+  Status AttachBm25(const std::string& user, const char* image, size_t size);
+  // The episodes' nodes come from their entries (AddEntry's `node`): every
+  // node must belong to exactly one episode.
+  // `records_checked`: as HnswIndex::Map's.
+  Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
+                  bool records_checked = false);
+  // Adds an indexed episode's BM25 terms, as committed in the file; a later
+  // text record of the same episode (its context changed: a forget) replaces
+  // the earlier one.
+  Status AddText(const format::TextRecord& t);
+  // The BM25 terms of an episode, by the file's tokenizer (the writer's side):
+  // the tokens of its text, then those of `context` (the texts of the
+  // episodes before it in its session, ContextIds()).
+  format::TextRecord TextFor(const format::EpisodeRecord& r,
+                             std::span<const std::string> context = {}) const;
+  // How many earlier turns of its session an episode's document holds (the
+  // file's "context" setting; 0: its own text only).
+  uint32_t context() const { return tokenizer_.options().context; }
+  // The context of a new or re-indexed episode `id` of (user, session): up to
+  // context() indexed episodes of that session with smaller ids, newest
+  // first, skipping forgotten ones and those in `skip` (sorted).
+  std::vector<uint64_t> ContextIds(const std::string& user, const std::string& session,
+                                   uint64_t id, std::span<const uint64_t> skip = {}) const;
+  // The indexed episodes whose context includes one of `ids` (sorted), and
+  // so must be indexed again when those are forgotten: for each, the next
+  // context() episodes of its session that are not in `ids`.
+  std::vector<uint64_t> ContextDependents(std::span<const uint64_t> ids) const;
+  // The tokens of a query, by the file's tokenizer (query stop words dropped).
+  std::vector<std::string> QueryTokens(std::string_view text) const {
+    return tokenizer_.TokenizeQuery(text);
+  }
+  std::vector<std::string> DocumentTokens(std::string_view text) const {
+    return tokenizer_.Tokenize(text);
+  }
+  // Runs a query; `plan` (optional) receives what was done.
+  Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
+  // The embedding the built-in embedder gives `text` (the file's dimension).
+  // REQUIRES: builtin_embedder().
+  std::vector<float> Embed(std::string_view text) const;
+  bool builtin_embedder() const { return embedder_.has_value(); }
+  // The embedder name the file records, for the message of a recall that
+  // needs a query vector this index cannot compute.
+  void set_space_embedder(std::string name) { space_embedder_ = std::move(name); }
+  // The similarity a vector hit needs to match when the query sets no
+  // min_similarity: measured per embedder (docs/recall.md), -infinity (every
+  // vector hit matches) for an embedder without a measured floor.
+  static double DefaultSimilarityFloor(const std::string& embedder, index::Metric metric);
+  void set_similarity_floor(double floor) { similarity_floor_ = floor; }
+  double similarity_floor() const { return similarity_floor_; }
+  // The hybrid weight of the vector list: kHashVectorWeight for the hashing
+  // embedder's vectors, whose list is weaker, else kVectorWeight.
+  static constexpr double kVectorWeight = 0.2;
+  static constexpr double kHashVectorWeight = 0.1;
+  double VectorWeight() const {
+    return embedder_ && embedder_->name() == index::HashEmbedder::kName ? kHashVectorWeight
+                                                                         : kVectorWeight;
+  }
+  const float* VectorOf(uint64_t id) const;
+
+  // The writer's side of the graph: inserts the vectors of a transaction's
+  // episodes into the HNSW graph and returns the graph delta image to commit
+  // with them (empty when none has a vector). If the commit then fails, call
+  // Break(): the in-memory graph no longer matches the file.
+  Status InsertForCommit(const std::vector<format::EpisodeRecord>& episodes, std::string* delta);
+  // The reader's side: applies a committed graph image (a delta, or a full
+  // image on an empty graph). An image this handle made itself is skipped.
+  // An image without vectors (a commit's delta) takes them from `vectors`:
+  // the episode records of its transaction.
+  Status ApplyGraphImage(std::string_view image, int64_t page_no,
+                         const index::HnswIndex::VectorLookup& vectors);
+  void Break(const Status& why) { broken_ = why; }
+  const Status& broken() const { return broken_; }
+  // Below this many candidate vectors the planner scans exactly.
+  static constexpr size_t kExactScanMax = 4096;
+  static constexpr size_t kGraphEf = 64;  // search beam width of the graph path
+
+ private:
+  struct UserPartition {
+    index::Bm25Index bm25;
+    std::vector<uint64_t> ids;  // increasing
+    size_t vectors = 0;         // of ids, those with a vector
+  };
+  static bool Unfiltered(const RecallQuery& q);
+  const UserPartition* Partition(const std::string& user_id) const;
+  struct Names {
+    std::unordered_map<std::string, uint32_t> ids;
+    std::vector<std::string> names;  // by id
+  };
+  static uint32_t Intern(Names* table, const std::string& s);
+  std::span<const uint64_t> Candidates(const RecallQuery& q, uint64_t* partition,
+                                      std::vector<uint64_t>* storage) const;
+  bool Passes(const RecallQuery& q, uint64_t id, const EpisodeAttrs& a) const;
+  Status VectorQuery(const RecallQuery& q, std::vector<float>* out) const;
+  void VectorSearch(const RecallQuery& q, const std::vector<float>& query,
+                    std::span<const uint64_t> candidates, size_t k,
+                    std::vector<index::Neighbor>* out, RecallPlan* plan) const;
+  bool GraphSearch(const RecallQuery& q, const std::vector<float>& query, size_t candidates,
+                   size_t k, std::vector<index::Neighbor>* out, RecallPlan* plan) const;
+  void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
+                  std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
+  double Similarity(float distance) const;
+  // Whether a fused hit matches the query's thresholds (RecallQuery).
+  bool Matches(const RecallQuery& q, const RecallHit& h) const;
+  // Records the graph node of each episode inserted since the last call.
+  void SyncNodes();
+
+  index::Tokenizer tokenizer_;
+  uint32_t dim_;
+  index::Metric metric_;
+  std::optional<index::BuiltinEmbedder> embedder_;
+  std::string space_embedder_;
+  double similarity_floor_ = -INFINITY;
+  IdTable<EpisodeAttrs> attrs_;
+  std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
+  Names users_, sessions_, roles_;
+  // The episodes of each (user, session), increasing; forgotten ones leave.
+  // Only kept when context() > 0.
+  static uint64_t SessionKey(uint32_t user, uint32_t session) {
+    return (uint64_t{user} << 32) | session;
+  }
+  std::unordered_map<uint64_t, std::vector<uint64_t>> session_ids_;
+  uint64_t episodes_ = 0;
+  // Every user's vectors, held once: the exact scans read them from the
+  // graph's node records too. Built by commits.
+  std::unique_ptr<index::HnswIndex> graph_;
+  size_t synced_nodes_ = 0;  // graph nodes whose episode knows its node
+  Status broken_;
+};
+
+}  // namespace agentmem::engine

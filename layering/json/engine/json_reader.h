@@ -1,1 +1,0 @@
-../../../engine/json_reader.h

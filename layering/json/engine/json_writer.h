@@ -1,1 +1,0 @@
-../../../engine/json_writer.h
