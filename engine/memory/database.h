@@ -45,7 +45,8 @@ struct Stats {
   uint64_t torn_bytes = 0;
 };
 
-struct Selection;  // what a forget names (lifecycle.cc)
+struct Selection;       // what a forget names (lifecycle.cc)
+struct CompactionPlan;  // what a VACUUM copies (lifecycle.cc)
 
 // What REINDEX did (reindex.cc).
 struct ReindexReceipt {
@@ -411,7 +412,12 @@ class Database {
   // `replaces`); kNotFound when there is none.
   Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
+  // Writes the live records and a checkpoint into a new file at `tmp`
+  // (VACUUM's copy, of *bytes bytes).
   Status WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes);
+  void PlanCompaction(CompactionPlan* plan) const;
+  Status OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Database>* out);
+  Status StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch);
   // The file at path_ is no longer the one this handle has open (a VACUUM
   // replaced it): reopens it and starts from its state.
   Status Reload();

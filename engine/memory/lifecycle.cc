@@ -524,20 +524,40 @@ class NeedleScan {
 
 }  // namespace
 
-// Writes the live records and a checkpoint into a new file at `tmp`, through
-// a second Database that writes what it is given: ids, versions and both time
-// axes are kept, and so are the next ids (ids of forgotten records are never
-// used again). The copy's graph is built again by its own commits, a thousand
-// episodes at a time, each delta without vectors (format.md §5.6): every
-// vector is stored once in the log, as in the file it replaces, and the copy
-// is no larger than that file when nothing is dropped.
-Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
+// The live records a compaction copies, each list in the order it is written.
+struct CompactionPlan {
+  std::vector<uint64_t> episodes;                       // ids
+  std::vector<std::pair<uint64_t, RecordLoc>> versions;  // block versions
+  std::vector<uint64_t> facts;                          // ids
+  size_t batches = 1;  // transactions: a thousand episodes each
+};
+
+void Database::PlanCompaction(CompactionPlan* plan) const {
+  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
+    if (e.present) plan->episodes.push_back(id);
+  });
+  std::sort(plan->episodes.begin(), plan->episodes.end());
+  for (const UserEntry& u : catalog_.users()) {
+    for (const auto& [name, vs] : u.blocks) {
+      for (const BlockVersion& v : vs) plan->versions.emplace_back(v.version, v.loc);
+    }
+    plan->facts.insert(plan->facts.end(), u.fact_ids.begin(), u.fact_ids.end());
+  }
+  std::sort(plan->versions.begin(), plan->versions.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(plan->facts.begin(), plan->facts.end());
+  plan->batches = std::max<size_t>(1, (plan->episodes.size() + 999) / 1000);
+}
+
+// A second Database at `tmp` that writes what it is given, in the vector
+// space and with the tokenizer of this file.
+Status Database::OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Database>* out) {
   if (env()->Exists(tmp)) AGENTMEM_RETURN_IF_ERROR(env()->Delete(tmp));  // left by a crash
   Options o = opts_;
   o.create = true;
   o.read_only = false;
   o.sync = SyncMode::kOff;  // synced once, at the end
-  o.checkpoint_bytes = 0;   // written explicitly below
+  o.checkpoint_bytes = 0;   // written explicitly
   o.salt = 0;
   o.space = RecordedSpace();
   o.space_given = true;
@@ -555,72 +575,70 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, ui
   dst->create_like_ = path_;
   AGENTMEM_RETURN_IF_ERROR(dst->OpenFile());
   dst->opened_ = true;
-  auto txn = [&](auto&& body) -> Status {
+  *out = std::move(dst);
+  return Status::OK();
+}
+
+// Stages transaction `batch` of the copy in dst: the settings (vector space,
+// tokenizer, predicates, policies) ride in the first, and the block versions,
+// facts and the compaction's own meta in the last. The records go in as they
+// are, not through Remember(): they were checked when written, and this
+// handle's options must not refuse them.
+Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch) {
+  AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+  if (batch == 0) {
+    for (const auto& [k, v] : catalog_.meta()) {
+      const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
+      if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) dst->pending_meta_.entries.emplace_back(k, v);
+    }
+  }
+  for (size_t i = batch * 1000; i < std::min(plan.episodes.size(), (batch + 1) * 1000); i++) {
+    EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(plan.episodes[i], &r));
+    dst->pending_episodes_.push_back(std::move(r));
+  }
+  if (batch + 1 < plan.batches) return Status::OK();
+  for (const auto& [version, loc] : plan.versions) {
+    format::BlockRecord b;
+    AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
+    dst->pending_blocks_.push_back(std::move(b));
+  }
+  for (uint64_t id : plan.facts) {
+    FactRecord f;
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
+    dst->pending_facts_.push_back(std::move(f));
+  }
+  // The source's next ids, so that ids of forgotten records are never
+  // used again.
+  dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
+  // Ids used before this compaction whose records it dropped: the
+  // baseline of ForgottenInFile(), recorded when there are any.
+  const uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
+  if (gone > 0) dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(gone));
+  return Status::OK();
+}
+
+// Writes the live records and a checkpoint into a new file at `tmp`, through
+// a second Database that writes what it is given: ids, versions and both time
+// axes are kept, and so are the next ids (ids of forgotten records are never
+// used again). The copy's graph is built again by its own commits, a thousand
+// episodes at a time, each delta without vectors (format.md §5.6): every
+// vector is stored once in the log, as in the file it replaces, and the copy
+// is no larger than that file when nothing is dropped.
+Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
+  std::unique_ptr<Database> dst;
+  AGENTMEM_RETURN_IF_ERROR(OpenCompactionCopy(tmp, &dst));
+  // As few transactions as the records need (each costs a commit page).
+  CompactionPlan plan;
+  PlanCompaction(&plan);
+  for (size_t batch = 0; batch < plan.batches; batch++) {
     AGENTMEM_RETURN_IF_ERROR(dst->Begin());
-    Status s = body();
+    Status s = StageCompactionBatch(dst.get(), plan, batch);
     if (!s.ok()) {
       dst->Rollback().IgnoreError();
       return s;
     }
-    return dst->Commit();
-  };
-  // As few transactions as the records need (each costs a commit page): the
-  // live episodes in id order, a thousand per transaction; the settings
-  // (vector space, tokenizer, predicates, policies) ride in the first, and
-  // the block versions, facts and the compaction's own meta in the last.
-  std::vector<uint64_t> ids;
-  catalog_.episodes().ForEach([&](uint64_t id, const EpisodeEntry& e) {
-    if (e.present) ids.push_back(id);
-  });
-  std::sort(ids.begin(), ids.end());
-  std::vector<std::pair<uint64_t, RecordLoc>> versions;  // in version order
-  for (const UserEntry& u : catalog_.users()) {
-    for (const auto& [name, vs] : u.blocks) {
-      for (const BlockVersion& v : vs) versions.emplace_back(v.version, v.loc);
-    }
-  }
-  std::sort(versions.begin(), versions.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<uint64_t> facts;  // in id order
-  for (const UserEntry& u : catalog_.users()) facts.insert(facts.end(), u.fact_ids.begin(), u.fact_ids.end());
-  std::sort(facts.begin(), facts.end());
-  const size_t batches = std::max<size_t>(1, (ids.size() + 999) / 1000);
-  for (size_t batch = 0; batch < batches; batch++) {
-    AGENTMEM_RETURN_IF_ERROR(txn([&] {
-      // The records go in as they are, not through Remember(): they were
-      // checked when written, and this handle's options must not refuse them.
-      AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-      if (batch == 0) {
-        for (const auto& [k, v] : catalog_.meta()) {
-          const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
-          if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) dst->pending_meta_.entries.emplace_back(k, v);
-        }
-      }
-      for (size_t i = batch * 1000; i < std::min(ids.size(), (batch + 1) * 1000); i++) {
-        EpisodeRecord r;
-        AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(ids[i], &r));
-        dst->pending_episodes_.push_back(std::move(r));
-      }
-      if (batch + 1 < batches) return Status::OK();
-      for (const auto& [version, loc] : versions) {
-        format::BlockRecord b;
-        AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
-        dst->pending_blocks_.push_back(std::move(b));
-      }
-      for (uint64_t id : facts) {
-        FactRecord f;
-        AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
-        dst->pending_facts_.push_back(std::move(f));
-      }
-      // The source's next ids, so that ids of forgotten records are never
-      // used again.
-      dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
-      // Ids used before this compaction whose records it dropped: the
-      // baseline of ForgottenInFile(), recorded when there are any.
-      const uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
-      if (gone > 0) dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(gone));
-      return Status::OK();
-    }));
+    AGENTMEM_RETURN_IF_ERROR(dst->Commit());
   }
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
   AGENTMEM_RETURN_IF_ERROR(dst->log_->SyncAll());

@@ -613,48 +613,12 @@ void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> can
                     std::to_string(stats.postings_total) + " postings scored";
 }
 
-Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
-                           RecallPlan* plan_out) const {
-  RecallPlan plan;
-  plan.mode = ModeName(q.mode);
-  hits->clear();
-  if (!broken_.ok()) {
-    return Status(kIoErrSticky, "the recall index of this handle is out of step with the file ("
-                                    + broken_.message() + "); close and reopen the database");
-  }
-  if (q.k == 0) return Status::OK();
-  std::vector<uint64_t> storage;
-  std::span<const uint64_t> candidates = Candidates(q, &plan.partition, &storage);
-  plan.filtered = candidates.size();
-
-  std::vector<index::ScoredDoc> bm25;
-  std::vector<index::Neighbor> vec;
-  // A hybrid query looks deeper into each list than k, so that an episode
-  // ranked well by both lists but in the top k of neither can win.
-  const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
+// One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
+// over the union of both lists (recall.h, RecallQuery::vector_weight).
+std::unordered_map<uint64_t, RecallHit> RecallIndex::Fuse(const RecallQuery& q,
+                                                          const std::vector<index::ScoredDoc>& bm25,
+                                                          const std::vector<index::Neighbor>& vec) const {
   const bool hybrid = q.mode == RecallMode::kHybrid;
-  if (q.mode != RecallMode::kVector) {
-    Bm25Search(q, candidates, depth, &bm25, &plan);
-  } else {
-    plan.bm25_path = "skipped: mode vector";
-  }
-  if (q.mode != RecallMode::kBm25) {
-    std::vector<float> query;
-    Status s = VectorQuery(q, &query);
-    if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
-    if (s.ok()) {
-      VectorSearch(q, query, candidates, depth, &vec, &plan);
-    } else {
-      plan.vector_path = "skipped: " + s.message();
-    }
-  } else {
-    plan.vector_path = "skipped: mode bm25";
-  }
-  plan.bm25_hits = bm25.size();
-  plan.vector_hits = vec.size();
-
-  // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
-  // over the union of both lists (recall.h, RecallQuery::vector_weight).
   const double w = q.vector_weight >= 0 ? q.vector_weight : VectorWeight();
   const double best_bm25 = bm25.empty() ? 0 : bm25.front().score;  // sorted best first
   double high = -HUGE_VAL, low = HUGE_VAL;
@@ -679,6 +643,66 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     h.score += hybrid ? w * (high > low ? (h.vector_score - low) / (high - low) : 1.0)
                       : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
+  return fused;
+}
+
+// Fill: k is guaranteed when the filtered partition holds k episodes.
+void RecallIndex::Fill(const RecallQuery& q, std::span<const uint64_t> candidates,
+                       std::vector<RecallHit>* hits, RecallPlan* plan) {
+  if (q.fill && hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
+    std::unordered_set<uint64_t> have;
+    for (const RecallHit& h : *hits) have.insert(h.id);
+    for (auto it = candidates.begin(); it != candidates.end() && hits->size() < q.k; ++it) {
+      if (have.count(*it)) continue;
+      RecallHit h;
+      h.id = *it;
+      h.fill = true;
+      hits->push_back(h);
+      plan->filled++;
+    }
+  }
+}
+
+Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
+                           RecallPlan* plan_out) const {
+  RecallPlan plan;
+  plan.mode = ModeName(q.mode);
+  hits->clear();
+  if (!broken_.ok()) {
+    return Status(kIoErrSticky, "the recall index of this handle is out of step with the file ("
+                                    + broken_.message() + "); close and reopen the database");
+  }
+  if (q.k == 0) return Status::OK();
+  std::vector<uint64_t> storage;
+  std::span<const uint64_t> candidates = Candidates(q, &plan.partition, &storage);
+  plan.filtered = candidates.size();
+
+  std::vector<index::ScoredDoc> bm25;
+  std::vector<index::Neighbor> vec;
+  // A hybrid query looks deeper into each list than k, so that an episode
+  // ranked well by both lists but in the top k of neither can win.
+  const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
+  if (q.mode != RecallMode::kVector) {
+    Bm25Search(q, candidates, depth, &bm25, &plan);
+  } else {
+    plan.bm25_path = "skipped: mode vector";
+  }
+  if (q.mode != RecallMode::kBm25) {
+    std::vector<float> query;
+    Status s = VectorQuery(q, &query);
+    if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
+    if (s.ok()) {
+      VectorSearch(q, query, candidates, depth, &vec, &plan);
+    } else {
+      plan.vector_path = "skipped: " + s.message();
+    }
+  } else {
+    plan.vector_path = "skipped: mode bm25";
+  }
+  plan.bm25_hits = bm25.size();
+  plan.vector_hits = vec.size();
+
+  std::unordered_map<uint64_t, RecallHit> fused = Fuse(q, bm25, vec);
   int64_t now = q.now;
   if (now == 0) {
     using namespace std::chrono;
@@ -701,19 +725,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   if (hits->size() > q.k) hits->resize(q.k);
   plan.fused = hits->size();
 
-  // Fill: k is guaranteed when the filtered partition holds k episodes.
-  if (q.fill && hits->size() < q.k && candidates.size() > hits->size() && q.min_score <= 0) {
-    std::unordered_set<uint64_t> have;
-    for (const RecallHit& h : *hits) have.insert(h.id);
-    for (auto it = candidates.begin(); it != candidates.end() && hits->size() < q.k; ++it) {
-      if (have.count(*it)) continue;
-      RecallHit h;
-      h.id = *it;
-      h.fill = true;
-      hits->push_back(h);
-      plan.filled++;
-    }
-  }
+  Fill(q, candidates, hits, &plan);
   if (plan_out) *plan_out = std::move(plan);
   return Status::OK();
 }

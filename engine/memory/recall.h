@@ -260,6 +260,13 @@ class RecallIndex {
   void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
+  // The two ranked lists merged into one score per episode (unsorted).
+  std::unordered_map<uint64_t, RecallHit> Fuse(const RecallQuery& q,
+                                               const std::vector<index::ScoredDoc>& bm25,
+                                               const std::vector<index::Neighbor>& vec) const;
+  // With q.fill, pads *hits up to q.k with candidates not among them.
+  static void Fill(const RecallQuery& q, std::span<const uint64_t> candidates,
+                   std::vector<RecallHit>* hits, RecallPlan* plan);
   // Whether a fused hit matches the query's thresholds (RecallQuery).
   bool Matches(const RecallQuery& q, const RecallHit& h) const;
   // Records the graph node of each episode inserted since the last call.
