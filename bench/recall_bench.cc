@@ -1989,7 +1989,14 @@ void RunSift(Ctx& x, const std::string& dir) {
 void AddPeerGoals(Ctx& x) {
   const Figures& f = x.fig;
   const std::vector<std::string>& peers = x.c.peers;
-  if (peers.empty()) return;
+  bool ran = false;
+  for (const auto& p : peers) ran = ran || f.ingest_rate.count(p) > 0;
+  if (!ran) {
+    if (!peers.empty())
+      x.rep.AddSection("## Goals against the best peer (LanceDB, sqlite-vec)",
+                       {"Not measured: no peer ran (see the checks)."});
+    return;
+  }
   std::vector<std::string> lines = {
       "Ratios are agentmem / the best peer of this run for that row (the lower latency or size, "
       "the higher rate, of LanceDB and sqlite-vec; each peer's own figure in the last column). "
