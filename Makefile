@@ -161,7 +161,7 @@ BENCH_CG_DIR ?= /tmp/agentmem-bench-callgrind
 bench-deps: deps
 	$(call install_missing,$(BENCH_DEBIAN_PACKAGES))
 
-bench-build: bench-deps bench-node $(BUILD)/build.ninja
+bench-build: bench-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) bench/recall_bench
 
 # bench-node: the peers' npm packages, pinned, into AGENTMEM_CACHE_DIR/bench-node
@@ -185,17 +185,17 @@ bench-node:
 	  echo "warning: the bench peers are not installed in $(BENCH_NODE_DIR): make bench runs without LanceDB and sqlite-vec"; \
 	fi
 
-bench: bench-build
+bench: bench-build bench-node
 	$(BUILD)/bench/recall_bench --n 10000 --no-single --no-open --no-filter --no-embedder \
 	  --no-locomo --no-sift --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS) >/dev/null
 	$(BUILD)/bench/recall_bench --n 100000 --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
-bench-quick: bench-build
+bench-quick: bench-build bench-node
 	$(BUILD)/bench/recall_bench --n 10000 --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
-bench-large: bench-build
+bench-large: bench-build bench-node
 	$(BUILD)/bench/recall_bench --n 1000000 --no-locomo --no-sift --peers-dir $(BENCH_NODE_DIR) \
 	  --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
