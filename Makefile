@@ -3,9 +3,10 @@
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
 # Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); eval (recall quality on the shared
-# LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5 and
-# hnswlib side by side at N = 100,000, results in bench/results/, summary in
-# docs/bench.md), bench-quick (N = 10,000), bench-large, bench-callgrind;
+# LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5,
+# hnswlib, LanceDB and sqlite-vec side by side at N = 100,000, results in
+# bench/results/, summary in docs/bench.md), bench-quick (N = 10,000), bench-large,
+# bench-callgrind, bench-node (the peers' npm packages);
 # soak, fuzz, tsan, coverage (docs/testing.md).
 SHELL := /bin/bash
 BUILD ?= build
@@ -136,8 +137,11 @@ eval: deps $(BUILD)/build.ninja
 
 # ---------------------------------------------------------------- benchmarks
 # agentmem side by side with SQLite + FTS5 + cosine UDF and hnswlib + FTS5,
-# same process run, same data; docs/bench.md reads the results.
-# make bench            N = 10,000 (ingest, recall and size only: the
+# same process run, same data, and with the peers LanceDB and sqlite-vec
+# (bench/peers/peers.mjs, run by node from the same run on the data the bench
+# exports); docs/bench.md reads the results.
+# make bench            (every system below, LanceDB and sqlite-vec included)
+#                       N = 10,000 (ingest, recall and size only: the
 #                       latency-against-N plot), then every workload at
 #                       N = 100,000 with LoCoMo and SIFT: bench/results/
 #                       recall-n<N>.{md,csv}, latency-vs-n.png, recall-vs-latency.png
@@ -152,7 +156,7 @@ BENCH_DEBIAN_PACKAGES := wordnet-base gnuplot-nox valgrind
 BENCH_ARGS ?=
 BENCH_CG_DIR ?= /tmp/agentmem-bench-callgrind
 
-.PHONY: bench bench-quick bench-deps bench-build bench-large bench-callgrind
+.PHONY: bench bench-quick bench-deps bench-build bench-large bench-callgrind bench-node
 
 bench-deps: deps
 	$(call install_missing,$(BENCH_DEBIAN_PACKAGES))
@@ -160,18 +164,40 @@ bench-deps: deps
 bench-build: bench-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) bench/recall_bench
 
-bench: bench-build
+# bench-node: the peers' npm packages, pinned, into AGENTMEM_CACHE_DIR/bench-node
+# (outside the clone), for Debian's node (20): @lancedb/lancedb 0.37.1 is the
+# last release for node < 22 (its prebuilt linux-x64-gnu binary comes as an
+# optional dependency), apache-arrow within its peer range, better-sqlite3
+# 12.11.1 (compiled by node-gyp when no prebuilt binary can be fetched) and
+# sqlite-vec 0.1.9 (its loadable extension in sqlite-vec-linux-x64). Without
+# node, npm or the registry make goes on and the bench says the peers skipped.
+BENCH_NODE_DIR := $(AGENTMEM_CACHE_DIR)/bench-node
+BENCH_NPM_PACKAGES := @lancedb/lancedb@0.37.1 apache-arrow@18.1.0 better-sqlite3@12.11.1 sqlite-vec@0.1.9
+BENCH_NPM_STAMP := $(BENCH_NODE_DIR)/.installed-lancedb-0.37.1-arrow-18.1.0-bsq-12.11.1-vec-0.1.9
+bench-node:
+	@if [ ! -f "$(BENCH_NPM_STAMP)" ]; then \
+	  mkdir -p "$(BENCH_NODE_DIR)" && \
+	  { command -v node >/dev/null && command -v npm >/dev/null || \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; } && \
+	  nice npm install --prefix "$(BENCH_NODE_DIR)" --no-audit --no-fund --loglevel=error \
+	    $(BENCH_NPM_PACKAGES) && \
+	  touch "$(BENCH_NPM_STAMP)" || \
+	  echo "warning: the bench peers are not installed in $(BENCH_NODE_DIR): make bench runs without LanceDB and sqlite-vec"; \
+	fi
+
+bench: bench-build bench-node
 	$(BUILD)/bench/recall_bench --n 10000 --no-single --no-open --no-filter --no-embedder \
-	  --no-locomo --no-sift --out bench/results $(BENCH_ARGS) >/dev/null
-	$(BUILD)/bench/recall_bench --n 100000 --out bench/results $(BENCH_ARGS)
+	  --no-locomo --no-sift --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS) >/dev/null
+	$(BUILD)/bench/recall_bench --n 100000 --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
-bench-quick: bench-build
-	$(BUILD)/bench/recall_bench --n 10000 --out bench/results $(BENCH_ARGS)
+bench-quick: bench-build bench-node
+	$(BUILD)/bench/recall_bench --n 10000 --peers-dir $(BENCH_NODE_DIR) --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
-bench-large: bench-build
-	$(BUILD)/bench/recall_bench --n 1000000 --no-locomo --no-sift --out bench/results $(BENCH_ARGS)
+bench-large: bench-build bench-node
+	$(BUILD)/bench/recall_bench --n 1000000 --no-locomo --no-sift --peers-dir $(BENCH_NODE_DIR) \
+	  --out bench/results $(BENCH_ARGS)
 	bench/plot.sh bench/results
 
 bench-callgrind: bench-build

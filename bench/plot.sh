@@ -5,7 +5,8 @@
 #                             against N, from every latency-n<N>.dat
 #   recall-vs-latency.png     vector recall@10 against p50 at the largest N:
 #                             agentmem, SQLite (exact), hnswlib at ef 64 and its
-#                             ef sweep
+#                             ef sweep, LanceDB (HNSW-SQ, ef 64) and sqlite-vec
+#                             (exact) when the peers ran
 set -euo pipefail
 dir=${1:-bench/results}
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not found (make bench-deps)" >&2; exit 1; }
@@ -21,7 +22,10 @@ plots=""
 for f in "$tmp"/*.series; do
   sort -n "$f" -o "$f"
   name=$(basename "$f" .series)
-  case $name in agentmem-*) lc='#1a9641' ;; sqlite-*) lc='#d7191c' ;; *) lc='#2b83ba' ;; esac
+  case $name in
+    agentmem-*) lc='#1a9641' ;; sqlite-vec-*) lc='#fdae61' ;; sqlite-*) lc='#d7191c' ;;
+    lancedb-*) lc='#7b3294' ;; *) lc='#2b83ba' ;;
+  esac
   case $name in *-hybrid) pt=7 dt=1 ;; *-bm25) pt=5 dt=2 ;; *) pt=9 dt=4 ;; esac
   plots+="'$f' using 1:2 with linespoints lw 2 lc rgb '$lc' pt $pt dt $dt title '$name', "
 done
@@ -43,7 +47,11 @@ rec=$(ls "$dir"/recall-latency-n*.dat | sed 's/.*-n\([0-9]*\)\.dat/\1 &/' | sort
 if [ -n "$rec" ]; then
   n=$(basename "$rec" .dat | sed 's/.*-n//')
   grep '^hnswlib-ef ' "$rec" | sort -k2 -n > "$tmp/sweep" || true
-  for s in agentmem sqlite hnswlib; do grep "^$s " "$rec" > "$tmp/$s.pt" || true; done
+  for s in agentmem sqlite hnswlib lancedb sqlite-vec; do grep "^$s " "$rec" > "$tmp/$s.pt" || true; done
+  # the peers' points, where they ran
+  peers=""
+  [ -s "$tmp/lancedb.pt" ] && peers+=", '$tmp/lancedb.pt' using 3:4 with points pt 11 ps 2 lc rgb '#7b3294' title 'LanceDB HNSW-SQ ef 64'"
+  [ -s "$tmp/sqlite-vec.pt" ] && peers+=", '$tmp/sqlite-vec.pt' using 3:4 with points pt 13 ps 2 lc rgb '#fdae61' title 'sqlite-vec (exact)'"
   gnuplot <<EOF
 set terminal pngcairo size 1000,640
 set output '$dir/recall-vs-latency.png'
@@ -58,7 +66,7 @@ plot '$tmp/sweep' using 3:4 with linespoints lw 2 title 'hnswlib, ef sweep', \
      '' using 3:4:(sprintf('ef %d', \$2)) with labels offset 0,1 notitle, \
      '$tmp/hnswlib.pt' using 3:4 with points pt 7 ps 2 title 'hnswlib ef 64', \
      '$tmp/sqlite.pt' using 3:4 with points pt 5 ps 2 title 'SQLite cosine UDF (exact)', \
-     '$tmp/agentmem.pt' using 3:4 with points pt 9 ps 2.5 title 'agentmem (ef 64)'
+     '$tmp/agentmem.pt' using 3:4 with points pt 9 ps 2.5 title 'agentmem (ef 64)'$peers
 EOF
 fi
 echo "plot.sh: wrote $dir/latency-vs-n.png and $dir/recall-vs-latency.png"

@@ -1,7 +1,10 @@
 // bench/recall_bench.cc -- the side-by-side benchmark: the same workload, in
 // the same process run, on the same data, on agentmem (through include/agentmem.h), on baseline (a) SQLite 3 + FTS5 +
 // a vector BLOB scanned by a SQL function, and on baseline (b) raw hnswlib +
-// FTS5 (bench/systems.h describes the three stores).
+// FTS5 (bench/systems.h describes the three stores); then the peers LanceDB
+// and sqlite-vec, run by bench/peers/peers.mjs with node on the data and
+// queries this program exports (--peers-dir; skipped, with a line in the
+// report, when node or the npm packages are missing).
 //
 // Data (all seeded, so two runs build byte-for-byte the same workload):
 //   texts    WordNet 3.0 glosses (Debian's wordnet-base: the text after " | "
@@ -39,7 +42,8 @@
 // file gets by default, agentmem-glove-v2 when the library links its GloVe
 // table, else agentmem-hash-v1; and agentmem-hash-v1 on up to 10,000 texts as
 // an extra row), LoCoMo (vectors from the default embedder) and SIFT,
-// and the goals (agentmem against each baseline) as ratios agentmem / baseline.
+// and the goals (agentmem against each baseline) as ratios agentmem / baseline,
+// and the same goals against the best peer as ratios agentmem / best peer.
 // Results: bench/results/recall-n<N>.{md,csv} (one CSV row per system,
 // workload and metric) and recall-latency-n<N>.dat for bench/plot.sh.
 // --callgrind: instruction counts of ingest and recall per system, for
@@ -121,6 +125,12 @@ struct Config {
   std::string out = "bench/results";
   std::string workdir = "/tmp/agentmem-bench";
   std::vector<std::string> systems = {"agentmem", "sqlite", "hnswlib"};
+  // The peers bench/peers/peers.mjs runs with node, on data this program
+  // exports: LanceDB and sqlite-vec from the npm registry (make bench-node).
+  std::vector<std::string> peers = {"lancedb", "sqlite-vec"};
+  std::string peers_dir;      // holds node_modules; "" = $AGENTMEM_BENCH_NODE_DIR or the cache
+  std::string peers_script = "bench/peers/peers.mjs";
+  std::string node = "node";
   bool run_single = true, run_filter = true, run_open = true, run_embedder = true,
        run_locomo = true, run_sift = true;
   std::vector<int> modes = {bench::kHybrid, bench::kBm25, bench::kVector};
@@ -141,7 +151,13 @@ const char* kUsage =
     "  --seed S         data seed                    --batch B    episodes per transaction (1000)\n"
     "  --single M       one-per-transaction episodes (2000)   --users U   users of the filter run (1000)\n"
     "  --open-runs R    timed child opens (5)\n"
-    "  --systems LIST   agentmem,sqlite,hnswlib (all three)\n"
+    "  --systems LIST   agentmem,sqlite,hnswlib,lancedb,sqlite-vec (all five; the last two\n"
+    "                   are the peers, run by node: see --peers-dir)\n"
+    "  --peers-dir DIR  the folder whose node_modules holds @lancedb/lancedb, better-sqlite3\n"
+    "                   and sqlite-vec (default $AGENTMEM_BENCH_NODE_DIR, else\n"
+    "                   $AGENTMEM_CACHE_DIR/bench-node, else ~/.cache/agentmem/bench-node;\n"
+    "                   make bench-node installs them); without them the peers are skipped\n"
+    "  --peers-script F bench/peers/peers.mjs   --node PROGRAM  node   --no-peers\n"
     "  --modes LIST     recall modes to time, e.g. bm25 or hybrid,vector (all three)\n"
     "  --wordnet DIR    WordNet dict folder (/usr/share/wordnet; Debian package wordnet-base)\n"
     "  --data DIR       evaluation data folder (default: $AGENTMEM_DATA_DIR, ../shared/data,\n"
@@ -930,7 +946,7 @@ void WriteQueryFile(const std::string& path, const std::string& text, const floa
 
 struct Figures {  // what the goals compare, per system
   std::map<std::string, double> hybrid_p50, hybrid_p99, bm25_p50, bm25_p99, open_first_ms,
-      open_ms, file_bytes, ingest_rate;
+      open_ms, file_bytes, ingest_rate, vector_p50, vector_recall;
   double hnsw_build_rate = 0;
 };
 
@@ -1081,6 +1097,8 @@ void RecallPhase(Ctx& x, SystemRun& r) {
     if (mode == bench::kBm25) x.fig.bm25_p50[name] = s.p50 / 1e3, x.fig.bm25_p99[name] = s.p99 / 1e3;
     if (mode == bench::kVector) {
       double rec = RecallAtK(r, row_of_id, x.truth, static_cast<size_t>(c.k));
+      x.fig.vector_p50[name] = s.p50 / 1e3;
+      x.fig.vector_recall[name] = rec;
       rep.Add("vector recall@10 vs exact (cosine)", "recall@10", rec, "",
               Fmt("%zu queries, exact brute force in the bench", r.first_round.size()), name);
       x.dat_recall.push_back(Fmt("%s 64 %.4f %.4f", name.c_str(), s.p50 / 1e3, rec));
@@ -1175,6 +1193,28 @@ void OpenPhase(Ctx& x, SystemRun& r) {
   }
 }
 
+// The filtered workload's name in the report.
+std::string FilterWorkload(const Config& c) {
+  const size_t users = static_cast<size_t>(c.users);
+  return Fmt("filtered to 1 of %zu users (%zu episodes each)", users, c.n / users);
+}
+
+// The exact top-k rows of query q among the episodes of its user (row i
+// belongs to user i % --users, query q asks for user q % --users).
+std::vector<std::vector<uint32_t>> UserTruth(const Ctx& x, size_t nq) {
+  const Config& c = x.c;
+  const size_t users = static_cast<size_t>(c.users);
+  std::vector<std::vector<uint32_t>> utruth(nq);
+  for (size_t q = 0; q < nq; q++) {
+    std::vector<Scored> top;
+    for (size_t r = q % users; r < c.n; r += users)
+      Offer(&top, static_cast<size_t>(c.k), Dot(x.d.vecs.row(r), x.d.qvecs.row(q), c.dim),
+            static_cast<uint32_t>(r));
+    for (const Scored& s : top) utruth[q].push_back(s.row);
+  }
+  return utruth;
+}
+
 // Phase 5: the same episodes over --users users, recall with the filter.
 void FilterPhase(Ctx& x, SystemRun& r) {
   const Config& c = x.c;
@@ -1209,12 +1249,10 @@ void FilterPhase(Ctx& x, SystemRun& r) {
       user_of_query[q] = uq[q].c_str();
     }
     auto fr = TimeRecall(*store, c, d.qtexts, d.qvecs, c.modes, user_of_query, "filtered");
-    std::string w = Fmt("filtered to 1 of %zu users (%zu episodes each)", users, c.n / users);
+    std::string w = FilterWorkload(c);
     CheckLists(name, fr, d.qtexts, c.k, "user filter", &x.checks);
     AddPlans(*store, fr, d.qtexts, d.qvecs, user_of_query, c.k, "user filter", &x.plans);
     // Every hit belongs to the user; vector recall@k within the user's episodes.
-    std::vector<std::vector<uint32_t>> rows_of_user(users);
-    for (size_t i = 0; i < c.n; i++) rows_of_user[i % users].push_back(static_cast<uint32_t>(i));
     auto urow = RowOfId(ids);
     size_t foreign = 0, total = 0;
     for (auto& [mode, run] : fr)
@@ -1230,13 +1268,7 @@ void FilterPhase(Ctx& x, SystemRun& r) {
                            name.c_str(), foreign, total));
     if (fr.count(bench::kVector)) {
       const ModeRun& v = fr[bench::kVector];
-      std::vector<std::vector<uint32_t>> utruth(v.first_round.size());
-      for (size_t q = 0; q < v.first_round.size(); q++) {
-        std::vector<Scored> top;
-        for (uint32_t r : rows_of_user[q % users])
-          Offer(&top, static_cast<size_t>(c.k), Dot(d.vecs.row(r), d.qvecs.row(q), c.dim), r);
-        for (const Scored& s : top) utruth[q].push_back(s.row);
-      }
+      std::vector<std::vector<uint32_t>> utruth = UserTruth(x, v.first_round.size());
       rep.Add(w + ", vector", "recall@10", RecallAtK(v, urow, utruth, static_cast<size_t>(c.k)),
               "", "against the exact top-10 of the user's episodes", name);
     }
@@ -1302,6 +1334,338 @@ void RunSystem(const std::string& name, Ctx& x) {
   if (c.run_filter) FilterPhase(x, r);
   SizePhase(x, r);
   RemoveStore(*r.store, r.main_file);
+}
+
+// ------------------------------------------------------------------ peers (node)
+
+// The peers run by bench/peers/peers.mjs with node, on the data exported
+// here: LanceDB and sqlite-vec from the npm registry, installed by make
+// bench-node outside the clone. Their measurements come back as JSON
+// (latency samples in microseconds, the first round's hit rows) and go into
+// the same rows, percentiles and recall@k as the systems above.
+
+std::string PeersDir(const Config& c) {
+  if (!c.peers_dir.empty()) return c.peers_dir;
+  if (const char* e = std::getenv("AGENTMEM_BENCH_NODE_DIR"); e && *e) return e;
+  if (const char* e = std::getenv("AGENTMEM_CACHE_DIR"); e && *e) return std::string(e) + "/bench-node";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/agentmem/bench-node";
+}
+
+// The npm packages a peer needs, as folders under node_modules.
+std::vector<std::string> PeerPackages(const std::string& peer) {
+  if (peer == "lancedb") return {"@lancedb/lancedb", "apache-arrow"};
+  return {"better-sqlite3", "sqlite-vec"};
+}
+
+// "" when `peer` can run, else why not.
+std::string PeerMissing(const Config& c, const std::string& dir, const std::string& peer) {
+  if (FileBytes(c.peers_script) <= 0) return c.peers_script + " not found (run from the clone's root)";
+  std::string v = CommandOutput((c.node + " --version 2>/dev/null").c_str());
+  if (v.empty()) return "no " + c.node + " (Debian package nodejs; make bench-node installs it)";
+  for (const auto& p : PeerPackages(peer))
+    if (FileBytes(dir + "/node_modules/" + p + "/package.json") <= 0)
+      return p + " is not installed in " + dir +
+             "/node_modules (make bench-node installs it from the npm registry; was the "
+             "registry unreachable?)";
+  return "";
+}
+
+// Writes what the peers load: meta.json, texts.jsonl and queries.jsonl (one
+// JSON string a line), vectors.f32 and qvectors.f32 (float32, row-major).
+// Row i has id i and belongs to user i % --users, as in the baselines.
+void ExportPeerData(const Ctx& x, const std::string& dir) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  mkdir(dir.c_str(), 0755);
+  nlohmann::json meta = {{"n", c.n},
+                         {"dim", c.dim},
+                         {"k", c.k},
+                         {"queries", c.queries},
+                         {"users", c.users},
+                         {"batch", c.batch},
+                         {"single", c.run_single ? c.single : 0},
+                         {"warmup", c.warmup},
+                         {"rounds", c.rounds},
+                         {"budget", c.budget},
+                         {"open_runs", c.run_open ? c.open_runs : 0},
+                         {"filter", c.run_filter},
+                         {"rrf_k", 60},
+                         {"workdir", c.workdir}};
+  meta["modes"] = nlohmann::json::array();
+  for (int m : c.modes) meta["modes"].push_back(ModeName(m));
+  std::ofstream(dir + "/meta.json") << meta.dump(1) << "\n";
+  auto lines = [](const std::string& path, const std::vector<std::string>& v) {
+    std::ofstream out(path);
+    for (const auto& t : v)
+      out << nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << "\n";
+  };
+  lines(dir + "/texts.jsonl", d.texts);
+  lines(dir + "/queries.jsonl", d.qtexts);
+  auto floats = [](const std::string& path, const Vectors& v) {
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(v.data.data()),
+               static_cast<std::streamsize>(v.data.size() * sizeof(float)));
+  };
+  floats(dir + "/vectors.f32", d.vecs);
+  floats(dir + "/qvectors.f32", d.qvecs);
+}
+
+// Runs `argv` with its stdout sent to stderr (the node script prints progress
+// lines); returns its exit status (-1: it did not run).
+int RunToStderr(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(2, 1);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execvp(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<double> Doubles(const nlohmann::json& j) {
+  std::vector<double> v;
+  for (const auto& e : j) v.push_back(e.get<double>());
+  return v;
+}
+
+// A peer's timed mode as recall_bench's own runs hold it (hits: row ids,
+// users from the rows).
+ModeRun PeerModeRun(const Config& c, const nlohmann::json& j) {
+  ModeRun r;
+  r.wall_us = Doubles(j["wall_us"]);
+  r.cpu_us = Doubles(j["cpu_us"]);
+  r.round_p50_us = Doubles(j["round_p50_us"]);
+  for (const auto& ids : j["first_round"]) {
+    std::vector<SysHit> hits;
+    for (const auto& id : ids) {
+      SysHit h;
+      h.id = id.get<int64_t>();
+      h.user = UserName(static_cast<size_t>(h.id) % static_cast<size_t>(c.users));
+      hits.push_back(h);
+    }
+    r.first_round.push_back(std::move(hits));
+  }
+  return r;
+}
+
+std::string PeerLatencyNotes(const ModeRun& r, const nlohmann::json& j) {
+  Summary cpu = Summarize(r.cpu_us);
+  std::string rounds;
+  for (double p : r.round_p50_us) Append(&rounds, "/", Fmt("%.3f", p / 1e3));
+  return Fmt("process CPU p50 %.3f, p99 %.3f ms (node and the library's threads); p50 per "
+             "round %s ms; %d distinct queries",
+             cpu.p50 / 1e3, cpu.p99 / 1e3, rounds.c_str(), j.value("distinct_queries", 0));
+}
+
+// Short lists, and filtered hits of another user, into the checks.
+void PeerChecks(Ctx& x, const std::string& name, const std::map<int, ModeRun>& runs,
+                const std::string& what, bool filtered) {
+  const size_t users = static_cast<size_t>(x.c.users);
+  for (const auto& [mode, run] : runs) {
+    size_t short_lists = 0, foreign = 0, total = 0;
+    for (size_t q = 0; q < run.first_round.size(); q++) {
+      short_lists += run.first_round[q].size() != static_cast<size_t>(x.c.k);
+      for (const SysHit& h : run.first_round[q]) {
+        total++;
+        if (filtered && h.user != UserName(q % users)) foreign++;
+      }
+    }
+    if (foreign)
+      Warn("%s %s %s: %zu of %zu hits belong to another user", name.c_str(), what.c_str(),
+           ModeName(mode), foreign, total);
+    x.checks.push_back(Fmt("- %s, %s, %s: %zu lists shorter than k=%d%s", name.c_str(),
+                           what.c_str(), ModeName(mode), short_lists, x.c.k,
+                           filtered ? Fmt("; %zu of %zu hits belong to another user", foreign,
+                                          total)
+                                          .c_str()
+                                    : ""));
+  }
+}
+
+int ModeOf(const std::string& m) {
+  return m == "hybrid" ? bench::kHybrid : m == "bm25" ? bench::kBm25 : bench::kVector;
+}
+
+// The rows of one peer from peers.mjs's JSON, in the workloads (and with the
+// figures) of the systems above.
+void AddPeerResults(Ctx& x, const std::string& name, const nlohmann::json& j) {
+  const Config& c = x.c;
+  Report& rep = x.rep;
+  const bool lance = name == "lancedb";
+  const std::string durable =
+      lance ? "a commit writes new files and renames them, no fsync (not durable on power loss)"
+            : "WAL, synchronous=FULL: one WAL sync per commit";
+  x.systems.push_back("- **" + name + "** (node " + j.value("node", "?") +
+                      ", bench/peers/peers.mjs): " + j.value("describe", ""));
+  if (j.contains("single")) {
+    const auto& s = j["single"];
+    Summary u = Summarize(Doubles(s["unit_us"]));
+    const std::string w = "ingest, 1 episode per transaction (durable)";
+    size_t m = s["count"].get<size_t>();
+    rep.Add(w, "commits/s", static_cast<double>(m) / s["seconds"].get<double>(), "1/s",
+            Fmt("%zu commits into an empty store; %s", m, durable.c_str()), name);
+    rep.Add(w, "commit p50", u.p50 / 1e3, "ms", Fmt("p99 %.3f, max %.3f ms", u.p99 / 1e3, u.max / 1e3),
+            name);
+  }
+  {
+    const auto& b = j["batched"];
+    Summary u = Summarize(Doubles(b["unit_us"]));
+    double add = b["add_seconds"].get<double>(), fin = b["finish_seconds"].get<double>(),
+           close = b["close_seconds"].get<double>();
+    double rate = static_cast<double>(c.n) / (add + fin + close);
+    x.fig.ingest_rate[name] = rate;
+    const std::string w = Fmt("ingest, %zu per transaction (durable)", c.batch);
+    rep.Add(w, "episodes/s", rate, "1/s",
+            Fmt("%.1f s of commits%s + %.2f s close for %zu episodes, %d users; %s", add,
+                fin > 0 ? Fmt(" + %.1f s before the first query (%s)", fin,
+                              b.value("finish_notes", "").c_str())
+                              .c_str()
+                        : "",
+                close, c.n, c.users, durable.c_str()),
+            name);
+    rep.Add(w, "transaction p50", u.p50 / 1e3, "ms",
+            Fmt("p99 %.1f, max %.1f ms", u.p99 / 1e3, u.max / 1e3), name);
+  }
+  std::vector<int64_t> ids(c.n);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto row_of_id = RowOfId(ids);
+  std::map<int, ModeRun> runs;
+  for (const auto& [mode_name, jr] : j["recall"].items()) {
+    int mode = ModeOf(mode_name);
+    ModeRun& r = runs[mode] = PeerModeRun(c, jr);
+    rep.AddLatency(std::string("recall top-10, ") + ModeTitle(mode), r.wall_us,
+                   PeerLatencyNotes(r, jr), name);
+    Summary s = Summarize(r.wall_us);
+    x.dat_latency.push_back(Fmt("%s %s %zu %.4f %.4f", name.c_str(), ModeName(mode), c.n,
+                                s.p50 / 1e3, s.p99 / 1e3));
+    if (mode == bench::kHybrid) x.fig.hybrid_p50[name] = s.p50 / 1e3, x.fig.hybrid_p99[name] = s.p99 / 1e3;
+    if (mode == bench::kBm25) x.fig.bm25_p50[name] = s.p50 / 1e3, x.fig.bm25_p99[name] = s.p99 / 1e3;
+    if (mode == bench::kVector) {
+      double rec = RecallAtK(r, row_of_id, x.truth, static_cast<size_t>(c.k));
+      x.fig.vector_p50[name] = s.p50 / 1e3;
+      x.fig.vector_recall[name] = rec;
+      rep.Add("vector recall@10 vs exact (cosine)", "recall@10", rec, "",
+              Fmt("%zu queries, exact brute force in the bench", r.first_round.size()), name);
+      x.dat_recall.push_back(Fmt("%s 64 %.4f %.4f", name.c_str(), s.p50 / 1e3, rec));
+    }
+  }
+  PeerChecks(x, name, runs, "all episodes", false);
+  if (j.contains("open")) {
+    const auto& o = j["open"];
+    std::vector<double> first, open, spawn;
+    double rss = 0;
+    std::string runs_s;
+    for (const auto& r : o["runs"]) {
+      first.push_back(r["first_ms"].get<double>());
+      open.push_back(r["open_ms"].get<double>());
+      spawn.push_back(r["since_spawn_ms"].get<double>());
+      rss = std::max(rss, r["maxrss_kib"].get<double>());
+      Append(&runs_s, "/", Fmt("%.1f", first.back()));
+    }
+    bool same = o.value("same", false);
+    if (!same) Warn("%s: a fresh process got different hybrid hits than the bench's", name.c_str());
+    x.checks.push_back(Fmt("- %s: a fresh process's first hybrid recall equals the bench "
+                           "process's: %s",
+                           name.c_str(), same ? "yes" : "NO"));
+    const std::string w = "open → first recall (new process, warm cache)";
+    if (!first.empty()) {
+      Summary f = Summarize(first), op = Summarize(open), sp = Summarize(spawn);
+      rep.Add(w, "median", f.p50, "ms", Fmt("runs %s ms", runs_s.c_str()), name);
+      rep.Add(w, "open alone, median", op.p50, "ms",
+              lance ? "connect + openTable" : "new Database + load sqlite-vec + PRAGMAs", name);
+      rep.Add(w, "fork → first hit, median", sp.p50, "ms",
+              "spawn of node: includes the runtime's start and loading the packages", name);
+      rep.Add(w, "child peak RSS", rss / 1024.0, "MiB", "the node process after open + 1 hybrid recall",
+              name);
+      x.fig.open_first_ms[name] = f.p50;
+      x.fig.open_ms[name] = op.p50;
+    }
+    rep.Add(w, "in-process reopen", j["reopen_ms"].get<double>(), "ms",
+            "in the node process, just after ingest", name);
+  }
+  if (j.contains("filtered")) {
+    const std::string w = FilterWorkload(c);
+    std::map<int, ModeRun> fr;
+    for (const auto& [mode_name, jr] : j["filtered"].items())
+      fr[ModeOf(mode_name)] = PeerModeRun(c, jr);
+    PeerChecks(x, name, fr, "user filter", true);
+    if (fr.count(bench::kVector)) {
+      const ModeRun& v = fr[bench::kVector];
+      auto utruth = UserTruth(x, v.first_round.size());
+      rep.Add(w + ", vector", "recall@10", RecallAtK(v, row_of_id, utruth, static_cast<size_t>(c.k)),
+              "", "against the exact top-10 of the user's episodes", name);
+    }
+    for (int mode : {bench::kHybrid, bench::kVector, bench::kBm25}) {
+      if (!fr.count(mode)) continue;
+      rep.AddLatency(w + ", " + (mode == bench::kBm25 ? "BM25" : ModeName(mode)), fr[mode].wall_us,
+                     PeerLatencyNotes(fr[mode], j["filtered"][ModeName(mode)]), name);
+    }
+  }
+  {
+    double bytes = j["size"]["bytes"].get<double>();
+    x.fig.file_bytes[name] = bytes;
+    rep.Add("size", "store bytes", bytes / 1048576.0, "MiB",
+            Fmt("%d files", j["size"]["files"].get<int>()), name);
+    rep.Add("size", "store / raw", bytes / static_cast<double>(x.raw_bytes), "×",
+            lance ? "Lance data files, manifests and the three indexes (after optimize)"
+                  : "SQLite file: table, vec0 chunks, FTS5 index",
+            name);
+    double peak = j["peak_rss_kib"].get<double>(), before = j["rss_before_kib"].get<double>();
+    rep.Add("memory", "peak RSS of the bench during this system's run", (peak - before) / 1024.0,
+            "MiB", Fmt("the node process's peak above the %.0f MiB it held with the data loaded", before / 1024.0),
+            name);
+  }
+}
+
+// Every peer of --systems on the main data, one node process each, after the
+// systems above (one at a time: the machine has few cores). A peer that
+// cannot run is named in the checks, and the bench goes on.
+void RunPeers(Ctx& x) {
+  const Config& c = x.c;
+  if (c.peers.empty()) return;
+  const std::string dir = PeersDir(c);
+  std::vector<std::string> ready;
+  for (const auto& p : c.peers) {
+    std::string why = PeerMissing(c, dir, p);
+    if (why.empty()) {
+      ready.push_back(p);
+      continue;
+    }
+    Warn("%s skipped: %s", p.c_str(), why.c_str());
+    x.checks.push_back(Fmt("- %s skipped: %s", p.c_str(), why.c_str()));
+  }
+  if (ready.empty()) return;
+  const std::string data = c.workdir + "/peers-data";
+  ExportPeerData(x, data);
+  Progress("exported the data and queries for the peers to %s", data.c_str());
+  for (const auto& p : ready) {
+    const std::string out = data + "/result-" + p + ".json";
+    std::remove(out.c_str());
+    Progress("=== %s: %s %s (node_modules in %s)", p.c_str(), c.node.c_str(),
+             c.peers_script.c_str(), dir.c_str());
+    int rc = RunToStderr({c.node, c.peers_script, "--modules", dir, "--data", data, "--system", p,
+                          "--out", out});
+    if (rc != 0 || FileBytes(out) <= 0) {
+      Warn("%s: peers.mjs failed (exit status %d): no figures", p.c_str(), rc);
+      x.checks.push_back(Fmt("- %s: peers.mjs failed (exit status %d): no figures", p.c_str(), rc));
+      continue;
+    }
+    try {
+      AddPeerResults(x, p, nlohmann::json::parse(ReadSmallFile(out)));
+    } catch (const std::exception& e) {
+      Warn("%s: unreadable results %s: %s", p.c_str(), out.c_str(), e.what());
+    }
+  }
+  for (const char* f : {"meta.json", "texts.jsonl", "queries.jsonl", "vectors.f32", "qvectors.f32"})
+    std::remove((data + "/" + f).c_str());
 }
 
 // ------------------------------------------------------------------ agentmem's built-in embedder
@@ -1620,6 +1984,69 @@ void RunSift(Ctx& x, const std::string& dir) {
 
 // ------------------------------------------------------------------ goals: agentmem / baseline
 
+// The same goals against the best peer of this run (the lowest latency or
+// size, the highest rate among LanceDB and sqlite-vec): agentmem / best peer.
+void AddPeerGoals(Ctx& x) {
+  const Figures& f = x.fig;
+  const std::vector<std::string>& peers = x.c.peers;
+  bool ran = false;
+  for (const auto& p : peers) ran = ran || f.ingest_rate.count(p) > 0;
+  if (!ran) {
+    if (!peers.empty())
+      x.rep.AddSection("## Goals against the best peer (LanceDB, sqlite-vec)",
+                       {"Not measured: no peer ran (see the checks)."});
+    return;
+  }
+  std::vector<std::string> lines = {
+      "Ratios are agentmem / the best peer of this run for that row (the lower latency or size, "
+      "the higher rate, of LanceDB and sqlite-vec; each peer's own figure in the last column). "
+      "The goal ratio is the one set against the baseline in the table above.",
+      "",
+      "| goal | agentmem | best peer | agentmem / best peer | goal ratio | met? | each peer |",
+      "|---|---:|---:|---:|---:|---|---|"};
+  auto num = [](double v) {
+    double m = std::fabs(v);
+    return m >= 100 ? Fmt("%.0f", v) : m >= 10 ? Fmt("%.1f", v) : m >= 1 ? Fmt("%.2f", v)
+                                                                          : Fmt("%.3f", v);
+  };
+  auto row = [&](const std::string& goal, const std::map<std::string, double>& m, double scale,
+                 const char* unit, bool lower, double goal_ratio, const char* goal_s) {
+    auto a = m.find("agentmem");
+    std::string best, each;
+    double bv = 0;
+    for (const auto& p : peers) {
+      auto it = m.find(p);
+      if (it == m.end() || it->second <= 0) continue;
+      double v = it->second / scale;
+      std::string extra;
+      if (&m == &f.vector_p50 && f.vector_recall.count(p))
+        extra = Fmt(" (recall@10 %.3f)", f.vector_recall.at(p));
+      Append(&each, "; ", Fmt("%s %s %s%s", p.c_str(), num(v).c_str(), unit, extra.c_str()));
+      if (best.empty() || (lower ? v < bv : v > bv)) best = p, bv = v;
+    }
+    if (a == m.end() || best.empty()) {
+      lines.push_back("| " + goal + " | — | — | — | " + goal_s + " | not measured | " + each + " |");
+      return;
+    }
+    double av = a->second / scale, r = av / bv;
+    bool met = lower ? r <= goal_ratio : r >= goal_ratio;
+    lines.push_back(Fmt("| %s | %s %s | %s %s (%s) | %s | %s | %s | %s |", goal.c_str(),
+                        num(av).c_str(), unit, num(bv).c_str(), unit, best.c_str(),
+                        num(r).c_str(), goal_s, goal_ratio > 0 ? (met ? "yes" : "**no**") : "—",
+                        each.c_str()));
+  };
+  row("hybrid recall p50 (≥ 50× faster)", f.hybrid_p50, 1, "ms", true, 0.02, "≤ 0.02");
+  row("hybrid recall p99 (reported)", f.hybrid_p99, 1, "ms", true, 1, "< 1");
+  row("BM25 OR-query p99 (≥ 10× lower)", f.bm25_p99, 1, "ms", true, 0.1, "≤ 0.1");
+  row("BM25 OR-query p50 (reported)", f.bm25_p50, 1, "ms", true, 1, "< 1");
+  row("vector p50 (reported; recall@10 in the last column)", f.vector_p50, 1, "ms", true, 1, "< 1");
+  row("open → first recall, new process (≥ 15× faster)", f.open_first_ms, 1, "ms", true,
+      1.0 / 15, "≤ 0.067");
+  row("file size (smaller)", f.file_bytes, 1048576.0, "MiB", true, 0.9999, "< 1");
+  row("batched ingest (no slower)", f.ingest_rate, 1, "/s", false, 1, "≥ 1");
+  x.rep.AddSection("## Goals against the best peer (LanceDB, sqlite-vec)", lines);
+}
+
 void AddGoals(Ctx& x) {
   const Figures& f = x.fig;
   std::vector<std::string> lines = {
@@ -1669,6 +2096,7 @@ void AddGoals(Ctx& x) {
   row("batched ingest vs SQLite + FTS5 (reported)", get(f.ingest_rate, "agentmem"),
       get(f.ingest_rate, "sqlite"), "/s", false, 1, "≥ 1");
   x.rep.AddSection("## Goals", lines);
+  AddPeerGoals(x);
 }
 
 // ------------------------------------------------------------------ callgrind
@@ -1795,16 +2223,28 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-embedder") c->run_embedder = false;
     else if (a == "--no-locomo") c->run_locomo = false;
     else if (a == "--no-sift") c->run_sift = false;
+    else if (a == "--no-peers") c->peers.clear();
+    else if (a == "--peers-dir") c->peers_dir = val();
+    else if (a == "--peers-script") c->peers_script = val();
+    else if (a == "--node") c->node = val();
     else if (a == "--callgrind") c->callgrind = true;
     else if (a == "--callgrind-prepare") c->callgrind = c->callgrind_prepare = true;
     else if (a == "--systems") {
-      c->systems = SplitList(val());
-      for (const auto& s : c->systems)
-        if (s != "agentmem" && s != "sqlite" && s != "hnswlib") {
-          std::fprintf(stderr, "recall_bench: unknown system %s (agentmem, sqlite, hnswlib)\n",
+      c->systems.clear();
+      c->peers.clear();
+      for (const auto& s : SplitList(val())) {
+        if (s == "agentmem" || s == "sqlite" || s == "hnswlib") {
+          c->systems.push_back(s);
+        } else if (s == "lancedb" || s == "sqlite-vec") {
+          c->peers.push_back(s);
+        } else {
+          std::fprintf(stderr,
+                       "recall_bench: unknown system %s (agentmem, sqlite, hnswlib, lancedb, "
+                       "sqlite-vec)\n",
                        s.c_str());
           return false;
         }
+      }
     } else if (a == "--modes") {
       c->modes.clear();
       for (const std::string& m : SplitList(val())) {
@@ -1832,7 +2272,8 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     }
   }
   if (c->n == 0 || c->queries == 0 || c->rounds < 1 || c->k < 1 || c->clusters < 1 ||
-      c->batch == 0 || c->users < 1 || c->modes.empty() || c->systems.empty() ||
+      c->batch == 0 || c->users < 1 || c->modes.empty() ||
+      (c->systems.empty() && c->peers.empty()) ||
       c->budget <= 0) {
     std::fprintf(stderr, "recall_bench: bad option values\n");
     return false;
@@ -1858,9 +2299,11 @@ void WriteReport(Ctx& x, const std::string& commit, const std::string& dirty,
       }
   }
   std::string load = Trim(ReadSmallFile("/proc/loadavg"));
-  rep.AddHeader(Fmt("# agentmem vs SQLite + FTS5 vs hnswlib + FTS5 — N = %zu episodes × %d-d, "
-                    "top-%d",
-                    c.n, c.dim, c.k));
+  std::string title;
+  for (const auto& s : c.systems)
+    Append(&title, " vs ", s == "sqlite" ? "SQLite + FTS5" : s == "hnswlib" ? "hnswlib + FTS5" : s);
+  for (const auto& s : c.peers) Append(&title, " vs ", s == "lancedb" ? "LanceDB" : s);
+  rep.AddHeader(Fmt("# %s — N = %zu episodes × %d-d, top-%d", title.c_str(), c.n, c.dim, c.k));
   rep.AddHeader("");
   rep.AddHeader(Fmt("%s · agentmem %s · started at commit %s%s · %u cores (%s) · load average "
                     "at end: %s · %.0f s",
@@ -1965,6 +2408,7 @@ int Main(int argc, char** argv) {
   x.raw_bytes = d.text_bytes + vector_bytes;
   try {
     for (const std::string& s : c.systems) RunSystem(s, x);
+    RunPeers(x);
     bool has_am = std::count(c.systems.begin(), c.systems.end(), "agentmem") > 0;
     if (c.run_embedder && has_am) RunEmbedderIngest(x);
     std::string data_dir = FindDataDir(c);
