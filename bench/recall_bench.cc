@@ -95,10 +95,14 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+#include "anchors.h"
 #include "systems.h"
 
 namespace {
 
+using bench::AnchorsLine;
+using bench::Anchors;
+using bench::MeasureAnchors;
 using bench::Mode;
 using bench::Store;
 using bench::SysHit;
@@ -961,6 +965,7 @@ struct Ctx {
   std::vector<std::string> checks, systems, plans, dat_recall, dat_latency;
   Figures fig;
   int64_t raw_bytes = 0;
+  Anchors anchors;  // fdatasync and page-fault costs, measured at the start
 };
 
 const std::string kUser = "user-0";
@@ -2326,6 +2331,8 @@ void WriteReport(Ctx& x, const std::string& commit, const std::string& dirty,
                     c.n, d.text_bytes / 1e6, c.dim, c.clusters, c.noise,
                     static_cast<unsigned long long>(c.seed), c.queries, c.warmup, c.rounds,
                     c.budget));
+  rep.AddHeader("");
+  rep.AddHeader(AnchorsLine(x.anchors));
   rep.AddSection("## Systems", x.systems);
   if (!x.plans.empty()) rep.AddSection("## Plans (agentmem EXPLAIN RECALL)", x.plans);
 
@@ -2406,6 +2413,8 @@ int Main(int argc, char** argv) {
   }
   Ctx x(c, d, rep, truth);
   x.raw_bytes = d.text_bytes + vector_bytes;
+  x.anchors = MeasureAnchors(c.workdir);
+  Progress("%s", AnchorsLine(x.anchors).c_str());
   try {
     for (const std::string& s : c.systems) RunSystem(s, x);
     RunPeers(x);
