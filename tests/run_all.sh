@@ -71,7 +71,7 @@ run_suite() {
   "$exe" "$@" --no-intro=false 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local line p f
-  line=$(grep -E '^\[(doctest|pytest|node)\] test cases:' "$log" | tail -n 1)
+  line=$(grep -E '^\[(doctest|pytest|node|layering)\] test cases:' "$log" | tail -n 1)
   p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
   if [ -z "$line" ]; then
@@ -100,6 +100,10 @@ if [ -n "$build" ]; then
     [ -x "$exe" ] || continue
     run_suite "$suite" "$exe"
   done
+  # The include layering, on the build's own compile commands.
+  if [ -f "$build/compile_commands.json" ]; then
+    run_suite layering_test tests/layering_test.py "$build"
+  fi
 fi
 
 # Under ASan + UBSan: the quick suites, without the exhaustive sweeps that
