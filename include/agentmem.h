@@ -143,6 +143,10 @@ const char *agentmem_errstr(int code);
 **                             reference BM25 of bm25_baseline.py is
 **                             tokenizer=ascii;stem=0;stop_words=0;context=0
 **   max_text_bytes=N          largest episode text accepted (default 8 MiB)
+**   cache_size=N              the page cache of the handle, as in SQLite: N > 0
+**                             pages of the file's page_size, N < 0 -N KiB, 0 none
+**                             (default -8192: 8 MiB). Read pages are kept up to
+**                             this many bytes (least recently used go first).
 **   checkpoint_bytes=N        fold the log into a checkpoint at close once N bytes
 **                             were committed after the last one (default 4 MiB;
 **                             0 = never; docs/architecture.md "Checkpoints")

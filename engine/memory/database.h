@@ -429,7 +429,7 @@ class Database {
   // The file: its log of transactions, the snapshot's place in it, the
   // write lock and the page cache.
   std::unique_ptr<Log> log_;
-  size_t pager_budget_ = Pager::kDefaultBudget;  // kept across a Reload
+  std::optional<size_t> pager_budget_;  // from Options::cache_size, kept across a Reload
   Status broken_;         // a reopen after a VACUUM failed (the handle is poisoned)
   Status write_refused_;  // set when the file's write_version is too new
   VectorSpace space_;

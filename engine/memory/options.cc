@@ -77,13 +77,20 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else if (key == "auto_vacuum") {
     if (!ParseU64(value, 0, 1, &n)) return Bad(key, value, "0 or 1");
     o->auto_vacuum = n == 1;
+  } else if (key == "cache_size") {
+    // At most 2^40 bytes either way: pages (<= 64 KiB each) or KiB.
+    const bool kib = !value.empty() && value[0] == '-';
+    if (!ParseU64(kib ? value.substr(1) : value, 0, uint64_t{1} << 24, &n)) {
+      return Bad(key, value, "pages 0..16777216, or -KiB down to -16777216");
+    }
+    o->cache_size = kib ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
   } else if (key == "page_size") {
     if (!ParseU64(value, 512, 65536, &n) || (n & (n - 1))) return Bad(key, value, "a power of two 512..65536");
     o->page_size = static_cast<uint32_t>(n);
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
                    "vector_metric, embedder, tokenizer, stem, stop_words, context, own_weight, max_text_bytes, page_size, "
-                   "checkpoint_bytes, auto_vacuum)",
+                   "cache_size, checkpoint_bytes, auto_vacuum)",
                    static_cast<int>(key.size()), key.data());
   }
   return Status::OK();

@@ -54,6 +54,9 @@ struct Options {
   bool tokenizer_given = false;
   uint64_t max_text_bytes = 8u << 20;
   uint32_t page_size = 4096;
+  // The page cache's budget (like SQLite's cache_size): N > 0 pages of the
+  // file's page_size, N < 0 -N KiB, 0 no cache. Default: Pager::kDefaultBudget.
+  int64_t cache_size = -static_cast<int64_t>(Pager::kDefaultBudget / 1024);
   // A writable close folds the log into a checkpoint (docs/architecture.md,
   // "Checkpoints") once at least this many bytes were committed after the
   // last one; 0 never checkpoints. A commit does so once the bytes after the

@@ -296,3 +296,44 @@ TEST_CASE("a page read without keep is verified but not cached") {
   REQUIRE(f.pager.ReadPage(img.offsets[0], &p, false).ok());
   CHECK(f.pager.hits() == 1);
 }
+
+TEST_CASE("the cache_size option bounds the page cache in pages or KiB, like SQLite's") {
+  auto env = agentmem::engine::NewMemEnv();
+  Options opts;
+  opts.env = env.get();
+  opts.page_size = 4096;
+  REQUIRE(ParseOptions("cache_size=-64", &opts).ok());  // 64 KiB
+  {
+    auto db = OpenMem(env.get(), opts);
+    CHECK(db->pager().budget() == 64 * 1024);
+  }
+  REQUIRE(ParseOptions("cache_size=10", &opts).ok());  // 10 pages of the file's page_size
+  {
+    auto db = OpenMem(env.get(), opts);
+    CHECK(db->pager().budget() == 10 * 4096);
+  }
+  REQUIRE(ParseOptions("cache_size=0", &opts).ok());  // no cache: reads still work
+  {
+    auto db = OpenMem(env.get(), opts);
+    CHECK(db->pager().budget() == 0);
+    format::EpisodeRecord r;
+    r.user_id = "u";
+    r.text = "read without a cache";
+    uint64_t id = 0;
+    REQUIRE(db->Remember(r, &id).ok());
+    format::EpisodeRecord back;
+    REQUIRE(db->GetEpisode(id, &back).ok());
+    CHECK(back.text == r.text);
+  }
+  Options defaults;
+  defaults.env = env.get();
+  auto db = OpenMem(env.get(), defaults);
+  CHECK(db->pager().budget() == Pager::kDefaultBudget);
+  for (const char* bad : {"cache_size=", "cache_size=x", "cache_size=-", "cache_size=1.5",
+                          "cache_size=99999999999999999999", "cache_size=-99999999999999999"}) {
+    Options o;
+    Status s = ParseOptions(bad, &o);
+    CHECK_MESSAGE(s.code() == agentmem::kMisuse, bad);
+    CHECK_MESSAGE(s.message().find("cache_size") != std::string::npos, bad);
+  }
+}
