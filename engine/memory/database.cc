@@ -249,6 +249,8 @@ void Database::SetSticky(Status s) {
 // *locked stays false when another handle holds it, or when the file was
 // replaced by a VACUUM: the new file's handles do that work then.
 Status Database::TryLockNoWait(bool* locked, bool refresh) {
+  *locked = log_->write_locked();
+  if (*locked) return Status::OK();
   bool replaced = false;
   AGENTMEM_RETURN_IF_ERROR(log_->TryLock(locked, &replaced));
   return *locked && refresh ? Refresh(true) : Status::OK();
