@@ -445,6 +445,9 @@ struct MallocBlocks {
 // a delta holds exactly the changed lists.
 
 constexpr size_t kBatchRound = 128;
+// Step 3 takes a second thread from this many target nodes on: one node's
+// insert links back to a few dozen, which take less time than a thread start.
+constexpr size_t kLinkBackTargetsPerThread = 128;
 
 void SortNearestFirst(std::vector<Candidate>* c) {
   std::sort(c->begin(), c->end(), [](const Candidate& a, const Candidate& b) {
@@ -491,17 +494,22 @@ void PlanLinks(const Graph& g, uint32_t node, uint32_t round_first, uint32_t ent
   for (int layer = level; layer >= 0; --layer) {
     c.clear();
     if (layer <= top) {
-      c = SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
+      // Without deleted nodes every node is live: no need to read each
+      // met node's flags (a cache line the search does not otherwise need).
+      c = g.num_deleted_ == 0
+              ? SearchLayer(g, q, at, g.ef_construction_, layer, lists, [](uint32_t) { return true; })
+              : SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
       // Every node met is deleted: link to the entry all the same, which
       // keeps the node reachable (deleted nodes stay as waypoints).
       if (c.empty()) c.push_back(at);
       SortNearestFirst(&c);
       at = c.front();  // where the next layer's search starts
     }
+    const size_t searched = c.size();  // sorted already when layer <= top
     for (uint32_t j = round_first; j < node; ++j) {
       if (g.element_levels_[j] >= layer) c.push_back({DistanceTo(g, q, j), j});
     }
-    SortNearestFirst(&c);
+    if (layer > top || c.size() > searched) SortNearestFirst(&c);
     SelectNeighbors(g, &c, g.M_);
     for (const Candidate& n : c) (*plan)[layer].push_back(n.node);
   }
@@ -539,9 +547,12 @@ bool LinkBack(Graph* g, uint32_t to, uint32_t node, int layer, std::vector<Candi
 }
 
 // Runs body(i, worker) for every i in [0, n) on up to `threads` threads, this
-// one included (worker 0). Stops early at an exception and returns the first.
+// one included (worker 0), and on one more thread only for every `per_thread`
+// items: starting a thread costs tens of microseconds, more than a few cheap
+// items. Stops early at an exception and returns the first.
 template <class Body>
-std::exception_ptr ParallelFor(size_t n, unsigned threads, const Body& body) {
+std::exception_ptr ParallelFor(size_t n, unsigned threads, size_t per_thread, const Body& body) {
+  threads = static_cast<unsigned>(std::clamp<size_t>(n / per_thread, 1, threads));
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::vector<std::exception_ptr> errors(threads);
@@ -572,8 +583,11 @@ std::exception_ptr ParallelFor(size_t n, unsigned threads, const Body& body) {
   return nullptr;
 }
 
+// Asked once: std::thread::hardware_concurrency reads a file under /sys on
+// every call.
 unsigned DefaultInsertThreads() {
-  return std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  static const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  return threads;
 }
 
 }  // namespace
@@ -834,7 +848,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
       const size_t n = std::min(kBatchRound, count - round);
       const uint32_t entry = g.enterpoint_node_;
       const int top = g.maxlevel_;
-      error = ParallelFor(n, threads, [&](size_t i, unsigned) {
+      error = ParallelFor(n, threads, 1, [&](size_t i, unsigned) {
         PlanLinks(g, round_first + static_cast<uint32_t>(i), round_first, entry, top, &plans[i]);
       });
       if (error) break;
@@ -863,7 +877,8 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
         if (i == 0 || back[i].to != back[i - 1].to) groups.push_back(i);
       }
       groups.push_back(back.size());
-      error = ParallelFor(groups.size() - 1, threads, [&](size_t k, unsigned w) {
+      error = ParallelFor(groups.size() - 1, threads, kLinkBackTargetsPerThread,
+                          [&](size_t k, unsigned w) {
         for (size_t i = groups[k]; i < groups[k + 1]; ++i) {
           if (LinkBack(&g, back[i].to, back[i].node, back[i].layer, &scratch[w])) {
             changed[w].push_back(back[i].to);
