@@ -615,9 +615,30 @@ struct HnswIndex::Impl {
   Status CheckVector(std::span<const float> v, const char* what) const;
   void TouchInsert(uint32_t node);
   GraphView View() const { return GraphView(*graph, shape, mapped); }
+  // Starts change seq + 1. The change log is emptied first when it has
+  // grown past twice the graph, so that it stays proportional to the graph.
+  void BeginChange() {
+    if (change_log.size() > std::max<size_t>(kMinChangeLog, 2 * graph->cur_element_count)) {
+      change_log.clear();
+      log_from = seq;
+    }
+    ++seq;
+  }
   void NoteChange(uint32_t node) {
     if (node_seq.size() <= node) node_seq.resize(size_t{node} + 1);
     node_seq[node] = seq;
+    LogChange(node);
+  }
+  // No memory for the entry: the log gives up the changes up to this one
+  // (ChangedSince then goes through every node for an older mark).
+  void LogChange(uint32_t node) noexcept {
+    if (log_from == seq) return;
+    try {
+      change_log.push_back({seq, node});
+    } catch (...) {
+      change_log.clear();
+      log_from = seq;
+    }
   }
   Status EnsureLocks();
   ~Impl();
@@ -632,6 +653,15 @@ struct HnswIndex::Impl {
   // Guarded by mu (written under the exclusive lock only):
   std::vector<uint64_t> node_seq;  // seq of each node's last change (missing: 0)
   uint64_t seq = 0;                // changes so far
+  // Every NoteChange of the changes after log_from, in order (a node may
+  // appear more than once): a delta's nodes without a pass over the graph.
+  struct LoggedChange {
+    uint64_t seq;
+    uint32_t node;
+  };
+  static constexpr size_t kMinChangeLog = 4096;
+  std::vector<LoggedChange> change_log;
+  uint64_t log_from = 0;
   Status sticky;                   // set when a failure left the graph inconsistent
 
   // A mapped image (Map()): its first `mapped` nodes live in `region` -- their
@@ -712,7 +742,7 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
 // Marks the new node and every node it links to as changed: hnswlib's insert
 // rewrites exactly the lists of the new node and of the neighbours it chose.
 void HnswIndex::Impl::TouchInsert(uint32_t node) {
-  ++seq;
+  BeginChange();
   NoteChange(node);
   for (int layer = 0; layer <= graph->element_levels_[node]; ++layer) {
     for (uint32_t n : Links(*graph, node, layer)) NoteChange(n);
@@ -899,7 +929,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
                      "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
     return sticky;
   }
-  ++seq;
+  BeginChange();
   for (size_t i = 0; i < count; ++i) NoteChange(static_cast<uint32_t>(first + i));
   for (const std::vector<uint32_t>& nodes : changed) {
     for (uint32_t n : nodes) NoteChange(n);
@@ -917,7 +947,7 @@ Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   }
   if (!graph->isMarkedDeleted(node)) {
     graph->markDeletedInternal(node);
-    ++seq;
+    BeginChange();
     NoteChange(node);
   }
   return Status::OK();
@@ -1011,7 +1041,7 @@ Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
     if (block == nullptr) return StatusF(kNoMem, "hnsw: no memory for node %u", r.node);
     upper.blocks.push_back(block);
   }
-  ++seq;
+  BeginChange();
   size_t next_block = 0;
   try {
     for (const hnsw::NodeRecordView& r : image.records) {
@@ -1038,6 +1068,17 @@ Status HnswIndex::Impl::CheckMark(const ChangeMark& mark) const {
 std::vector<uint32_t> HnswIndex::Impl::ChangedSince(const ChangeMark& mark) const {
   std::vector<uint32_t> nodes;
   const uint32_t count = static_cast<uint32_t>(graph->cur_element_count);
+  if (mark.seq >= log_from) {  // the log holds every change after the mark
+    auto it = std::partition_point(change_log.begin(), change_log.end(),
+                                   [&](const LoggedChange& c) { return c.seq <= mark.seq; });
+    for (; it != change_log.end(); ++it) {
+      if (it->node < mark.node_count) nodes.push_back(it->node);
+    }
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    for (uint32_t i = mark.node_count; i < count; ++i) nodes.push_back(i);
+    return nodes;
+  }
   for (uint32_t i = 0; i < count; ++i) {
     if (i >= mark.node_count || (i < node_seq.size() && node_seq[i] > mark.seq)) nodes.push_back(i);
   }
