@@ -53,6 +53,11 @@ Contexts& ThreadContexts() {
   return contexts;
 }
 
+// The zstd level of page payloads. On payloads of a few KiB (the default
+// page_size is 4 KiB), level 1 shrinks text to within 2 % of level 3 and
+// graph lists further than level 3 does, in half the time or less.
+constexpr int kLevel = 1;
+
 }  // namespace
 
 bool CompressIfItPays(std::string_view src, std::string* dst) {
@@ -63,7 +68,7 @@ bool CompressIfItPays(std::string_view src, std::string* dst) {
   dst->resize(ZSTD_compressBound(src.size()));
   // An error here is a failed allocation of the context's workspace: the
   // output has room for the worst case.
-  size_t n = ZSTD_compressCCtx(ctx, dst->data(), dst->size(), src.data(), src.size(), 3);
+  size_t n = ZSTD_compressCCtx(ctx, dst->data(), dst->size(), src.data(), src.size(), kLevel);
   // Stored raw too when it compresses beyond the ratio a reader accepts.
   if (ZSTD_isError(n) || n > src.size() - src.size() / 8 ||
       uint64_t{n} * kMaxCompressionRatio < src.size()) {

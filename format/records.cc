@@ -1,7 +1,10 @@
 // format/records.cc -- see records.h; byte layouts in docs/format.md §5.
 #include "format/records.h"
 
+#include <bit>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "format/coding.h"
 
@@ -18,6 +21,24 @@ float GetFloat(Decoder* d) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// A vector as little-endian float32s: on a little-endian host its bytes as
+// they are, in one copy.
+void PutFloats(std::string* dst, const std::vector<float>& v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    dst->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  } else {
+    for (float f : v) PutFloat(dst, f);
+  }
+}
+void GetFloats(Decoder* d, std::vector<float>* v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::string_view bytes = d->Bytes(v->size() * sizeof(float));
+    if (!d->failed()) std::memcpy(v->data(), bytes.data(), bytes.size());
+  } else {
+    for (auto& f : *v) f = GetFloat(d);
+  }
 }
 
 Status Malformed(int64_t page_no, const char* what) {
@@ -43,7 +64,7 @@ void EncodeEpisode(const EpisodeRecord& r, std::string* dst) {
   PutString(dst, r.text);
   PutString(dst, r.metadata);
   PutVarint(dst, r.vector.size());
-  for (float f : r.vector) PutFloat(dst, f);
+  PutFloats(dst, r.vector);
 }
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
@@ -60,7 +81,7 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   uint64_t dim = d.Varint();
   if (d.failed() || dim > d.remaining() / 4) return Malformed(page_no, "episode");
   r.vector.resize(dim);
-  for (auto& f : r.vector) f = GetFloat(&d);
+  GetFloats(&d, &r.vector);
   AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "episode"));
   *out = std::move(r);
   return Status::OK();

@@ -29,6 +29,7 @@ Status Bm25Index::Add(uint64_t doc_id, std::span<const std::string> tokens) {
 std::vector<Bm25Index::TermCount> Bm25Index::CountTerms(std::span<const std::string> tokens) {
   std::vector<TermCount> counts;
   std::unordered_map<std::string_view, size_t> at;
+  at.reserve(tokens.size());
   for (const std::string& token : tokens) {
     auto [it, inserted] = at.emplace(token, counts.size());
     if (inserted) counts.push_back(TermCount{token, 0});
@@ -48,13 +49,18 @@ Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const T
                    static_cast<unsigned long long>(doc_id));
   }
   uint64_t sum = 0;
-  std::unordered_map<std::string_view, bool> seen;
+  std::vector<std::string_view> terms;  // sorted, to find a repeated one
+  terms.reserve(counts.size());
+  bool bad = false;
   for (const TermCount& c : counts) {
-    if (c.tf == 0 || c.term.empty() || !seen.emplace(c.term, true).second) {
-      return StatusF(kRange, "bm25: document %llu has an empty, repeated or zero-count term",
-                     static_cast<unsigned long long>(doc_id));
-    }
+    bad |= c.tf == 0 || c.term.empty();
+    terms.push_back(c.term);
     sum += c.tf;
+  }
+  std::sort(terms.begin(), terms.end());
+  if (bad || std::adjacent_find(terms.begin(), terms.end()) != terms.end()) {
+    return StatusF(kRange, "bm25: document %llu has an empty, repeated or zero-count term",
+                   static_cast<unsigned long long>(doc_id));
   }
   if (sum != doc_len) {
     return StatusF(kRange, "bm25: document %llu term counts add up to %llu, not %u",

@@ -6,7 +6,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstring>
+#include <functional>
 #include <memory>
+#include <new>
+#include <string>
 
 namespace agentmem::index {
 namespace {
@@ -36,6 +41,26 @@ constexpr std::array<std::string_view, 142> kQueryStopWords = {
 // Longer "words" are not English words; the bound also keeps the consonant
 // test's recursion shallow.
 constexpr size_t kMaxStemmedLength = 64;
+
+// A word of up to 31 bytes and its Snowball stem: one slot of a thread's
+// stem cache, a cache line. word_len 0: an empty slot.
+struct StemSlot {
+  uint8_t word_len = 0;
+  uint8_t stem_len = 0;
+  char word[31];
+  char stem[31];
+};
+static_assert(sizeof(StemSlot) == 64);
+constexpr size_t kStemSlots = 4096;  // 256 KiB per thread, made on first use
+
+// The slot `word` goes in (one per word: a newer word takes the place of an
+// older one), or nullptr when the word is too long or there is no memory.
+StemSlot* StemSlotFor(std::string_view word) {
+  if (word.size() > sizeof(StemSlot::word)) return nullptr;
+  thread_local std::unique_ptr<StemSlot[]> slots(new (std::nothrow) StemSlot[kStemSlots]);
+  if (!slots) return nullptr;
+  return &slots[std::hash<std::string_view>{}(word) % kStemSlots];
+}
 
 bool IsVowelLetter(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
 
@@ -150,6 +175,13 @@ bool IsEnglishQueryStopWord(std::string_view word) {
 std::string StemSnowballEnglish(std::string_view word) {
   std::string w(word);
   if (w.empty() || w.size() > kMaxStemmedLength || !IsLowerAsciiWord(w)) return w;
+  // The stems this thread made last: a word recurs often (and an episode
+  // is tokenized again as the context of the next ones), and the Snowball
+  // stemmer takes about a microsecond a word.
+  StemSlot* slot = StemSlotFor(w);
+  if (slot != nullptr && std::string_view(slot->word, slot->word_len) == w) {
+    return std::string(slot->stem, slot->stem_len);
+  }
   // A libstemmer stemmer keeps per-call state: one per thread.
   struct Deleter {
     void operator()(sb_stemmer* s) const { sb_stemmer_delete(s); }
@@ -159,7 +191,14 @@ std::string StemSnowballEnglish(std::string_view word) {
   const sb_symbol* out =
       sb_stemmer_stem(stemmer.get(), reinterpret_cast<const sb_symbol*>(w.data()), static_cast<int>(w.size()));
   if (out == nullptr) return w;
-  return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer.get())));
+  std::string stem(reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer.get())));
+  if (slot != nullptr && stem.size() <= sizeof(StemSlot::stem)) {
+    std::memcpy(slot->word, w.data(), w.size());
+    slot->word_len = static_cast<uint8_t>(w.size());
+    std::memcpy(slot->stem, stem.data(), stem.size());
+    slot->stem_len = static_cast<uint8_t>(stem.size());
+  }
+  return stem;
 }
 
 }  // namespace agentmem::index

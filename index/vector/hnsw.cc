@@ -217,6 +217,12 @@ Candidate Descend(const Graph& g, const float* query, Candidate at, int top, int
   return at;
 }
 
+// Asks for a node's whole vector to be brought into the cache.
+void PrefetchVector(const Graph& g, uint32_t node) {
+  const char* v = g.getDataByInternalId(node);
+  for (size_t at = 0; at < g.data_size_; at += 64) __builtin_prefetch(v + at);
+}
+
 // Best-first beam search on one layer (the algorithm of hnswlib's
 // searchBaseLayerST, with ef per call and an acceptance test). Nodes that fail
 // `accept` are expanded but never returned. Returns up to ef accepted nodes.
@@ -227,6 +233,7 @@ std::vector<Candidate> SearchLayer(const Graph& g, const float* query, Candidate
   std::priority_queue<Candidate, std::vector<Candidate>, FartherOnTop> best;
   std::priority_queue<Candidate, std::vector<Candidate>, NearerOnTop> frontier;
   float bound = std::numeric_limits<float>::infinity();
+  std::vector<uint32_t> fresh;
   visited.TestAndSet(entry.node);
   frontier.push(entry);
   if (accept(entry.node)) {
@@ -238,10 +245,17 @@ std::vector<Candidate> SearchLayer(const Graph& g, const float* query, Candidate
     if (current.distance > bound && best.size() >= ef) break;
     frontier.pop();
     std::span<const uint32_t> links = lists(current.node, layer);
-    for (size_t i = 0; i < links.size(); ++i) {
-      if (i + 1 < links.size()) __builtin_prefetch(g.getDataByInternalId(links[i + 1]));
-      const uint32_t n = links[i];
+    // The nodes not met before, in list order, each vector's start fetched
+    // ahead: the distances below then wait less on memory.
+    fresh.clear();
+    for (uint32_t n : links) {
       if (visited.TestAndSet(n)) continue;
+      fresh.push_back(n);
+      __builtin_prefetch(g.getDataByInternalId(n));
+    }
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (i + 1 < fresh.size()) PrefetchVector(g, fresh[i + 1]);
+      const uint32_t n = fresh[i];
       const float d = DistanceTo(g, query, n);
       if (best.size() >= ef && d >= bound) continue;
       frontier.push({d, n});
@@ -445,6 +459,9 @@ struct MallocBlocks {
 // a delta holds exactly the changed lists.
 
 constexpr size_t kBatchRound = 128;
+// Step 3 takes a second thread from this many target nodes on: one node's
+// insert links back to a few dozen, which take less time than a thread start.
+constexpr size_t kLinkBackTargetsPerThread = 128;
 
 void SortNearestFirst(std::vector<Candidate>* c) {
   std::sort(c->begin(), c->end(), [](const Candidate& a, const Candidate& b) {
@@ -491,17 +508,22 @@ void PlanLinks(const Graph& g, uint32_t node, uint32_t round_first, uint32_t ent
   for (int layer = level; layer >= 0; --layer) {
     c.clear();
     if (layer <= top) {
-      c = SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
+      // Without deleted nodes every node is live: no need to read each
+      // met node's flags (a cache line the search does not otherwise need).
+      c = g.num_deleted_ == 0
+              ? SearchLayer(g, q, at, g.ef_construction_, layer, lists, [](uint32_t) { return true; })
+              : SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
       // Every node met is deleted: link to the entry all the same, which
       // keeps the node reachable (deleted nodes stay as waypoints).
       if (c.empty()) c.push_back(at);
       SortNearestFirst(&c);
       at = c.front();  // where the next layer's search starts
     }
+    const size_t searched = c.size();  // sorted already when layer <= top
     for (uint32_t j = round_first; j < node; ++j) {
       if (g.element_levels_[j] >= layer) c.push_back({DistanceTo(g, q, j), j});
     }
-    SortNearestFirst(&c);
+    if (layer > top || c.size() > searched) SortNearestFirst(&c);
     SelectNeighbors(g, &c, g.M_);
     for (const Candidate& n : c) (*plan)[layer].push_back(n.node);
   }
@@ -539,9 +561,12 @@ bool LinkBack(Graph* g, uint32_t to, uint32_t node, int layer, std::vector<Candi
 }
 
 // Runs body(i, worker) for every i in [0, n) on up to `threads` threads, this
-// one included (worker 0). Stops early at an exception and returns the first.
+// one included (worker 0), and on one more thread only for every `per_thread`
+// items: starting a thread costs tens of microseconds, more than a few cheap
+// items. Stops early at an exception and returns the first.
 template <class Body>
-std::exception_ptr ParallelFor(size_t n, unsigned threads, const Body& body) {
+std::exception_ptr ParallelFor(size_t n, unsigned threads, size_t per_thread, const Body& body) {
+  threads = static_cast<unsigned>(std::clamp<size_t>(n / per_thread, 1, threads));
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::vector<std::exception_ptr> errors(threads);
@@ -572,8 +597,11 @@ std::exception_ptr ParallelFor(size_t n, unsigned threads, const Body& body) {
   return nullptr;
 }
 
+// Asked once: std::thread::hardware_concurrency reads a file under /sys on
+// every call.
 unsigned DefaultInsertThreads() {
-  return std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  static const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  return threads;
 }
 
 }  // namespace
@@ -601,9 +629,30 @@ struct HnswIndex::Impl {
   Status CheckVector(std::span<const float> v, const char* what) const;
   void TouchInsert(uint32_t node);
   GraphView View() const { return GraphView(*graph, shape, mapped); }
+  // Starts change seq + 1. The change log is emptied first when it has
+  // grown past twice the graph, so that it stays proportional to the graph.
+  void BeginChange() {
+    if (change_log.size() > std::max<size_t>(kMinChangeLog, 2 * graph->cur_element_count)) {
+      change_log.clear();
+      log_from = seq;
+    }
+    ++seq;
+  }
   void NoteChange(uint32_t node) {
     if (node_seq.size() <= node) node_seq.resize(size_t{node} + 1);
     node_seq[node] = seq;
+    LogChange(node);
+  }
+  // No memory for the entry: the log gives up the changes up to this one
+  // (ChangedSince then goes through every node for an older mark).
+  void LogChange(uint32_t node) noexcept {
+    if (log_from == seq) return;
+    try {
+      change_log.push_back({seq, node});
+    } catch (...) {
+      change_log.clear();
+      log_from = seq;
+    }
   }
   Status EnsureLocks();
   ~Impl();
@@ -618,6 +667,15 @@ struct HnswIndex::Impl {
   // Guarded by mu (written under the exclusive lock only):
   std::vector<uint64_t> node_seq;  // seq of each node's last change (missing: 0)
   uint64_t seq = 0;                // changes so far
+  // Every NoteChange of the changes after log_from, in order (a node may
+  // appear more than once): a delta's nodes without a pass over the graph.
+  struct LoggedChange {
+    uint64_t seq;
+    uint32_t node;
+  };
+  static constexpr size_t kMinChangeLog = 4096;
+  std::vector<LoggedChange> change_log;
+  uint64_t log_from = 0;
   Status sticky;                   // set when a failure left the graph inconsistent
 
   // A mapped image (Map()): its first `mapped` nodes live in `region` -- their
@@ -698,7 +756,7 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
 // Marks the new node and every node it links to as changed: hnswlib's insert
 // rewrites exactly the lists of the new node and of the neighbours it chose.
 void HnswIndex::Impl::TouchInsert(uint32_t node) {
-  ++seq;
+  BeginChange();
   NoteChange(node);
   for (int layer = 0; layer <= graph->element_levels_[node]; ++layer) {
     for (uint32_t n : Links(*graph, node, layer)) NoteChange(n);
@@ -834,7 +892,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
       const size_t n = std::min(kBatchRound, count - round);
       const uint32_t entry = g.enterpoint_node_;
       const int top = g.maxlevel_;
-      error = ParallelFor(n, threads, [&](size_t i, unsigned) {
+      error = ParallelFor(n, threads, 1, [&](size_t i, unsigned) {
         PlanLinks(g, round_first + static_cast<uint32_t>(i), round_first, entry, top, &plans[i]);
       });
       if (error) break;
@@ -863,7 +921,8 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
         if (i == 0 || back[i].to != back[i - 1].to) groups.push_back(i);
       }
       groups.push_back(back.size());
-      error = ParallelFor(groups.size() - 1, threads, [&](size_t k, unsigned w) {
+      error = ParallelFor(groups.size() - 1, threads, kLinkBackTargetsPerThread,
+                          [&](size_t k, unsigned w) {
         for (size_t i = groups[k]; i < groups[k + 1]; ++i) {
           if (LinkBack(&g, back[i].to, back[i].node, back[i].layer, &scratch[w])) {
             changed[w].push_back(back[i].to);
@@ -884,7 +943,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
                      "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
     return sticky;
   }
-  ++seq;
+  BeginChange();
   for (size_t i = 0; i < count; ++i) NoteChange(static_cast<uint32_t>(first + i));
   for (const std::vector<uint32_t>& nodes : changed) {
     for (uint32_t n : nodes) NoteChange(n);
@@ -902,7 +961,7 @@ Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   }
   if (!graph->isMarkedDeleted(node)) {
     graph->markDeletedInternal(node);
-    ++seq;
+    BeginChange();
     NoteChange(node);
   }
   return Status::OK();
@@ -996,7 +1055,7 @@ Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
     if (block == nullptr) return StatusF(kNoMem, "hnsw: no memory for node %u", r.node);
     upper.blocks.push_back(block);
   }
-  ++seq;
+  BeginChange();
   size_t next_block = 0;
   try {
     for (const hnsw::NodeRecordView& r : image.records) {
@@ -1023,6 +1082,17 @@ Status HnswIndex::Impl::CheckMark(const ChangeMark& mark) const {
 std::vector<uint32_t> HnswIndex::Impl::ChangedSince(const ChangeMark& mark) const {
   std::vector<uint32_t> nodes;
   const uint32_t count = static_cast<uint32_t>(graph->cur_element_count);
+  if (mark.seq >= log_from) {  // the log holds every change after the mark
+    auto it = std::partition_point(change_log.begin(), change_log.end(),
+                                   [&](const LoggedChange& c) { return c.seq <= mark.seq; });
+    for (; it != change_log.end(); ++it) {
+      if (it->node < mark.node_count) nodes.push_back(it->node);
+    }
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    for (uint32_t i = mark.node_count; i < count; ++i) nodes.push_back(i);
+    return nodes;
+  }
   for (uint32_t i = 0; i < count; ++i) {
     if (i >= mark.node_count || (i < node_seq.size() && node_seq[i] > mark.seq)) nodes.push_back(i);
   }

@@ -99,6 +99,36 @@ TEST_CASE("the Snowball stemmer also removes derivational suffixes and keeps odd
   CHECK(StemSnowballEnglish(long_word) == long_word);
 }
 
+TEST_CASE("a word stems the same the second time, also after many other words") {
+  // Words built from syllables, with endings the stemmer removes; more of
+  // them than a thread keeps stems of.
+  const char* const syllables[] = {"ka", "lo", "mi", "ne", "ru", "sta", "ven", "dor"};
+  const char* const endings[] = {"ing", "ed", "s", "ness", "ly", "ation", ""};
+  std::vector<std::string> words;
+  for (const char* a : syllables) {
+    for (const char* b : syllables) {
+      for (const char* c : syllables) {
+        for (const char* d : syllables) {
+          for (const char* e : endings) words.push_back(std::string(a) + b + c + d + e);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 7; i++) words.push_back(words[i * 11]);  // a few repeats within
+  REQUIRE(words.size() > 3 * 8192);
+  std::vector<std::string> first;
+  for (int round = 0; round < 4; round++) {
+    for (size_t i = 0; i < words.size(); i++) {
+      const std::string stem = StemSnowballEnglish(words[i]);
+      if (round == 0) first.push_back(stem);
+      else CHECK(stem == first[i]);
+    }
+  }
+  CHECK(StemSnowballEnglish("running") == "run");
+  CHECK(StemSnowballEnglish("running") == "run");
+  CHECK(StemSnowballEnglish("Running") == "Running");
+}
+
 TEST_CASE("the query stop list holds the built-in stop words and the question words") {
   for (const char* w : {"the", "with", "when", "what", "did", "does", "her", "his", "how",
                         "many", "s", "t", "ve", "would"}) {

@@ -614,6 +614,36 @@ TEST_CASE("the nodes changed since a mark are the new nodes and the nodes they l
   CHECK(index->EncodeDelta(ChangeMark{0, 9999}, &out).code() == kMisuse);
 }
 
+TEST_CASE("a delta from an old mark holds every change, however many came after it") {
+  // One-node batches, as a commit of one episode makes: each notes some 30
+  // nodes, so the index's change log is emptied several times over 600 of
+  // them. The marks of every 40th insert are replayed from copies made then.
+  auto rng = SeededRng(40);
+  const size_t dim = 8, n = 600;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto live = NewIndex(Metric::kCosine, dim);
+  AddRows(live.get(), data, dim, 0, 50);
+  std::vector<std::pair<ChangeMark, std::string>> copies;
+  for (size_t r = 50; r < n; ++r) {
+    if (r % 40 == 10) copies.emplace_back(live->Mark(), ImageOf(*live));
+    AddRowBatches(live.get(), data, dim, r, r + 1, 1, 2);
+    if (r % 97 == 0) REQUIRE(live->MarkDeleted(r / 2).ok());
+  }
+  const std::string now = ImageOf(*live);
+  REQUIRE(copies.size() > 10);
+  for (const auto& [mark, image] : copies) {
+    CAPTURE(mark.node_count);
+    std::string delta;
+    REQUIRE(live->EncodeDelta(mark, &delta).ok());
+    Result<std::unique_ptr<HnswIndex>> replica = HnswIndex::Deserialize(image);
+    REQUIRE(replica.ok());
+    REQUIRE((*replica)->ApplyDelta(delta).ok());
+    CHECK(ImageOf(**replica) == now);
+  }
+  // The newest mark: nothing changed since.
+  CHECK(live->NodesChangedSince(live->Mark())->empty());
+}
+
 // Runs `insert` on this thread while two threads search `index` (vectors of
 // `dim` in [-1, 1), labels below n); checks that every search returned 10
 // valid labels and returns how many ran.
