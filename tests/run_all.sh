@@ -71,7 +71,7 @@ run_suite() {
   "$exe" "$@" --no-intro=false 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local line p f
-  line=$(grep -E '^\[(doctest|pytest|node|layering)\] test cases:' "$log" | tail -n 1)
+  line=$(grep -E '^\[(doctest|pytest|node|layering|functions)\] test cases:' "$log" | tail -n 1)
   p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
   if [ -z "$line" ]; then
@@ -104,6 +104,8 @@ if [ -n "$build" ]; then
   if [ -f "$build/compile_commands.json" ]; then
     run_suite layering_test tests/layering_test.py "$build"
   fi
+  # No function of engine/ over 100 lines.
+  run_suite function_lengths tests/function_lengths.py
 fi
 
 # Under ASan + UBSan: the quick suites, without the exhaustive sweeps that
