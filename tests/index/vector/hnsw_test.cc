@@ -631,7 +631,10 @@ TEST_CASE("a delta from an old mark holds every change, however many came after 
   }
   const std::string now = ImageOf(*live);
   REQUIRE(copies.size() > 10);
-  for (const auto& [mark, image] : copies) {
+  // (No structured binding: clang 14 cannot capture one in CAPTURE's lambda.)
+  for (const auto& copy : copies) {
+    const auto& mark = copy.first;
+    const std::string& image = copy.second;
     CAPTURE(mark.node_count);
     std::string delta;
     REQUIRE(live->EncodeDelta(mark, &delta).ok());
