@@ -62,6 +62,8 @@ struct QueryStats {
   uint64_t postings_scored = 0;  // term scores computed
   uint64_t docs_scored = 0;      // documents whose full score was computed
   uint64_t blocks_skipped = 0;   // runs of candidates skipped on block bounds
+  uint64_t parts_searched = 0;   // TopKAcross(): indexes whose postings were searched
+  uint64_t parts_skipped = 0;    // TopKAcross(): indexes whose bound could not beat the k-th
 };
 
 // One partition's index. Not thread-safe for writes: Add() and Remove()
@@ -148,6 +150,30 @@ class Bm25Index {
   std::vector<ScoredDoc> TopKBruteForce(std::span<const std::string> query_tokens, size_t k,
                                         const DocFilter& filter = {}) const;
 
+  // ---- several indexes as one collection
+  // The best min(k, matching documents) documents of all of `parts` for the
+  // OR of the distinct `query_tokens`, scored as ONE index holding every
+  // document of every part would score them: N and the total length are
+  // summed over the parts (so avgdl is the collection's) and df(t) is the sum
+  // of the parts' df(t). Scores and order equal that index's TopK() to the
+  // last bit (same formula, same summation order).
+  // The parts share one top-k and are searched best bound first (a part's
+  // bound: the sum over the query terms of its lists' best scores under the
+  // collection's statistics); once k documents are held, a part whose bound
+  // cannot beat the k-th score is skipped whole, and inside a part MaxScore
+  // prunes against the k-th score from its first posting.
+  // REQUIRES: doc ids are unique across the parts; every part has the same
+  // params. Null parts are ignored.
+  static std::vector<ScoredDoc> TopKAcross(std::span<const Bm25Index* const> parts,
+                                           std::span<const std::string> query_tokens, size_t k,
+                                           const DocFilter& filter = {},
+                                           QueryStats* stats = nullptr);
+  // The same ranking, by scoring every posting of every query term of every
+  // part (the oracle of TopKAcross()).
+  static std::vector<ScoredDoc> TopKAcrossBruteForce(std::span<const Bm25Index* const> parts,
+                                                     std::span<const std::string> query_tokens,
+                                                     size_t k, const DocFilter& filter = {});
+
  private:
   friend class MaxScoreSearch;  // the state of one TopK() call (maxscore.cc)
 
@@ -178,10 +204,31 @@ class Bm25Index {
   PostingList FrozenList(size_t index) const;
   uint32_t TermIdFor(std::string_view token);
   void ReleaseTerm(uint32_t term_id);
-  double IdfFor(uint64_t df) const;
+  double IdfFor(uint64_t df) const { return IdfOf(doc_count(), df); }
+  static double IdfOf(uint64_t doc_count, uint64_t df);
+  static double AvgdlOf(uint64_t doc_count, uint64_t total_length);
   Bm25TermScorer MakeScorer() const { return Bm25TermScorer(params_.k1, params_.b, avgdl()); }
   std::vector<QueryTerm> PrepareQuery(std::span<const std::string> query_tokens,
                                       const Bm25TermScorer& scorer) const;
+  // The query term of `list` with its idf, its best score by `scorer`
+  // (over the list's peaks) and its summation slot.
+  static QueryTerm MakeQueryTerm(const PostingList* list, double idf, size_t slot,
+                                 const Bm25TermScorer& scorer);
+  // A query over several indexes (TopKAcross()): the distinct query tokens
+  // in the collection in canonical order, each part's lists for them, and the
+  // collection's statistics.
+  struct AcrossPart {
+    const Bm25Index* index;
+    std::vector<QueryTerm> terms;  // the part's lists, slots of the collection
+    double bound;                  // sum of the terms' upper bounds
+  };
+  struct AcrossQuery {
+    Bm25TermScorer scorer;          // the collection's avgdl
+    size_t slots = 0;               // distinct query tokens in the collection
+    std::vector<AcrossPart> parts;  // the parts holding a query token, in argument order
+  };
+  static AcrossQuery PrepareAcross(std::span<const Bm25Index* const> parts,
+                                   std::span<const std::string> query_tokens);
 
   Bm25Params params_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> term_ids_;
