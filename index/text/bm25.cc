@@ -133,14 +133,27 @@ double Bm25Index::Idf(std::string_view term) const {
 }
 
 const PostingList* Bm25Index::FindList(std::string_view term) const {
-  auto it = term_ids_.find(term);
-  if (it != term_ids_.end()) return &terms_[it->second].list;
+  if (!term_ids_.empty()) {
+    auto it = term_ids_.find(term);
+    if (it != term_ids_.end()) return &terms_[it->second].list;
+  }
   const int64_t frozen = FindFrozen(term);
   if (frozen < 0) return nullptr;
   std::lock_guard lock(views_mu_);
   auto& view = frozen_views_[static_cast<size_t>(frozen)];
   if (!view) view = std::make_unique<PostingList>(FrozenList(static_cast<size_t>(frozen)));
   return view.get();
+}
+
+const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
+                                           std::deque<PostingList>* views) const {
+  if (!term_ids_.empty()) {
+    auto it = term_ids_.find(term);
+    if (it != term_ids_.end()) return &terms_[it->second].list;
+  }
+  const int64_t frozen = FindFrozen(term, hash);
+  if (frozen < 0) return nullptr;
+  return &views->emplace_back(FrozenList(static_cast<size_t>(frozen)));
 }
 
 uint32_t Bm25Index::TermIdFor(std::string_view token) {
@@ -216,8 +229,11 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
   }
   uint64_t n = 0, total_length = 0;
   std::vector<uint64_t> df(distinct.size(), 0);
+  std::vector<size_t> hashes;
+  for (std::string_view token : distinct) hashes.push_back(std::hash<std::string_view>{}(token));
   // lists[p * distinct.size() + t]: part p's list of token t, or null.
   std::vector<const PostingList*> lists(parts.size() * distinct.size(), nullptr);
+  std::deque<PostingList> views;
   Bm25Params params;
   for (size_t p = 0; p < parts.size(); p++) {
     if (parts[p] == nullptr) continue;
@@ -225,12 +241,13 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
     n += parts[p]->doc_count();
     total_length += parts[p]->total_length_;
     for (size_t t = 0; t < distinct.size(); t++) {
-      const PostingList* list = parts[p]->FindList(distinct[t]);
+      const PostingList* list = parts[p]->FindListInto(distinct[t], hashes[t], &views);
       lists[p * distinct.size() + t] = list;
       if (list != nullptr) df[t] += list->size();
     }
   }
-  AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {}};
+  AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {},
+                std::move(views)};
   std::vector<size_t> slot(distinct.size());
   std::vector<double> idf(distinct.size());
   for (size_t t = 0; t < distinct.size(); t++) {

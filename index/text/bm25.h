@@ -25,7 +25,9 @@
 // and the skipping summaries (posting_list.h) are derived from the documents.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -198,8 +200,20 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // The same without the cached views of FindList(): a frozen term's list is
+  // a view appended to *views (whose elements keep their addresses), so a
+  // lookup takes no lock and leaves nothing behind.
+  // `hash`: std::hash of the term.
+  const PostingList* FindListInto(std::string_view term, size_t hash,
+                                  std::deque<PostingList>* views) const;
   // The frozen term at `index` in the table, or -1.
-  int64_t FindFrozen(std::string_view term) const;
+  int64_t FindFrozen(std::string_view term) const {
+    return FindFrozen(term, std::hash<std::string_view>{}(term));
+  }
+  // The same with the term's std::hash, computed once by a caller that looks
+  // one term up in many indexes.
+  int64_t FindFrozen(std::string_view term, size_t hash) const;
+  void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
   uint32_t TermIdFor(std::string_view token);
@@ -226,6 +240,7 @@ class Bm25Index {
     Bm25TermScorer scorer;          // the collection's avgdl
     size_t slots = 0;               // distinct query tokens in the collection
     std::vector<AcrossPart> parts;  // the parts holding a query token, in argument order
+    std::deque<PostingList> views;  // the frozen lists the parts' terms point to
   };
   static AcrossQuery PrepareAcross(std::span<const Bm25Index* const> parts,
                                    std::span<const std::string> query_tokens);
@@ -257,6 +272,14 @@ class Bm25Index {
   size_t superseded_ = 0;  // frozen terms that moved to terms_
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
+  // An open-addressing hash table over the frozen terms, built by the first
+  // lookup under views_mu_ and immutable until Thaw() drops it. A slot holds
+  // the term's hash in its high 32 bits and its index + 1 in the low 32 (0:
+  // empty); at most two thirds are used. A lookup costs a probe or two
+  // instead of a binary search whose every step is a cache miss, and a term
+  // that is not there is told by the hash alone, without reading any text.
+  mutable std::atomic<bool> frozen_table_ready_{false};
+  mutable std::vector<uint64_t> frozen_table_;
 };
 
 }  // namespace agentmem::index

@@ -239,15 +239,45 @@ PostingList Bm25Index::FrozenList(size_t i) const {
                            frozen_peaks_.subspan(t.first_peak, t.peak_count));
 }
 
-int64_t Bm25Index::FindFrozen(std::string_view term) const {
-  size_t lo = 0, hi = frozen_terms_.size();
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    std::string_view t = FrozenText(mid);
-    if (t == term) return static_cast<int64_t>(mid);
-    if (t < term) lo = mid + 1; else hi = mid;
+int64_t Bm25Index::FindFrozen(std::string_view term, size_t hash) const {
+  if (frozen_terms_.empty()) return -1;
+  if (frozen_terms_.size() >= UINT32_MAX) {  // too many for the table's slots
+    size_t lo = 0, hi = frozen_terms_.size();
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      std::string_view t = FrozenText(mid);
+      if (t == term) return static_cast<int64_t>(mid);
+      if (t < term) lo = mid + 1; else hi = mid;
+    }
+    return -1;
   }
-  return -1;
+  if (!frozen_table_ready_.load(std::memory_order_acquire)) BuildFrozenTable();
+  const uint64_t tag = uint64_t{hash} >> 32 << 32;
+  const size_t mask = frozen_table_.size() - 1;
+  for (size_t at = hash & mask;; at = (at + 1) & mask) {
+    const uint64_t slot = frozen_table_[at];
+    if (slot == 0) return -1;
+    if ((slot & ~uint64_t{0xffffffff}) != tag) continue;
+    const size_t i = (slot & 0xffffffff) - 1;
+    if (FrozenText(i) == term) return static_cast<int64_t>(i);
+  }
+}
+
+void Bm25Index::BuildFrozenTable() const {
+  std::lock_guard<std::mutex> lock(views_mu_);
+  if (frozen_table_ready_.load(std::memory_order_relaxed)) return;
+  size_t size = 2;
+  while (2 * size < 3 * frozen_terms_.size()) size *= 2;
+  std::vector<uint64_t> table(size, 0);
+  const size_t mask = size - 1;
+  for (size_t i = 0; i < frozen_terms_.size(); i++) {
+    const uint64_t hash = std::hash<std::string_view>{}(FrozenText(i));
+    size_t at = hash & mask;
+    while (table[at] != 0) at = (at + 1) & mask;
+    table[at] = (hash >> 32 << 32) | (i + 1);
+  }
+  frozen_table_ = std::move(table);
+  frozen_table_ready_.store(true, std::memory_order_release);
 }
 
 Status Bm25Index::Thaw() {
@@ -289,6 +319,8 @@ Status Bm25Index::Thaw() {
   superseded_ = 0;
   std::lock_guard<std::mutex> lock(views_mu_);
   frozen_views_.clear();
+  frozen_table_.clear();
+  frozen_table_ready_.store(false, std::memory_order_release);
   return Status::OK();
 }
 
