@@ -151,7 +151,7 @@ const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
     auto it = term_ids_.find(term);
     if (it != term_ids_.end()) return &terms_[it->second].list;
   }
-  const int64_t frozen = FindFrozen(term, hash);
+  const int64_t frozen = FindFrozenHashed(term, hash);
   if (frozen < 0) return nullptr;
   return &views->emplace_back(FrozenList(static_cast<size_t>(frozen)));
 }

@@ -207,12 +207,11 @@ class Bm25Index {
   const PostingList* FindListInto(std::string_view term, size_t hash,
                                   std::deque<PostingList>* views) const;
   // The frozen term at `index` in the table, or -1.
-  int64_t FindFrozen(std::string_view term) const {
-    return FindFrozen(term, std::hash<std::string_view>{}(term));
-  }
-  // The same with the term's std::hash, computed once by a caller that looks
-  // one term up in many indexes.
-  int64_t FindFrozen(std::string_view term, size_t hash) const;
+  // By binary search of the term table.
+  int64_t FindFrozen(std::string_view term) const;
+  // The same through frozen_table_ (built by the first call), given the
+  // term's std::hash: for a caller that looks one term up in many indexes.
+  int64_t FindFrozenHashed(std::string_view term, size_t hash) const;
   void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
@@ -273,7 +272,7 @@ class Bm25Index {
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
   // An open-addressing hash table over the frozen terms, built by the first
-  // lookup under views_mu_ and immutable until Thaw() drops it. A slot holds
+  // FindFrozenHashed() under views_mu_ and immutable until Thaw() drops it. A slot holds
   // the term's hash in its high 32 bits and its index + 1 in the low 32 (0:
   // empty); at most two thirds are used. A lookup costs a probe or two
   // instead of a binary search whose every step is a cache miss, and a term

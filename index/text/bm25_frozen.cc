@@ -239,18 +239,21 @@ PostingList Bm25Index::FrozenList(size_t i) const {
                            frozen_peaks_.subspan(t.first_peak, t.peak_count));
 }
 
-int64_t Bm25Index::FindFrozen(std::string_view term, size_t hash) const {
-  if (frozen_terms_.empty()) return -1;
-  if (frozen_terms_.size() >= UINT32_MAX) {  // too many for the table's slots
-    size_t lo = 0, hi = frozen_terms_.size();
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      std::string_view t = FrozenText(mid);
-      if (t == term) return static_cast<int64_t>(mid);
-      if (t < term) lo = mid + 1; else hi = mid;
-    }
-    return -1;
+int64_t Bm25Index::FindFrozen(std::string_view term) const {
+  size_t lo = 0, hi = frozen_terms_.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    std::string_view t = FrozenText(mid);
+    if (t == term) return static_cast<int64_t>(mid);
+    if (t < term) lo = mid + 1; else hi = mid;
   }
+  return -1;
+}
+
+int64_t Bm25Index::FindFrozenHashed(std::string_view term, size_t hash) const {
+  if (frozen_terms_.empty()) return -1;
+  // Too many terms for the table's 32-bit slots.
+  if (frozen_terms_.size() >= UINT32_MAX) return FindFrozen(term);
   if (!frozen_table_ready_.load(std::memory_order_acquire)) BuildFrozenTable();
   const uint64_t tag = uint64_t{hash} >> 32 << 32;
   const size_t mask = frozen_table_.size() - 1;
