@@ -1220,6 +1220,8 @@ std::vector<std::vector<uint32_t>> UserTruth(const Ctx& x, size_t nq) {
   return utruth;
 }
 
+void AllUsersRecall(Ctx& x, Store& store);
+
 // Phase 5: the same episodes over --users users, recall with the filter.
 void FilterPhase(Ctx& x, SystemRun& r) {
   const Config& c = x.c;
@@ -1282,8 +1284,26 @@ void FilterPhase(Ctx& x, SystemRun& r) {
       rep.AddLatency(w + ", " + (mode == bench::kBm25 ? "BM25" : ModeName(mode)), fr[mode].wall_us,
                      LatencyNotes(fr[mode]), name);
     }
+    if (am) AllUsersRecall(x, *store);
     store->Close();
     if (am) RemoveStore(*store, path);
+  }
+}
+
+// agentmem's workload of the peers' unfiltered queries: the file of --users
+// users searched across every user (all_users=1), each hit from any user.
+void AllUsersRecall(Ctx& x, Store& store) {
+  const Config& c = x.c;
+  const Data& d = x.d;
+  std::vector<const char*> every_user(c.queries, nullptr);
+  auto ar = TimeRecall(store, c, d.qtexts, d.qvecs, c.modes, every_user, "all users");
+  const std::string w = Fmt("every user of %d (all_users=1)", c.users);
+  CheckLists("agentmem", ar, d.qtexts, c.k, "all users", &x.checks);
+  AddPlans(store, ar, d.qtexts, d.qvecs, every_user, c.k, "all users", &x.plans);
+  for (int mode : {bench::kHybrid, bench::kVector, bench::kBm25}) {
+    if (!ar.count(mode)) continue;
+    x.rep.AddLatency(w + ", " + (mode == bench::kBm25 ? "BM25" : ModeName(mode)), ar[mode].wall_us,
+                     LatencyNotes(ar[mode]), "agentmem");
   }
 }
 

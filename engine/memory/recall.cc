@@ -1,10 +1,15 @@
 // engine/memory/recall.cc -- see recall.h. The planner, in order:
 //   1. candidates: the user's partition (or every user's) minus what the
 //      session / role / time filters exclude -- filters run before scoring,
-//      so k is guaranteed whenever k candidates exist;
+//      so k is guaranteed whenever k candidates exist. An unfiltered query
+//      over every user lists none: its searches run on the indexes as they
+//      are, and only an exact scan or fill walks the episodes;
 //   2. BM25 top-k over the partition's own index (N, df and avgdl are the
 //      partition's), MaxScore skipping, candidates enforced by a filter;
-//   3. vector top-k: an exact SIMD scan of the candidates' vectors;
+//      over every user, one top-k across the users' indexes scored with the
+//      collection's N, df and avgdl (as one index of every episode would);
+//   3. vector top-k: an exact SIMD scan of the candidates' vectors, or the
+//      graph walk for many candidates (filters checked inside the walk);
 //   4. the union of both lists, fused (hybrid: a score-normalised weighted
 //      sum; one list: its reciprocal rank), weighted by recency when asked; hits that match neither list's threshold (a BM25
 //      score > 0 and >= min_bm25, a similarity >= min_similarity or the
@@ -58,6 +63,7 @@ std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hi
   w.Field("mode", plan.mode);
   w.Field("partition", plan.partition);
   w.Field("filtered", plan.filtered);
+  w.Field("candidates", plan.candidates);
   w.Field("bm25_hits", plan.bm25_hits);
   w.Field("vector_hits", plan.vector_hits);
   w.Field("fused", plan.fused);
@@ -353,9 +359,8 @@ std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t
   };
   if (q.all_users) {
     *partition = episodes_;
-    attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
-      if (Passes(q, id, a)) storage->push_back(id);
-    });
+    if (EveryEpisode(q)) return {};
+    *storage = ListEveryUser(q);
     return *storage;
   }
   *partition = 0;
@@ -366,6 +371,14 @@ std::span<const uint64_t> RecallIndex::Candidates(const RecallQuery& q, uint64_t
   storage->reserve(p->ids.size());
   for (uint64_t id : p->ids) consider(id);
   return *storage;
+}
+
+std::vector<uint64_t> RecallIndex::ListEveryUser(const RecallQuery& q) const {
+  std::vector<uint64_t> ids;
+  attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+    if (Passes(q, id, a)) ids.push_back(id);
+  });
+  return ids;
 }
 
 const RecallIndex::UserPartition* RecallIndex::Partition(const std::string& user_id) const {
@@ -505,6 +518,8 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   size_t with_vectors = 0;
   if (p && Unfiltered(q)) {
     with_vectors = p->vectors;
+  } else if (EveryEpisode(q)) {
+    for (const auto& user : partitions_) with_vectors += user ? user->vectors : 0;
   } else {
     for (uint64_t id : candidates) with_vectors += attrs_.Find(id)->has_vector;
   }
@@ -514,6 +529,11 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   }
   std::vector<uint32_t> rows;
   rows.reserve(with_vectors);
+  if (EveryEpisode(q)) {
+    attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+      if (a.node != EpisodeAttrs::kNoNode && Passes(q, id, a)) rows.push_back(a.node);
+    });
+  }
   for (uint64_t id : candidates) {
     const uint32_t node = attrs_.Find(id)->node;
     if (node != EpisodeAttrs::kNoNode) rows.push_back(node);
@@ -583,32 +603,46 @@ void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> can
                              size_t k, std::vector<index::ScoredDoc>* out,
                              RecallPlan* plan) const {
   std::vector<std::string> tokens = tokenizer_.TokenizeQuery(q.text);
-  bool filtered = candidates.size() != plan->partition;
+  bool filtered = !EveryEpisode(q) && candidates.size() != plan->partition;
   index::DocFilter filter;
   if (filtered) {
     filter = [candidates](uint64_t id) {
       return std::binary_search(candidates.begin(), candidates.end(), id);
     };
   }
+  if (q.all_users) {
+    Bm25SearchEveryUser(tokens, filter, k, out, plan);
+    return;
+  }
   index::QueryStats stats;
   out->clear();
-  for (size_t u = 0; u < partitions_.size(); u++) {
-    if (!partitions_[u]) continue;
-    if (!q.all_users) {
-      auto it = users_.ids.find(q.user_id);
-      if (it == users_.ids.end() || it->second != u) continue;
-    }
-    index::QueryStats s;
-    auto top = partitions_[u]->bm25.TopK(tokens, k, filter, &s);
-    out->insert(out->end(), top.begin(), top.end());
-    stats.postings_total += s.postings_total;
-    stats.postings_scored += s.postings_scored;
+  if (const UserPartition* p = Partition(q.user_id)) {
+    *out = p->bm25.TopK(tokens, k, filter, &stats);
   }
-  std::sort(out->begin(), out->end(), [](const index::ScoredDoc& a, const index::ScoredDoc& b) {
-    return a.score != b.score ? a.score > b.score : a.doc_id < b.doc_id;
-  });
-  if (out->size() > k) out->resize(k);
   plan->bm25_path = "maxscore: " + std::to_string(tokens.size()) + " query tokens, " +
+                    std::to_string(stats.postings_scored) + " of " +
+                    std::to_string(stats.postings_total) + " postings scored";
+}
+
+void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
+                                      const index::DocFilter& filter, size_t k,
+                                      std::vector<index::ScoredDoc>* out,
+                                      RecallPlan* plan) const {
+  std::vector<const index::Bm25Index*> parts;
+  parts.reserve(partitions_.size());
+  uint64_t docs = 0;
+  for (const auto& user : partitions_) {
+    if (!user) continue;
+    parts.push_back(&user->bm25);
+    docs += user->bm25.doc_count();
+  }
+  index::QueryStats stats;
+  *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats);
+  plan->bm25_path = "maxscore across " + std::to_string(parts.size()) +
+                    " users' indexes, statistics of all " + std::to_string(docs) +
+                    " documents: " + std::to_string(tokens.size()) + " query tokens, " +
+                    std::to_string(stats.parts_searched) + " indexes searched, " +
+                    std::to_string(stats.parts_skipped) + " skipped on their bound, " +
                     std::to_string(stats.postings_scored) + " of " +
                     std::to_string(stats.postings_total) + " postings scored";
 }
@@ -675,7 +709,11 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   if (q.k == 0) return Status::OK();
   std::vector<uint64_t> storage;
   std::span<const uint64_t> candidates = Candidates(q, &plan.partition, &storage);
-  plan.filtered = candidates.size();
+  const bool every = EveryEpisode(q);
+  plan.filtered = every ? plan.partition : candidates.size();
+  plan.candidates = every ? "every episode, not listed"
+                    : !q.all_users && Unfiltered(q) ? "partition"
+                                                    : "listed";
 
   std::vector<index::ScoredDoc> bm25;
   std::vector<index::Neighbor> vec;
@@ -725,6 +763,10 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   if (hits->size() > q.k) hits->resize(q.k);
   plan.fused = hits->size();
 
+  if (every && q.fill && hits->size() < q.k && plan.filtered > hits->size()) {
+    storage = ListEveryUser(q);  // fill takes the candidates in id order
+    candidates = storage;
+  }
   Fill(q, candidates, hits, &plan);
   if (plan_out) *plan_out = std::move(plan);
   return Status::OK();

@@ -91,6 +91,7 @@ struct RecallPlan {
   std::string mode;
   uint64_t partition = 0;  // episodes in the user's partition (all users: every episode)
   uint64_t filtered = 0;   // after session/role/time filters
+  std::string candidates;  // how the candidates were held: "partition", "listed", "every episode, not listed"
   std::string bm25_path;   // "maxscore over N postings" or "skipped: …"
   std::string vector_path; // "exact scan of N vectors (simd)" / "hnsw ef=…" / "skipped: …"
   size_t bm25_hits = 0;
@@ -248,8 +249,13 @@ class RecallIndex {
     std::vector<std::string> names;  // by id
   };
   static uint32_t Intern(Names* table, const std::string& s);
+  // An unfiltered query over every user: its candidates are every live
+  // episode, which is never listed (Candidates() gives an empty span).
+  static bool EveryEpisode(const RecallQuery& q) { return q.all_users && Unfiltered(q); }
   std::span<const uint64_t> Candidates(const RecallQuery& q, uint64_t* partition,
                                       std::vector<uint64_t>* storage) const;
+  // Every episode of every user that passes the query's filters, in id order.
+  std::vector<uint64_t> ListEveryUser(const RecallQuery& q) const;
   bool Passes(const RecallQuery& q, uint64_t id, const EpisodeAttrs& a) const;
   Status VectorQuery(const RecallQuery& q, std::vector<float>* out) const;
   void VectorSearch(const RecallQuery& q, const std::vector<float>& query,
@@ -259,6 +265,10 @@ class RecallIndex {
                    size_t k, std::vector<index::Neighbor>* out, RecallPlan* plan) const;
   void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
+  // BM25 over every user as one collection (Bm25Index::TopKAcross()).
+  void Bm25SearchEveryUser(std::span<const std::string> tokens, const index::DocFilter& filter,
+                           size_t k,
+                           std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
   // The two ranked lists merged into one score per episode (unsorted).
   std::unordered_map<uint64_t, RecallHit> Fuse(const RecallQuery& q,

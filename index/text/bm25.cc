@@ -117,8 +117,10 @@ Status Bm25Index::Remove(uint64_t doc_id) {
   return Status::OK();
 }
 
-double Bm25Index::avgdl() const {
-  return doc_count() == 0 ? 0.0 : static_cast<double>(total_length_) / doc_count();
+double Bm25Index::avgdl() const { return AvgdlOf(doc_count(), total_length_); }
+
+double Bm25Index::AvgdlOf(uint64_t doc_count, uint64_t total_length) {
+  return doc_count == 0 ? 0.0 : static_cast<double>(total_length) / static_cast<double>(doc_count);
 }
 
 uint64_t Bm25Index::DocFrequency(std::string_view term) const {
@@ -137,14 +139,27 @@ double Bm25Index::Idf(std::string_view term) const {
 }
 
 const PostingList* Bm25Index::FindList(std::string_view term) const {
-  auto it = term_ids_.find(term);
-  if (it != term_ids_.end()) return &terms_[it->second].list;
+  if (!term_ids_.empty()) {
+    auto it = term_ids_.find(term);
+    if (it != term_ids_.end()) return &terms_[it->second].list;
+  }
   const int64_t frozen = FindFrozen(term);
   if (frozen < 0) return nullptr;
   std::lock_guard lock(views_mu_);
   auto& view = frozen_views_[static_cast<size_t>(frozen)];
   if (!view) view = std::make_unique<PostingList>(FrozenList(static_cast<size_t>(frozen)));
   return view.get();
+}
+
+const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
+                                           std::deque<PostingList>* views) const {
+  if (!term_ids_.empty()) {
+    auto it = term_ids_.find(term);
+    if (it != term_ids_.end()) return &terms_[it->second].list;
+  }
+  const int64_t frozen = FindFrozenHashed(term, hash);
+  if (frozen < 0) return nullptr;
+  return &views->emplace_back(FrozenList(static_cast<size_t>(frozen)));
 }
 
 uint32_t Bm25Index::TermIdFor(std::string_view token) {
@@ -175,10 +190,19 @@ void Bm25Index::ReleaseTerm(uint32_t term_id) {
   free_term_ids_.push_back(term_id);
 }
 
-double Bm25Index::IdfFor(uint64_t df) const {
-  const auto n = static_cast<double>(doc_count());
+double Bm25Index::IdfOf(uint64_t doc_count, uint64_t df) {
+  const auto n = static_cast<double>(doc_count);
   const auto d = static_cast<double>(df);
   return std::log(1 + (n - d + 0.5) / (d + 0.5));
+}
+
+Bm25Index::QueryTerm Bm25Index::MakeQueryTerm(const PostingList* list, double idf, size_t slot,
+                                              const Bm25TermScorer& scorer) {
+  double bound = 0;
+  for (const PostingList::Peak& peak : list->peaks()) {
+    bound = std::max(bound, scorer.Score(idf, peak.tf, peak.min_len));
+  }
+  return {list, idf, bound, slot};
 }
 
 // The distinct query tokens that are in the index, in order of first
@@ -192,14 +216,92 @@ std::vector<Bm25Index::QueryTerm> Bm25Index::PrepareQuery(std::span<const std::s
     bool seen = std::any_of(terms.begin(), terms.end(),
                             [list](const QueryTerm& q) { return q.list == list; });
     if (seen) continue;
-    double idf = IdfFor(list->size());
-    double bound = 0;
-    for (const PostingList::Peak& peak : list->peaks()) {
-      bound = std::max(bound, scorer.Score(idf, peak.tf, peak.min_len));
-    }
-    terms.push_back({list, idf, bound, terms.size()});
+    terms.push_back(MakeQueryTerm(list, IdfFor(list->size()), terms.size(), scorer));
   }
   return terms;
+}
+
+// The collection's statistics are sums over the parts; its canonical order
+// is that of one index holding every document: the distinct tokens found in
+// some part, in order of first appearance. A part scores a term it lacks as
+// the 0.0 a document without the term adds, so its sums are the same.
+Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const> parts,
+                                                std::span<const std::string> query_tokens) {
+  std::vector<std::string_view> distinct;
+  for (const std::string& token : query_tokens) {
+    if (std::find(distinct.begin(), distinct.end(), token) == distinct.end()) {
+      distinct.push_back(token);
+    }
+  }
+  uint64_t n = 0, total_length = 0;
+  std::vector<uint64_t> df(distinct.size(), 0);
+  std::vector<size_t> hashes;
+  for (std::string_view token : distinct) hashes.push_back(std::hash<std::string_view>{}(token));
+  // lists[p * distinct.size() + t]: part p's list of token t, or null.
+  std::vector<const PostingList*> lists(parts.size() * distinct.size(), nullptr);
+  std::deque<PostingList> views;
+  Bm25Params params;
+  for (size_t p = 0; p < parts.size(); p++) {
+    if (parts[p] == nullptr) continue;
+    params = parts[p]->params_;
+    n += parts[p]->doc_count();
+    total_length += parts[p]->total_length_;
+    for (size_t t = 0; t < distinct.size(); t++) {
+      const PostingList* list = parts[p]->FindListInto(distinct[t], hashes[t], &views);
+      lists[p * distinct.size() + t] = list;
+      if (list != nullptr) df[t] += list->size();
+    }
+  }
+  AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {},
+                std::move(views)};
+  std::vector<size_t> slot(distinct.size());
+  std::vector<double> idf(distinct.size());
+  for (size_t t = 0; t < distinct.size(); t++) {
+    if (df[t] == 0) continue;
+    slot[t] = q.slots++;
+    idf[t] = IdfOf(n, df[t]);
+  }
+  for (size_t p = 0; p < parts.size(); p++) {
+    AcrossPart part{parts[p], {}, 0.0};
+    for (size_t t = 0; t < distinct.size(); t++) {
+      const PostingList* list = lists[p * distinct.size() + t];
+      if (list == nullptr) continue;
+      part.terms.push_back(MakeQueryTerm(list, idf[t], slot[t], q.scorer));
+      part.bound += part.terms.back().upper_bound;
+    }
+    if (!part.terms.empty()) q.parts.push_back(std::move(part));
+  }
+  return q;
+}
+
+std::vector<ScoredDoc> Bm25Index::TopKAcrossBruteForce(std::span<const Bm25Index* const> parts,
+                                                       std::span<const std::string> query_tokens,
+                                                       size_t k, const DocFilter& filter) {
+  const AcrossQuery q = PrepareAcross(parts, query_tokens);
+  std::unordered_map<uint64_t, std::vector<double>> by_slot;
+  for (const AcrossPart& part : q.parts) {
+    for (const QueryTerm& t : part.terms) {
+      std::span<const Posting> postings = t.list->postings();
+      std::span<const uint32_t> lens = t.list->doc_lens();
+      for (size_t i = 0; i < postings.size(); i++) {
+        if (filter && !filter(postings[i].doc_id)) continue;
+        std::vector<double>& slots = by_slot[postings[i].doc_id];
+        slots.resize(q.slots, 0.0);
+        slots[t.slot] = q.scorer.Score(t.idf, postings[i].tf, lens[i]);
+      }
+    }
+  }
+  std::vector<ScoredDoc> all;
+  all.reserve(by_slot.size());
+  for (const auto& [doc_id, slots] : by_slot) {
+    double score = 0;
+    for (double s : slots) score += s;
+    all.push_back({doc_id, score});
+  }
+  size_t n = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(n), all.end(), RanksBefore);
+  all.resize(n);
+  return all;
 }
 
 std::vector<ScoredDoc> Bm25Index::TopKBruteForce(std::span<const std::string> query_tokens,

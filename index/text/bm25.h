@@ -25,7 +25,9 @@
 // and the skipping summaries (posting_list.h) are derived from the documents.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -62,6 +64,8 @@ struct QueryStats {
   uint64_t postings_scored = 0;  // term scores computed
   uint64_t docs_scored = 0;      // documents whose full score was computed
   uint64_t blocks_skipped = 0;   // runs of candidates skipped on block bounds
+  uint64_t parts_searched = 0;   // TopKAcross(): indexes whose postings were searched
+  uint64_t parts_skipped = 0;    // TopKAcross(): indexes whose bound could not beat the k-th
 };
 
 // One partition's index. Not thread-safe for writes: Add() and Remove()
@@ -148,6 +152,30 @@ class Bm25Index {
   std::vector<ScoredDoc> TopKBruteForce(std::span<const std::string> query_tokens, size_t k,
                                         const DocFilter& filter = {}) const;
 
+  // ---- several indexes as one collection
+  // The best min(k, matching documents) documents of all of `parts` for the
+  // OR of the distinct `query_tokens`, scored as ONE index holding every
+  // document of every part would score them: N and the total length are
+  // summed over the parts (so avgdl is the collection's) and df(t) is the sum
+  // of the parts' df(t). Scores and order equal that index's TopK() to the
+  // last bit (same formula, same summation order).
+  // The parts share one top-k and are searched best bound first (a part's
+  // bound: the sum over the query terms of its lists' best scores under the
+  // collection's statistics); once k documents are held, a part whose bound
+  // cannot beat the k-th score is skipped whole, and inside a part MaxScore
+  // prunes against the k-th score from its first posting.
+  // REQUIRES: doc ids are unique across the parts; every part has the same
+  // params. Null parts are ignored.
+  static std::vector<ScoredDoc> TopKAcross(std::span<const Bm25Index* const> parts,
+                                           std::span<const std::string> query_tokens, size_t k,
+                                           const DocFilter& filter = {},
+                                           QueryStats* stats = nullptr);
+  // The same ranking, by scoring every posting of every query term of every
+  // part (the oracle of TopKAcross()).
+  static std::vector<ScoredDoc> TopKAcrossBruteForce(std::span<const Bm25Index* const> parts,
+                                                     std::span<const std::string> query_tokens,
+                                                     size_t k, const DocFilter& filter = {});
+
  private:
   friend class MaxScoreSearch;  // the state of one TopK() call (maxscore.cc)
 
@@ -172,16 +200,49 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // The same without the cached views of FindList(): a frozen term's list is
+  // a view appended to *views (whose elements keep their addresses), so a
+  // lookup takes no lock and leaves nothing behind.
+  // `hash`: std::hash of the term.
+  const PostingList* FindListInto(std::string_view term, size_t hash,
+                                  std::deque<PostingList>* views) const;
   // The frozen term at `index` in the table, or -1.
+  // By binary search of the term table.
   int64_t FindFrozen(std::string_view term) const;
+  // The same through frozen_table_ (built by the first call), given the
+  // term's std::hash: for a caller that looks one term up in many indexes.
+  int64_t FindFrozenHashed(std::string_view term, size_t hash) const;
+  void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
   uint32_t TermIdFor(std::string_view token);
   void ReleaseTerm(uint32_t term_id);
-  double IdfFor(uint64_t df) const;
+  double IdfFor(uint64_t df) const { return IdfOf(doc_count(), df); }
+  static double IdfOf(uint64_t doc_count, uint64_t df);
+  static double AvgdlOf(uint64_t doc_count, uint64_t total_length);
   Bm25TermScorer MakeScorer() const { return Bm25TermScorer(params_.k1, params_.b, avgdl()); }
   std::vector<QueryTerm> PrepareQuery(std::span<const std::string> query_tokens,
                                       const Bm25TermScorer& scorer) const;
+  // The query term of `list` with its idf, its best score by `scorer`
+  // (over the list's peaks) and its summation slot.
+  static QueryTerm MakeQueryTerm(const PostingList* list, double idf, size_t slot,
+                                 const Bm25TermScorer& scorer);
+  // A query over several indexes (TopKAcross()): the distinct query tokens
+  // in the collection in canonical order, each part's lists for them, and the
+  // collection's statistics.
+  struct AcrossPart {
+    const Bm25Index* index;
+    std::vector<QueryTerm> terms;  // the part's lists, slots of the collection
+    double bound;                  // sum of the terms' upper bounds
+  };
+  struct AcrossQuery {
+    Bm25TermScorer scorer;          // the collection's avgdl
+    size_t slots = 0;               // distinct query tokens in the collection
+    std::vector<AcrossPart> parts;  // the parts holding a query token, in argument order
+    std::deque<PostingList> views;  // the frozen lists the parts' terms point to
+  };
+  static AcrossQuery PrepareAcross(std::span<const Bm25Index* const> parts,
+                                   std::span<const std::string> query_tokens);
 
   Bm25Params params_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> term_ids_;
@@ -210,6 +271,14 @@ class Bm25Index {
   size_t superseded_ = 0;  // frozen terms that moved to terms_
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
+  // An open-addressing hash table over the frozen terms, built by the first
+  // FindFrozenHashed() under views_mu_ and immutable until Thaw() drops it. A slot holds
+  // the term's hash in its high 32 bits and its index + 1 in the low 32 (0:
+  // empty); at most two thirds are used. A lookup costs a probe or two
+  // instead of a binary search whose every step is a cache miss, and a term
+  // that is not there is told by the hash alone, without reading any text.
+  mutable std::atomic<bool> frozen_table_ready_{false};
+  mutable std::vector<uint64_t> frozen_table_;
 };
 
 }  // namespace agentmem::index

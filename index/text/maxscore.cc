@@ -24,9 +24,13 @@
 //   * candidate skip: a candidate scores at most the block bounds of the
 //     essential lists that hold it plus the non-essential bounds.
 //
-// Exactness: candidates come in increasing doc id order, so a candidate ties
-// the k-th document only to lose (ties go to the smaller id) and enters only
-// with a strictly greater score. Pruning compares bounds inflated by a
+// Several indexes as one collection (TopKAcross()): one search per index,
+// each with the collection's idf and avgdl, all offering to one top-k heap,
+// so the k-th score one index reached prunes the next from its start.
+//
+// Exactness: a candidate enters when it ranks before the k-th document
+// (greater score, or equal score and smaller id); within one index,
+// candidates come in increasing doc id order, so a tie there only loses. Pruning compares bounds inflated by a
 // relative 1e-9, far above the rounding error of summing a query's term
 // scores in another order, so no document that belongs in the top k is ever
 // pruned. The final score of every document is summed in the canonical order
@@ -49,14 +53,28 @@ struct RanksBeforeOrder {
   }
 };
 
+using TopKHeap = std::priority_queue<ScoredDoc, std::vector<ScoredDoc>, RanksBeforeOrder>;
+
+// The held documents, best first.
+std::vector<ScoredDoc> Drain(TopKHeap* heap) {
+  std::vector<ScoredDoc> out;
+  out.reserve(heap->size());
+  for (; !heap->empty(); heap->pop()) out.push_back(heap->top());
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
 
-// The state of one TopK() call.
+// The search of one index's lists, offering to a top-k heap that may already
+// hold documents (of other indexes).
 class MaxScoreSearch {
  public:
-  MaxScoreSearch(const Bm25Index& index, size_t k, const DocFilter& filter,
-                 std::span<const std::string> query_tokens);
-  std::vector<ScoredDoc> Run(QueryStats* stats);
+  // `terms`: the query's lists with idf, bound and slot (< slots) for `scorer`.
+  MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t slots,
+                 const Bm25TermScorer& scorer, size_t k, const DocFilter& filter, TopKHeap* heap);
+  // Offers every document that can enter to the heap; adds its work to *stats.
+  void Run(QueryStats* stats);
 
  private:
   struct Cursor {
@@ -80,10 +98,11 @@ class MaxScoreSearch {
   double SumContributions();
   bool CannotEnter(double upper_bound) const;
   void Offer(uint64_t doc_id, double score);
+  void UpdateEssential();
 
   const DocFilter& filter_;
   const size_t k_;
-  const Bm25TermScorer scorer_;
+  const Bm25TermScorer& scorer_;
   std::vector<Bm25Index::QueryTerm> terms_;  // ascending by upper bound
   std::vector<Cursor> cursors_;              // parallel to terms_
   std::vector<double> prefix_bound_;         // sum of bounds of cursors 0..i
@@ -91,14 +110,14 @@ class MaxScoreSearch {
   size_t first_essential_ = 0;               // cursors below are non-essential
   uint64_t failed_run_end_ = 0;              // the last run that could not be skipped
   double failed_run_threshold_ = -1;         // ... and the threshold it was checked at
-  std::priority_queue<ScoredDoc, std::vector<ScoredDoc>, RanksBeforeOrder> heap_;
+  TopKHeap& heap_;
   QueryStats stats_;
 };
 
-MaxScoreSearch::MaxScoreSearch(const Bm25Index& index, size_t k, const DocFilter& filter,
-                               std::span<const std::string> query_tokens)
-    : filter_(filter), k_(k), scorer_(index.MakeScorer()) {
-  terms_ = index.PrepareQuery(query_tokens, scorer_);
+MaxScoreSearch::MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t slots,
+                               const Bm25TermScorer& scorer, size_t k, const DocFilter& filter,
+                               TopKHeap* heap)
+    : filter_(filter), k_(k), scorer_(scorer), terms_(std::move(terms)), heap_(*heap) {
   std::stable_sort(terms_.begin(), terms_.end(),
                    [](const auto& a, const auto& b) { return a.upper_bound < b.upper_bound; });
   double sum = 0;
@@ -108,10 +127,11 @@ MaxScoreSearch::MaxScoreSearch(const Bm25Index& index, size_t k, const DocFilter
     prefix_bound_.push_back(sum);
     stats_.postings_total += q.list->size();
   }
-  contributions_.assign(terms_.size(), 0.0);
+  contributions_.assign(slots, 0.0);
+  UpdateEssential();  // a heap already full prunes from the first posting
 }
 
-std::vector<ScoredDoc> MaxScoreSearch::Run(QueryStats* stats) {
+void MaxScoreSearch::Run(QueryStats* stats) {
   uint64_t doc_id;
   while (first_essential_ < cursors_.size() && NextCandidate(&doc_id)) {
     if (SkipRun(doc_id)) continue;
@@ -122,11 +142,12 @@ std::vector<ScoredDoc> MaxScoreSearch::Run(QueryStats* stats) {
     double score;
     if (ScoreCandidate(doc_id, &score)) Offer(doc_id, score);
   }
-  if (stats != nullptr) *stats = stats_;
-  std::vector<ScoredDoc> out;
-  for (; !heap_.empty(); heap_.pop()) out.push_back(heap_.top());
-  std::reverse(out.begin(), out.end());
-  return out;
+  if (stats != nullptr) {
+    stats->postings_total += stats_.postings_total;
+    stats->postings_scored += stats_.postings_scored;
+    stats->docs_scored += stats_.docs_scored;
+    stats->blocks_skipped += stats_.blocks_skipped;
+  }
 }
 
 // The bound of the block that holds the cursor's current posting, computed
@@ -277,14 +298,21 @@ bool MaxScoreSearch::CannotEnter(double upper_bound) const {
 // Keeps the candidate if it beats the k-th document, then lets the raised
 // threshold turn more lists non-essential.
 void MaxScoreSearch::Offer(uint64_t doc_id, double score) {
+  const ScoredDoc doc{doc_id, score};
   if (heap_.size() < k_) {
-    heap_.push({doc_id, score});
-  } else if (score > heap_.top().score) {
+    heap_.push(doc);
+  } else if (RanksBeforeOrder()(doc, heap_.top())) {
     heap_.pop();
-    heap_.push({doc_id, score});
+    heap_.push(doc);
   } else {
     return;
   }
+  UpdateEssential();
+}
+
+// The lists whose bounds together cannot beat the k-th score become
+// non-essential.
+void MaxScoreSearch::UpdateEssential() {
   while (first_essential_ < cursors_.size() && CannotEnter(prefix_bound_[first_essential_])) {
     first_essential_++;
   }
@@ -296,8 +324,41 @@ std::vector<ScoredDoc> Bm25Index::TopK(std::span<const std::string> query_tokens
     if (stats != nullptr) *stats = QueryStats();
     return {};
   }
-  MaxScoreSearch search(*this, k, filter, query_tokens);
-  return search.Run(stats);
+  const Bm25TermScorer scorer = MakeScorer();
+  std::vector<QueryTerm> terms = PrepareQuery(query_tokens, scorer);
+  const size_t slots = terms.size();
+  TopKHeap heap;
+  if (stats != nullptr) *stats = QueryStats();
+  MaxScoreSearch(std::move(terms), slots, scorer, k, filter, &heap).Run(stats);
+  return Drain(&heap);
+}
+
+std::vector<ScoredDoc> Bm25Index::TopKAcross(std::span<const Bm25Index* const> parts,
+                                             std::span<const std::string> query_tokens, size_t k,
+                                             const DocFilter& filter, QueryStats* stats) {
+  QueryStats sink;
+  if (stats == nullptr) stats = &sink;
+  *stats = QueryStats();
+  if (k == 0) return {};
+  AcrossQuery q = PrepareAcross(parts, query_tokens);
+  // Best bound first, so that the k-th score rises early; ties keep the
+  // parts' order.
+  std::stable_sort(q.parts.begin(), q.parts.end(),
+                   [](const AcrossPart& a, const AcrossPart& b) { return a.bound > b.bound; });
+  TopKHeap heap;
+  for (size_t i = 0; i < q.parts.size(); i++) {
+    AcrossPart& part = q.parts[i];
+    if (heap.size() == k && part.bound * (1 + kBoundSlack) <= heap.top().score) {
+      stats->parts_skipped += q.parts.size() - i;  // the rest have no higher bound
+      for (size_t j = i; j < q.parts.size(); j++) {
+        for (const QueryTerm& t : q.parts[j].terms) stats->postings_total += t.list->size();
+      }
+      break;
+    }
+    stats->parts_searched++;
+    MaxScoreSearch(std::move(part.terms), q.slots, q.scorer, k, filter, &heap).Run(stats);
+  }
+  return Drain(&heap);
 }
 
 }  // namespace agentmem::index

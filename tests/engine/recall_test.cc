@@ -1021,3 +1021,186 @@ TEST_CASE("a file keeps the text settings it was made with") {
   CHECK(Bm25Ids(db, "u", "pets").size() == 1);   // no context
   agentmem_close(db);
 }
+
+namespace {
+
+// The turns of LoCoMo (or generated sentences without the shared data), each
+// with the conversation and session it belongs to.
+struct Turn {
+  std::string session, text;
+};
+std::vector<Turn> CollectionTurns() {
+  std::vector<Turn> turns;
+  if (!kData.empty()) {
+    std::ifstream in(kData + "/locomo/episodes.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      turns.push_back({j["conv_id"].get<std::string>() + "/" + std::to_string(j["session"].get<int>()),
+                       agentmem::test::TextField(j, "text")});
+    }
+    return turns;
+  }
+  std::mt19937_64 rng(7);
+  const char* words[] = {"garden", "cello", "river", "tomato", "lisbon", "yoga", "shelter",
+                         "puppy", "road", "trip", "bread", "hills", "music", "winter"};
+  for (int i = 0; i < 3000; i++) {
+    std::string text;
+    for (int w = 0; w < 3 + static_cast<int>(rng() % 12); w++) text += std::string(words[rng() % 14]) + " ";
+    turns.push_back({"conv" + std::to_string(i % 9) + "/" + std::to_string(i / 300), text});
+  }
+  return turns;
+}
+
+std::vector<Hit> RecallEveryUser(agentmem_db* db, const char* query, int mode, int k) {
+  agentmem_recall_options o = Opts(mode, k);
+  o.all_users = 1;
+  return Recall(db, nullptr, query, &o);
+}
+
+void CheckSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    INFO("rank " << i);
+    CHECK(got[i].id == want[i].id);
+    CHECK(got[i].bm25_score == want[i].bm25_score);
+    CHECK(got[i].bm25_rank == want[i].bm25_rank);
+    CHECK(got[i].vector_rank == want[i].vector_rank);
+    CHECK(got[i].score == want[i].score);
+  }
+}
+
+}  // namespace
+
+// One file holds each session of each conversation as its own user (about
+// 270 users); the other holds the same turns, in the same order, as one
+// user's sessions, so every episode has the same id, text and context in
+// both. Recall over every user of the first must equal recall of the one
+// user of the second: BM25 with the collection's statistics, not each
+// user's. Also after a reopen from a checkpoint (frozen BM25 tables), and
+// after forgetting turns.
+TEST_CASE("recall over every user scores like one user holding every episode, also from a checkpoint") {
+  std::vector<Turn> turns = CollectionTurns();
+  std::vector<std::string> queries;
+  if (!kData.empty()) {
+    std::ifstream in(kData + "/locomo/questions.jsonl");
+    std::string line;
+    while (std::getline(in, line) && queries.size() < 150) {
+      queries.push_back(agentmem::test::TextField(nlohmann::json::parse(line), "question"));
+    }
+  } else {
+    queries = {"garden tomato", "cello music winter", "lisbon hills road trip", "puppy"};
+  }
+  TempDir dir;
+  const std::string users_path = dir.path() + "/users.agentmem";
+  const std::string one_path = dir.path() + "/one.agentmem";
+  agentmem_db* users = nullptr;
+  agentmem_db* one = nullptr;
+  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
+  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  REQUIRE(agentmem_begin(users) == AGENTMEM_OK);
+  REQUIRE(agentmem_begin(one) == AGENTMEM_OK);
+  std::set<std::string> user_names;
+  for (size_t i = 0; i < turns.size(); i++) {
+    int64_t a = Remember(users, turns[i].session, "s", turns[i].text, 1000 + static_cast<int64_t>(i));
+    int64_t b = Remember(one, "everyone", turns[i].session, turns[i].text, 1000 + static_cast<int64_t>(i));
+    REQUIRE(a == b);
+    user_names.insert(turns[i].session);
+  }
+  REQUIRE(agentmem_commit(users) == AGENTMEM_OK);
+  REQUIRE(agentmem_commit(one) == AGENTMEM_OK);
+  MESSAGE(turns.size() << " turns over " << user_names.size() << " users, " << queries.size()
+                       << " queries");
+
+  auto compare = [&](const char* when) {
+    INFO(when);
+    for (const std::string& query : queries) {
+      INFO("query: " << query);
+      for (int mode : {AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_HYBRID}) {
+        for (int k : {10, 50}) {
+          agentmem_recall_options o = Opts(mode, k);
+          CheckSameHits(RecallEveryUser(users, query.c_str(), mode, k),
+                        Recall(one, "everyone", query.c_str(), &o));
+        }
+      }
+    }
+    char* plan = nullptr;
+    agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID, 10);
+    o.all_users = 1;
+    REQUIRE(agentmem_explain_recall(users, nullptr, queries[0].c_str(), &o, &plan) == AGENTMEM_OK);
+    auto j = nlohmann::json::parse(plan);
+    agentmem_free(plan);
+    CHECK(j["candidates"] == "every episode, not listed");
+    CHECK(j["filtered"] == j["partition"]);
+    CHECK(j["bm25"].get<std::string>().find("maxscore across " +
+                                            std::to_string(user_names.size()) + " users' indexes") == 0);
+  };
+  compare("in the handles that wrote them");
+
+  // Closed with a checkpoint and reopened: the BM25 tables are frozen.
+  for (agentmem_db** db : {&users, &one}) agentmem_close(*db);
+  REQUIRE(agentmem_open_v2(users_path.c_str(), &users, AGENTMEM_OPEN_READWRITE, "checkpoint_bytes=1") ==
+          AGENTMEM_OK);
+  REQUIRE(agentmem_open_v2(one_path.c_str(), &one, AGENTMEM_OPEN_READWRITE, "checkpoint_bytes=1") ==
+          AGENTMEM_OK);
+  Remember(users, "late-user", "s", "a late turn about the garden and the cello");
+  Remember(one, "everyone", "late-user", "a late turn about the garden and the cello");
+  user_names.insert("late-user");
+  for (agentmem_db** db : {&users, &one}) agentmem_close(*db);
+  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
+  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  compare("reopened from a checkpoint");
+
+  // Forgetting turns changes N, df and avgdl alike in both.
+  for (int64_t id : {3, 40, 41, 500}) {
+    REQUIRE(agentmem_forget_episode(users, id, 0, nullptr) == AGENTMEM_OK);
+    REQUIRE(agentmem_forget_episode(one, id, 0, nullptr) == AGENTMEM_OK);
+  }
+  compare("after forgetting turns");
+  agentmem_close(users);
+  agentmem_close(one);
+}
+
+TEST_CASE("recall over every user lists candidates only for a filter, and fills from every user") {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  // One session per turn, so that no turn is context of another.
+  for (int i = 0; i < 30; i++) {
+    Remember(db, "user" + std::to_string(i % 3), "s" + std::to_string(i),
+             i % 5 == 0 ? "a note about the harbour" : "something else entirely", 100 + i,
+             i % 2 == 0 ? "user" : "assistant");
+  }
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 20);
+  o.all_users = 1;
+  auto hits = Recall(db, nullptr, "harbour", &o);
+  REQUIRE(hits.size() == 6);
+  for (const Hit& h : hits) CHECK(h.text == "a note about the harbour");
+  // fill: the matches, then every other episode in id order.
+  o.fill = 1;
+  hits = Recall(db, nullptr, "harbour", &o);
+  REQUIRE(hits.size() == 20);
+  CHECK(hits[6].id == 2);
+  CHECK(hits[7].id == 3);
+  // A filter lists the candidates and is applied inside the search.
+  o.fill = 0;
+  o.role = "user";
+  char* plan = nullptr;
+  REQUIRE(agentmem_explain_recall(db, nullptr, "harbour", &o, &plan) == AGENTMEM_OK);
+  auto j = nlohmann::json::parse(plan);
+  agentmem_free(plan);
+  CHECK(j["candidates"] == "listed");
+  CHECK(j["filtered"] == 15);
+  CHECK(j["partition"] == 30);
+  hits = Recall(db, nullptr, "harbour", &o);
+  REQUIRE(hits.size() == 3);  // ids 1, 11, 21: i % 5 == 0 and i % 2 == 0
+  for (const Hit& h : hits) CHECK(h.role == "user");
+  // One user's query keeps its partition.
+  o.role = nullptr;
+  o.all_users = 0;
+  REQUIRE(agentmem_explain_recall(db, "user0", "harbour", &o, &plan) == AGENTMEM_OK);
+  j = nlohmann::json::parse(plan);
+  agentmem_free(plan);
+  CHECK(j["candidates"] == "partition");
+  CHECK(j["bm25"].get<std::string>().find("maxscore: ") == 0);
+  agentmem_close(db);
+}

@@ -166,4 +166,59 @@ TEST_CASE("a damaged frozen image is refused with kCorruptIndex") {
   CHECK(index.AttachFrozen(image.data(), image.size, 1000).code() == kMisuse);
 }
 
+TEST_CASE("a top-k across indexes attached to frozen images ranks like one index of everything") {
+  std::mt19937_64 rng(test::Seed() + 3);
+  const size_t vocab = 200;
+  // 30 users: every other one frozen, some with documents added on top and
+  // one with a document of its image removed (thawed).
+  std::vector<Bm25Index> live(30);
+  std::vector<Image> images;
+  std::vector<std::unique_ptr<Bm25Index>> attached;
+  Bm25Index whole;
+  uint64_t id = 1;
+  for (Bm25Index& user : live) {
+    for (int d = 0; d < 40; d++, id++) {
+      Tokens doc = RandomDoc(rng, vocab);
+      REQUIRE(user.Add(id, doc).ok());
+      REQUIRE(whole.Add(id, doc).ok());
+    }
+  }
+  std::vector<const Bm25Index*> parts;
+  for (size_t u = 0; u < live.size(); u++) {
+    if (u % 2 == 1) {
+      parts.push_back(&live[u]);
+      continue;
+    }
+    images.push_back(Image::Of(live[u]));
+    attached.push_back(std::make_unique<Bm25Index>());
+    REQUIRE(attached.back()->AttachFrozen(images.back().data(), images.back().size, 1 << 20).ok());
+    if (u % 4 == 0) {
+      Tokens doc = RandomDoc(rng, vocab + 10);
+      REQUIRE(attached.back()->Add(id, doc).ok());
+      REQUIRE(whole.Add(id++, doc).ok());
+    }
+    parts.push_back(attached.back().get());
+  }
+  auto compare = [&] {
+    for (int q = 0; q < 100; q++) {
+      Tokens query = RandomDoc(rng, vocab + 20);
+      for (size_t k : {size_t{1}, size_t{10}, size_t{100}}) {
+        auto got = Bm25Index::TopKAcross(parts, query, k);
+        auto want = whole.TopK(query, k);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); i++) {
+          CHECK(got[i].doc_id == want[i].doc_id);
+          CHECK(got[i].score == want[i].score);
+        }
+      }
+    }
+  };
+  compare();
+  // A removal thaws an image whose term table was already looked up.
+  const uint64_t removed = attached[3]->frozen_docs()[5];
+  REQUIRE(attached[3]->Remove(removed).ok());
+  REQUIRE(whole.Remove(removed).ok());
+  compare();
+}
+
 }  // namespace agentmem::index

@@ -312,5 +312,70 @@ TEST_CASE("on real conversations MaxScore equals brute force; latency is printed
   }
 }
 
+// Every turn of LoCoMo and REALTALK as one collection, split over users two
+// ways (one user per conversation; 500 users, round robin), against one
+// index of all the turns: a top-k across the users' indexes has the same
+// documents, order and scores, for every question at k 10 and 100.
+TEST_CASE("on real conversations a top-k across users ranks like one index of every turn") {
+  std::string dir = test::SharedDataDir();
+  if (dir.empty()) {
+    MESSAGE("../shared/data is absent (set AGENTMEM_DATA_DIR): check skipped");
+    return;
+  }
+  Tokenizer tokenizer;
+  std::vector<std::pair<std::string, Tokens>> turns;  // (conversation, tokens)
+  std::vector<Tokens> queries;
+  for (const char* set : {"locomo", "realtalk"}) {
+    std::string base = dir + "/" + set;
+    for (const Json& t : test::ReadJsonLines(base + "/episodes.jsonl")) {
+      turns.emplace_back(set + t["conv_id"].get<std::string>(),
+                         tokenizer.Tokenize(test::TextField(t, "text")));
+    }
+    for (const Json& q : test::ReadJsonLines(base + "/questions.jsonl")) {
+      queries.push_back(tokenizer.Tokenize(test::TextField(q, "question")));
+    }
+  }
+  Bm25Index whole;
+  std::map<std::string, Bm25Index> by_conversation;
+  std::vector<Bm25Index> round_robin(500);
+  for (uint64_t id = 1; id <= turns.size(); id++) {
+    const auto& [conv, tokens] = turns[id - 1];
+    REQUIRE(whole.Add(id, tokens).ok());
+    REQUIRE(by_conversation[conv].Add(id, tokens).ok());
+    REQUIRE(round_robin[id % round_robin.size()].Add(id, tokens).ok());
+  }
+  std::vector<const Bm25Index*> conversations, users;
+  for (const auto& [conv, index] : by_conversation) conversations.push_back(&index);
+  for (const Bm25Index& index : round_robin) users.push_back(&index);
+  QueryStats total;
+  for (size_t q = 0; q < queries.size(); q++) {
+    for (size_t k : {size_t{10}, size_t{100}}) {
+      INFO("question " << q << " k " << k);
+      auto want = whole.TopK(queries[q], k);
+      for (const auto* parts : {&conversations, &users}) {
+        QueryStats stats;
+        auto got = Bm25Index::TopKAcross(*parts, queries[q], k, {}, &stats);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); i++) {
+          REQUIRE(got[i].doc_id == want[i].doc_id);
+          REQUIRE(got[i].score == want[i].score);
+        }
+        if (parts == &users && k == 10) {
+          total.parts_searched += stats.parts_searched;
+          total.parts_skipped += stats.parts_skipped;
+          total.postings_scored += stats.postings_scored;
+          total.postings_total += stats.postings_total;
+        }
+      }
+    }
+  }
+  MESSAGE(turns.size() << " turns over " << by_conversation.size() << " conversations and "
+                       << users.size() << " users; " << queries.size()
+                       << " questions, top-10 over the users: indexes searched "
+                       << total.parts_searched << ", skipped " << total.parts_skipped
+                       << "; postings scored " << total.postings_scored << " of "
+                       << total.postings_total);
+}
+
 }  // namespace
 }  // namespace agentmem::index

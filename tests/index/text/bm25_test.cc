@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -258,6 +259,107 @@ TEST_CASE("postings stay sorted by doc id and round trip through their encoding"
     REQUIRE(decoded.ok());
     CHECK(std::equal(decoded->begin(), decoded->end(), postings.begin(), postings.end()));
   }
+}
+
+
+// A random corpus split over `parts` indexes (the users of a collection),
+// each document in one of them, and one index holding all of it.
+struct SplitCorpus {
+  std::vector<std::unique_ptr<Bm25Index>> parts;
+  Bm25Index whole;
+  std::vector<const Bm25Index*> Parts() const {
+    std::vector<const Bm25Index*> v;
+    for (const auto& p : parts) v.push_back(p.get());
+    return v;
+  }
+  SplitCorpus(std::mt19937_64& rng, const RandomCorpus& corpus, size_t n_parts) {
+    for (size_t p = 0; p < n_parts; p++) parts.push_back(std::make_unique<Bm25Index>());
+    for (size_t i = 0; i < corpus.docs.size(); i++) {
+      const uint64_t doc_id = i + 1;
+      Add(parts[rng() % n_parts].get(), doc_id, corpus.docs[i]);
+      Add(&whole, doc_id, corpus.docs[i]);
+    }
+  }
+};
+
+TEST_CASE("a top-k across indexes scores and ranks exactly like one index of all their documents") {
+  const uint64_t seed = test::Seed();
+  std::mt19937_64 rng(seed);
+  MESSAGE("seed " << seed);
+  for (int corpus_no = 0; corpus_no < 20; corpus_no++) {
+    RandomCorpus corpus(rng, 1 + rng() % 800, 5 + rng() % 300);
+    SplitCorpus split(rng, corpus, 1 + rng() % 40);
+    const std::vector<const Bm25Index*> parts = split.Parts();
+    for (int q = 0; q < 40; q++) {
+      Tokens query = corpus.Query(rng);
+      size_t k = std::vector<size_t>{1, 3, 10, 100, corpus.docs.size() + 5}[rng() % 5];
+      INFO("corpus " << corpus_no << " query " << q << " k " << k);
+      auto want = split.whole.TopK(query, k);
+      CheckSameRanking(Bm25Index::TopKAcross(parts, query, k), want);
+      CheckSameRanking(Bm25Index::TopKAcrossBruteForce(parts, query, k), want);
+    }
+  }
+}
+
+TEST_CASE("a top-k across indexes under a document filter ranks like one filtered index") {
+  std::mt19937_64 rng(test::Seed() + 2);
+  RandomCorpus corpus(rng, 1500, 150);
+  SplitCorpus split(rng, corpus, 25);
+  const std::vector<const Bm25Index*> parts = split.Parts();
+  for (uint64_t modulus : {2, 5, 40}) {
+    DocFilter filter = [modulus](uint64_t id) { return id % modulus == 0; };
+    for (int q = 0; q < 30; q++) {
+      Tokens query = corpus.Query(rng);
+      auto got = Bm25Index::TopKAcross(parts, query, 10, filter);
+      CheckSameRanking(got, split.whole.TopK(query, 10, filter));
+      for (const ScoredDoc& d : got) CHECK(d.doc_id % modulus == 0);
+    }
+  }
+}
+
+TEST_CASE("equal scores across indexes are ranked by the smaller doc id") {
+  // The same document in three indexes, the smallest id in the last one.
+  Bm25Index a, b, c;
+  Add(&a, 30, {"same", "words"});
+  Add(&b, 20, {"same", "words"});
+  Add(&c, 10, {"same", "words"});
+  Add(&c, 40, {"other"});
+  const std::vector<const Bm25Index*> parts = {&a, &b, nullptr, &c};
+  auto top = Bm25Index::TopKAcross(parts, Tokens{"same"}, 2);
+  REQUIRE(top.size() == 2);
+  CHECK(top[0].doc_id == 10);
+  CHECK(top[1].doc_id == 20);
+  CHECK(top[0].score == top[1].score);
+  CHECK(Bm25Index::TopKAcross(parts, Tokens{"same"}, 0).empty());
+  CHECK(Bm25Index::TopKAcross(parts, Tokens{"zzz"}, 5).empty());
+  CHECK(Bm25Index::TopKAcross({}, Tokens{"same"}, 5).empty());
+}
+
+TEST_CASE("a top-k across many indexes skips those whose bound cannot beat the k-th score") {
+  // 200 indexes of common words; a rare word in 5 of them.
+  std::vector<std::unique_ptr<Bm25Index>> owned;
+  std::vector<const Bm25Index*> parts;
+  uint64_t id = 1;
+  for (int p = 0; p < 200; p++) {
+    owned.push_back(std::make_unique<Bm25Index>());
+    for (int d = 0; d < 20; d++) {
+      Tokens doc{"common", std::string("filler").append(std::to_string(d % 7))};
+      if (p % 40 == 0 && d == 3) doc.push_back("rare");
+      Add(owned.back().get(), id++, doc);
+    }
+    parts.push_back(owned.back().get());
+  }
+  QueryStats stats;
+  Tokens query{"rare", "common"};
+  auto top = Bm25Index::TopKAcross(parts, query, 5, {}, &stats);
+  CheckSameRanking(top, Bm25Index::TopKAcrossBruteForce(parts, query, 5));
+  MESSAGE("searched " << stats.parts_searched << " indexes, skipped " << stats.parts_skipped
+                      << "; scored " << stats.postings_scored << " of " << stats.postings_total
+                      << " postings");
+  CHECK(stats.parts_searched + stats.parts_skipped == 200);
+  CHECK(stats.parts_searched == 5);
+  CHECK(stats.postings_total == 200 * 20 + 5);
+  for (const ScoredDoc& d : top) CHECK(d.doc_id % 20 == 4);  // the rare word's documents
 }
 
 }  // namespace
