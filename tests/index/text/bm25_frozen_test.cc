@@ -152,7 +152,9 @@ TEST_CASE("a damaged frozen image is refused with kCorruptIndex") {
   const size_t postings_at = terms_at + live.term_count() * 32;
   const std::pair<size_t, uint64_t> damages[] = {
       {docs_at + 8 * 10, 999999}, {8, 301}, {terms_at + 32 * 3, 77}, {postings_at + 16 * 5, 12345}};
-  for (const auto& [at, value] : damages) {
+  for (const auto& damage : damages) {
+    const size_t at = damage.first;  // (CAPTURE cannot name a structured binding in clang 14)
+    const uint64_t value = damage.second;
     CAPTURE(at);
     Image bad = Image::Of(live);
     std::memcpy(reinterpret_cast<char*>(bad.words.get()) + at, &value, at == terms_at + 32 * 3 ? 4 : 8);
