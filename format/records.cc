@@ -27,7 +27,7 @@ float GetFloat(Decoder* d) {
 // they are, in one copy.
 void PutFloats(std::string* dst, const std::vector<float>& v) {
   if constexpr (std::endian::native == std::endian::little) {
-    dst->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    if (!v.empty()) dst->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   } else {
     for (float f : v) PutFloat(dst, f);
   }
@@ -35,7 +35,8 @@ void PutFloats(std::string* dst, const std::vector<float>& v) {
 void GetFloats(Decoder* d, std::vector<float>* v) {
   if constexpr (std::endian::native == std::endian::little) {
     std::string_view bytes = d->Bytes(v->size() * sizeof(float));
-    if (!d->failed()) std::memcpy(v->data(), bytes.data(), bytes.size());
+    // (memcpy is never called with an empty vector's null data pointer.)
+    if (!d->failed() && !bytes.empty()) std::memcpy(v->data(), bytes.data(), bytes.size());
   } else {
     for (auto& f : *v) f = GetFloat(d);
   }
