@@ -970,6 +970,30 @@ struct Ctx {
 
 const std::string kUser = "user-0";
 
+// One recall mode's rows of a system: latency, the goal figures, the plot
+// data and, for vector search, recall@10 against the exact top-k.
+void AddModeFigures(Ctx& x, const std::string& name, int mode, const ModeRun& r,
+                    const std::string& notes,
+                    const std::unordered_map<int64_t, uint32_t>& row_of_id) {
+  const Config& c = x.c;
+  Report& rep = x.rep;
+  rep.AddLatency(std::string("recall top-10, ") + ModeTitle(mode), r.wall_us, notes, name);
+  Summary s = Summarize(r.wall_us);
+  x.dat_latency.push_back(Fmt("%s %s %zu %.4f %.4f", name.c_str(), ModeName(mode), c.n,
+                              s.p50 / 1e3, s.p99 / 1e3));
+  if (mode == bench::kHybrid) x.fig.hybrid_p50[name] = s.p50 / 1e3, x.fig.hybrid_p99[name] = s.p99 / 1e3;
+  if (mode == bench::kBm25) x.fig.bm25_p50[name] = s.p50 / 1e3, x.fig.bm25_p99[name] = s.p99 / 1e3;
+  if (mode == bench::kVector) {
+    double rec = RecallAtK(r, row_of_id, x.truth, static_cast<size_t>(c.k));
+    x.fig.vector_p50[name] = s.p50 / 1e3;
+    x.fig.vector_recall[name] = rec;
+    rep.Add("vector recall@10 vs exact (cosine)", "recall@10", rec, "",
+            Fmt("%zu queries, exact brute force in the bench", r.first_round.size()), name);
+    x.dat_recall.push_back(Fmt("%s 64 %.4f %.4f", name.c_str(), s.p50 / 1e3, rec));
+  }
+}
+
+
 std::string StorePath(const Config& c, const std::string& system, const std::string& what) {
   std::string p = c.workdir + "/" + what + "-" + system;
   if (system == "agentmem") p += ".agentmem";
@@ -1093,21 +1117,7 @@ void RecallPhase(Ctx& x, SystemRun& r) {
   auto row_of_id = RowOfId(ing.ids);
   for (int mode : c.modes) {
     const ModeRun& r = runs[mode];
-    rep.AddLatency(std::string("recall top-10, ") + ModeTitle(mode), r.wall_us, LatencyNotes(r),
-                   name);
-    Summary s = Summarize(r.wall_us);
-    x.dat_latency.push_back(Fmt("%s %s %zu %.4f %.4f", name.c_str(), ModeName(mode), c.n,
-                                s.p50 / 1e3, s.p99 / 1e3));
-    if (mode == bench::kHybrid) x.fig.hybrid_p50[name] = s.p50 / 1e3, x.fig.hybrid_p99[name] = s.p99 / 1e3;
-    if (mode == bench::kBm25) x.fig.bm25_p50[name] = s.p50 / 1e3, x.fig.bm25_p99[name] = s.p99 / 1e3;
-    if (mode == bench::kVector) {
-      double rec = RecallAtK(r, row_of_id, x.truth, static_cast<size_t>(c.k));
-      x.fig.vector_p50[name] = s.p50 / 1e3;
-      x.fig.vector_recall[name] = rec;
-      rep.Add("vector recall@10 vs exact (cosine)", "recall@10", rec, "",
-              Fmt("%zu queries, exact brute force in the bench", r.first_round.size()), name);
-      x.dat_recall.push_back(Fmt("%s 64 %.4f %.4f", name.c_str(), s.p50 / 1e3, rec));
-    }
+    AddModeFigures(x, name, mode, r, LatencyNotes(r), row_of_id);
   }
   if (name == "hnswlib" && !c.ef_sweep.empty()) {
     // recall against latency: the beam width sweep, vector only
@@ -1566,21 +1576,7 @@ void AddPeerResults(Ctx& x, const std::string& name, const nlohmann::json& j) {
   for (const auto& [mode_name, jr] : j["recall"].items()) {
     int mode = ModeOf(mode_name);
     ModeRun& r = runs[mode] = PeerModeRun(c, jr);
-    rep.AddLatency(std::string("recall top-10, ") + ModeTitle(mode), r.wall_us,
-                   PeerLatencyNotes(r, jr), name);
-    Summary s = Summarize(r.wall_us);
-    x.dat_latency.push_back(Fmt("%s %s %zu %.4f %.4f", name.c_str(), ModeName(mode), c.n,
-                                s.p50 / 1e3, s.p99 / 1e3));
-    if (mode == bench::kHybrid) x.fig.hybrid_p50[name] = s.p50 / 1e3, x.fig.hybrid_p99[name] = s.p99 / 1e3;
-    if (mode == bench::kBm25) x.fig.bm25_p50[name] = s.p50 / 1e3, x.fig.bm25_p99[name] = s.p99 / 1e3;
-    if (mode == bench::kVector) {
-      double rec = RecallAtK(r, row_of_id, x.truth, static_cast<size_t>(c.k));
-      x.fig.vector_p50[name] = s.p50 / 1e3;
-      x.fig.vector_recall[name] = rec;
-      rep.Add("vector recall@10 vs exact (cosine)", "recall@10", rec, "",
-              Fmt("%zu queries, exact brute force in the bench", r.first_round.size()), name);
-      x.dat_recall.push_back(Fmt("%s 64 %.4f %.4f", name.c_str(), s.p50 / 1e3, rec));
-    }
+    AddModeFigures(x, name, mode, r, PeerLatencyNotes(r, jr), row_of_id);
   }
   PeerChecks(x, name, runs, "all episodes", false);
   if (j.contains("open")) {
