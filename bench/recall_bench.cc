@@ -169,6 +169,7 @@ const char* kUsage =
     "  --out DIR        results folder (bench/results)\n"
     "  --workdir DIR    where the store files go (/tmp/agentmem-bench)\n"
     "  --no-single --no-filter --no-open --no-embedder --no-locomo --no-sift   skip a phase\n"
+    "  --keep           leave the store files in --workdir\n"
     "  --callgrind      instruction counts of ingest and recall (run under valgrind\n"
     "                   --tool=callgrind --collect-atstart=no; see make bench-callgrind)\n"
     "  --callgrind-prepare  writes the first N - batch episodes of the --callgrind stores\n"
@@ -1001,7 +1002,11 @@ std::string StorePath(const Config& c, const std::string& system, const std::str
   return p;  // hnswlib: the store adds .hnsw and .sqlite
 }
 
+// --keep: the store files stay in --workdir for a look afterwards.
+bool g_keep_stores = false;
+
 void RemoveStore(const Store& s, const std::string& path) {
+  if (g_keep_stores) return;
   for (const auto& f : s.Files(path)) std::remove(f.c_str());
 }
 
@@ -2241,6 +2246,7 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-single") c->run_single = false;
     else if (a == "--no-filter") c->run_filter = false;
     else if (a == "--no-open") c->run_open = false;
+    else if (a == "--keep") g_keep_stores = true;
     else if (a == "--no-embedder") c->run_embedder = false;
     else if (a == "--no-locomo") c->run_locomo = false;
     else if (a == "--no-sift") c->run_sift = false;

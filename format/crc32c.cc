@@ -43,7 +43,8 @@ uint32_t Software(uint32_t crc, const unsigned char* p, size_t n) {
 // a run of L bytes started from r is Shift_L(r) XOR (the register after the same
 // bytes started from 0). Shift_L is a 32x32 bit matrix, applied here through
 // four byte tables. It lets three runs be checksummed at once and joined.
-constexpr size_t kStripe = 4096;  // bytes per run; a power of two
+constexpr size_t kStripe = 4096;       // bytes per run; a power of two
+constexpr size_t kShortStripe = 256;   // the same for inputs of 768 bytes to 12 KiB (pages)
 
 using Matrix = std::array<uint32_t, 32>;  // column i: the image of bit i
 
@@ -57,13 +58,13 @@ uint32_t Apply(const Matrix& m, uint32_t v) {
 
 struct ShiftTables {
   std::array<std::array<uint32_t, 256>, 4> t{};
-  ShiftTables() {
+  explicit ShiftTables(size_t stripe) {
     Matrix m;  // one zero byte
     for (int i = 0; i < 32; i++) {
       uint32_t c = uint32_t{1} << i;
       m[i] = (c >> 8) ^ kTables.t[0][c & 0xff];
     }
-    for (size_t len = 1; len < kStripe; len *= 2) {  // square: twice as many bytes
+    for (size_t len = 1; len < stripe; len *= 2) {  // square: twice as many bytes
       Matrix sq;
       for (int i = 0; i < 32; i++) sq[i] = Apply(m, m[i]);
       m = sq;
@@ -77,28 +78,39 @@ struct ShiftTables {
 };
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t Hardware(uint32_t crc, const unsigned char* p,
-                                                    size_t n) {
-  static const ShiftTables kShift;
-  uint64_t c = crc;
-  // Three independent runs keep the crc32 unit busy (its latency is three
-  // times its issue rate), then are joined.
-  while (n >= 3 * kStripe) {
+// Three independent runs of `stripe` bytes keep the crc32 unit busy (its
+// latency is three times its issue rate), then are joined.
+template <size_t stripe>
+__attribute__((target("sse4.2"))) uint64_t HardwareStripes(uint64_t c, const unsigned char** pp,
+                                                           size_t* pn, const ShiftTables& shift) {
+  const unsigned char* p = *pp;
+  size_t n = *pn;
+  while (n >= 3 * stripe) {
     uint64_t c1 = 0, c2 = 0;
-    for (size_t i = 0; i < kStripe; i += 8) {
+    for (size_t i = 0; i < stripe; i += 8) {
       uint64_t w0, w1, w2;
       std::memcpy(&w0, p + i, 8);
-      std::memcpy(&w1, p + kStripe + i, 8);
-      std::memcpy(&w2, p + 2 * kStripe + i, 8);
+      std::memcpy(&w1, p + stripe + i, 8);
+      std::memcpy(&w2, p + 2 * stripe + i, 8);
       c = __builtin_ia32_crc32di(c, w0);
       c1 = __builtin_ia32_crc32di(c1, w1);
       c2 = __builtin_ia32_crc32di(c2, w2);
     }
-    c = kShift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1);
-    c = kShift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c2);
-    p += 3 * kStripe;
-    n -= 3 * kStripe;
+    c = shift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1);
+    c = shift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c2);
+    p += 3 * stripe;
+    n -= 3 * stripe;
   }
+  *pp = p;
+  *pn = n;
+  return c;
+}
+
+__attribute__((target("sse4.2"))) uint32_t Hardware(uint32_t crc, const unsigned char* p,
+                                                    size_t n) {
+  static const ShiftTables kShift(kStripe), kShortShift(kShortStripe);
+  uint64_t c = HardwareStripes<kStripe>(crc, &p, &n, kShift);
+  c = HardwareStripes<kShortStripe>(c, &p, &n, kShortShift);
   while (n >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);

@@ -88,6 +88,18 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   return Status::OK();
 }
 
+Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector) {
+  Decoder d(in);
+  *id = d.Fixed64();
+  d.SignedVarint();
+  d.SignedVarint();
+  for (int i = 0; i < 5; i++) d.String();  // user, session, role, text, metadata
+  uint64_t dim = d.Varint();
+  if (d.failed() || dim > d.remaining() / 4) return Malformed(page_no, "episode");
+  *vector = d.Bytes(static_cast<size_t>(dim) * 4);
+  return Finish(d, page_no, "episode");
+}
+
 void EncodeBlock(const BlockRecord& r, std::string* dst) {
   PutFixed64(dst, r.version);
   PutString(dst, r.user_id);

@@ -121,6 +121,10 @@ void EncodeForget(const ForgetRecord& r, std::string* dst);
 std::string EncodeCommit(const CommitRecord& r);
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
+// An episode record's id and its vector's bytes (dim little-endian f32; empty
+// when it has none, a view into `in`), checked as DecodeEpisode checks the
+// record, without copying its strings.
+Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector);
 Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
 Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);

@@ -21,12 +21,19 @@
 // (Bm25Index::AttachFrozen, HnswIndex::Map). Then the scan continues at
 // scan_from.
 #include <algorithm>
+#include <cstring>
+#include <future>
+#include <system_error>
 #include <type_traits>
 #include <unordered_map>
 
 #include "engine/memory/database.h"
 #include "engine/storage/checkpoint_reader.h"
+#include "engine/storage/scan.h"
+#include "format/coding.h"
 #include "format/page.h"
+#include "format/records.h"
+#include "index/vector/hnsw.h"
 
 namespace agentmem::engine {
 
@@ -258,14 +265,150 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
     }
   } else {
-    // New nodes after the checkpoint go first to the room after the image
-    // (the page's padding and ReadPrivate's spare bytes), then to the heap.
-    const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
-    Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
-                                 sec.graph_checked);
-    if (!s.ok()) return bad_graph(s.message());
+    AGENTMEM_RETURN_IF_ERROR(MapCheckpointGraph(state, &sec, bad_graph));
   }
   log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);
+  return Status::OK();
+}
+
+namespace {
+
+// The vectors of the graph's nodes, from their episodes' records: node n is
+// the n-th episode of the state section with a node, and its label is that
+// episode's id. Pages are read in file order through one read window. A
+// node whose episode page is damaged gets a zero vector and is listed in
+// hidden(): the open goes on (as it does for any damaged record page that it
+// does not need), the node stays a waypoint of the graph but is never a hit,
+// and reading the episode reports the page.
+class NodeVectorSource {
+ public:
+  // `at`: the index in `episodes` to look from (the first node's entry or
+  // any entry before it).
+  NodeVectorSource(File* file, uint64_t file_size, uint64_t salt,
+                   const std::vector<format::CheckpointEpisode>& episodes, uint32_t dim, size_t at)
+      : reader_(file, file_size, salt), episodes_(episodes), dim_(dim), vector_(dim), at_(at) {}
+
+  // The vector of the next node, which must be labelled `label`; nullptr
+  // (with status() telling why when it is not just missing) otherwise.
+  const float* Next(uint64_t label) {
+    while (at_ < episodes_.size() && episodes_[at_].node == UINT32_MAX) at_++;
+    if (!status_.ok() || at_ == episodes_.size() || episodes_[at_].id != label) return nullptr;
+    const format::CheckpointEpisode& e = episodes_[at_++];
+    if (page_.offset != e.page_offset) {
+      page_status_ = ReadEpisodesPage(e.page_offset);
+      if (!page_status_.ok() && page_status_.primary() != kCorrupt) status_ = page_status_;
+    }
+    if (!status_.ok()) return nullptr;
+    if (!page_status_.ok()) return Hide(label);
+    if (e.slot >= records_.size()) return nullptr;
+    uint64_t id = 0;
+    std::string_view bytes;
+    if (!format::EpisodeVectorOf(records_[e.slot], static_cast<int64_t>(page_.header.page_no), &id, &bytes)
+             .ok()) {
+      return Hide(label);
+    }
+    if (id != label || bytes.size() != size_t{dim_} * 4) return nullptr;
+    std::memcpy(vector_.data(), bytes.data(), bytes.size());
+    return vector_.data();
+  }
+  // OK, or the I/O error that stopped it.
+  const Status& status() const { return status_; }
+  const std::vector<uint64_t>& hidden() const { return hidden_; }
+
+ private:
+  Status ReadEpisodesPage(uint64_t offset) {
+    page_.offset = offset;
+    AGENTMEM_RETURN_IF_ERROR(reader_.Read(offset, &page_));
+    if (page_.header.type != static_cast<uint8_t>(format::PageType::kEpisodes)) {
+      return Status(kCorruptIndex, "a node's episode is not on an episodes page");
+    }
+    return format::SplitRecords(page_.payload, page_.header.record_count,
+                                static_cast<int64_t>(page_.header.page_no), &records_);
+  }
+  const float* Hide(uint64_t label) {
+    hidden_.push_back(label);
+    std::fill(vector_.begin(), vector_.end(), 0.0f);
+    return vector_.data();
+  }
+
+  PageReader reader_;
+  const std::vector<format::CheckpointEpisode>& episodes_;
+  uint32_t dim_;
+  std::vector<float> vector_;
+  size_t at_;
+  DecodedPage page_;
+  Status page_status_;  // of the page in page_
+  std::vector<std::string_view> records_;
+  Status status_;
+  std::vector<uint64_t> hidden_;
+};
+
+}  // namespace
+
+// An image with vectors is mapped where it was read; one without them is
+// copied into new memory with each node's vector taken from its episode
+// record. New nodes after the checkpoint go first to the room after the
+// image, then to the heap.
+Status Database::MapCheckpointGraph(const CheckpointState& state, CheckpointSections* sec,
+                                    const std::function<Status(const std::string&)>& bad_graph) {
+  const std::string_view image(sec->graph->data() + sec->graph_at, sec->graph_size);
+  Result<size_t> size = index::HnswIndex::MappedSize(image);
+  if (!size.ok()) return bad_graph(size.status().message());
+  if (*size == image.size()) {
+    const size_t spare = sec->graph->size() - sec->graph_at - sec->graph_size;
+    Status s = recall_->MapGraph(sec->graph->data() + sec->graph_at, sec->graph_size, spare,
+                                 sec->graph, sec->graph_checked);
+    return s.ok() ? s : bad_graph(s.message());
+  }
+  // Memory is sized only for vectors the file can hold: one per node of the
+  // state section, in pages that decompress to at most 32 times their size.
+  uint64_t file_size = 0;
+  AGENTMEM_RETURN_IF_ERROR(log_->file()->Size(&file_size));
+  const uint64_t nodes = format::DecodeFixed32(image.data() + 24);
+  const uint32_t dim = format::DecodeFixed32(image.data() + 12);
+  const auto with_node = std::count_if(state.episodes.begin(), state.episodes.end(),
+                                       [](const auto& e) { return e.node != UINT32_MAX; });
+  if (nodes != static_cast<uint64_t>(with_node) || nodes * dim * 4 > 32 * file_size) {
+    return bad_graph("its nodes are not the state section's episodes with a node");
+  }
+  const size_t spare = *size / 4 + (size_t{1} << 20);
+  std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(*size + spare);
+  if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
+  // Nodes [from, to), with their own read window; a page that fails its
+  // checks is reported as itself.
+  std::vector<uint64_t> hidden[2];
+  auto fill = [&](size_t from, size_t to, size_t entry) {
+    NodeVectorSource source(log_->file(), file_size, log_->header().salt, state.episodes, dim, entry);
+    Status s = index::HnswIndex::AddVectors(
+        image, [&](uint64_t label) { return source.Next(label); }, bytes->data(), from, to);
+    hidden[from == 0 ? 0 : 1] = source.hidden();
+    if (!source.status().ok()) return source.status();
+    return s.ok() ? s : bad_graph(s.message());
+  };
+  // Two halves on two threads for a large graph (the page faults of the new
+  // memory, the reads, checksums and normalising split evenly).
+  const size_t half = nodes >= 8192 ? static_cast<size_t>(nodes / 2) : static_cast<size_t>(nodes);
+  size_t entry = 0;  // the entry of node `half`
+  for (size_t seen = 0; half < nodes; entry++) {
+    if (state.episodes[entry].node != UINT32_MAX && seen++ == half) break;
+  }
+  std::future<Status> second;
+  if (half < nodes) {
+    try {
+      second = std::async(std::launch::async, fill, half, static_cast<size_t>(nodes), entry);
+    } catch (const std::system_error&) {  // no thread: one after the other
+    }
+  }
+  Status s = fill(0, half, 0);
+  Status t = !second.valid() ? (half < nodes ? fill(half, nodes, entry) : Status::OK()) : second.get();
+  AGENTMEM_RETURN_IF_ERROR(s);
+  AGENTMEM_RETURN_IF_ERROR(t);
+  sec->graph.reset();
+  // The links and labels were checked as the section was read, and are
+  // copied as they were.
+  s = recall_->MapGraph(bytes->data(), *size, spare, bytes, sec->graph_checked);
+  if (!s.ok()) return bad_graph(s.message());
+  for (const auto& labels : hidden) AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(labels));
   return Status::OK();
 }
 

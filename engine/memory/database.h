@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,6 +48,7 @@ struct Stats {
 
 struct Selection;       // what a forget names (lifecycle.cc)
 struct CompactionPlan;  // what a VACUUM copies (lifecycle.cc)
+struct CheckpointSections;  // storage/checkpoint_reader.h
 
 // What REINDEX did (reindex.cc).
 struct ReindexReceipt {
@@ -360,6 +362,8 @@ class Database {
   void AfterCommit();
   // Loads the checkpoint a superblock points at (open).
   Status LoadCheckpoint(const format::Superblock& sb);
+  Status MapCheckpointGraph(const format::CheckpointState& state, CheckpointSections* sec,
+                            const std::function<Status(const std::string&)>& bad_graph);
   Status BuildCheckpointState(format::CheckpointState* out) const;
   Status ImportCheckpointState(const format::CheckpointState& st);
   int64_t Now() const;

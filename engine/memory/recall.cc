@@ -231,7 +231,7 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
 Status RecallIndex::SerializeGraph(std::string* out) const {
   out->clear();
   if (!graph_) return Status::OK();
-  return graph_->SerializeMappable(out);
+  return graph_->SerializeMappable(out, /*with_vectors=*/false);
 }
 
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
@@ -253,6 +253,12 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
   if (nodes != graph->size()) return Status(kCorruptIndex, "checkpoint graph: node count differs");
   graph_ = std::move(graph);
   synced_nodes_ = graph_->size();
+  return Status::OK();
+}
+
+Status RecallIndex::HideNodes(const std::vector<uint64_t>& labels) {
+  for (uint64_t label : labels) AGENTMEM_RETURN_IF_ERROR(graph_->MarkDeleted(label));
+  hidden_nodes_ |= !labels.empty();
   return Status::OK();
 }
 
@@ -527,6 +533,8 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
       GraphSearch(q, query, with_vectors, k, out, plan)) {
     return;
   }
+  // A live episode's node is deleted only when its vector could not be read
+  // (HideNodes): it is never a hit.
   std::vector<uint32_t> rows;
   rows.reserve(with_vectors);
   if (EveryEpisode(q)) {
@@ -538,6 +546,7 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
     const uint32_t node = attrs_.Find(id)->node;
     if (node != EpisodeAttrs::kNoNode) rows.push_back(node);
   }
+  if (hidden_nodes_) std::erase_if(rows, [&](uint32_t node) { return graph_->NodeDeleted(node); });
   out->clear();
   // Node order is episode id order (a commit inserts its episodes in id
   // order), so ties between equal distances still go to the smaller id.

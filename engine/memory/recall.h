@@ -166,6 +166,9 @@ class RecallIndex {
   // `records_checked`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false);
+  // Keeps the graph nodes of `labels` out of every vector search (their
+  // vectors could not be read: their pages are damaged). They stay waypoints.
+  Status HideNodes(const std::vector<uint64_t>& labels);
   // Adds an indexed episode's BM25 terms, as committed in the file; a later
   // text record of the same episode (its context changed: a forget) replaces
   // the earlier one.
@@ -237,6 +240,7 @@ class RecallIndex {
   static constexpr size_t kGraphEf = 64;  // search beam width of the graph path
 
  private:
+  bool hidden_nodes_ = false;  // HideNodes hid a live episode's node
   struct UserPartition {
     index::Bm25Index bm25;
     std::vector<uint64_t> ids;  // increasing

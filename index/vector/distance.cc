@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 
 #include "index/vector/distance_arch.h"
 
@@ -197,19 +198,35 @@ float Distance(Metric metric, const float* a, const float* b, size_t dim) {
 
 // In double: once per insert or query, and immune to overflow of the squares.
 float NormalizeInPlace(float* v, size_t dim) {
-  double sum = 0;
-  for (size_t i = 0; i < dim; ++i) sum += static_cast<double>(v[i]) * v[i];
-  double norm = std::sqrt(sum);
+  // Eight sums of squares in double, element i in lane i % 8, added in a
+  // fixed order, then each element times 1 / norm in double: each product of
+  // two floats is exact in double, so the bits are the same on every CPU
+  // (with or without fused multiply-add), and the lanes let the compiler use
+  // vector instructions.
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    for (size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(v[i + j]) * v[i + j];
+  }
+  for (; i < dim; ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
+  const double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  const double norm = std::sqrt(sum);
   if (norm == 0 || !std::isfinite(norm)) return static_cast<float>(norm);
-  for (size_t i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] / norm);
+  const double scale = 1.0 / norm;  // a multiply per element, not a divide
+  for (i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] * scale);
   return static_cast<float>(norm);
 }
 
 bool AllFinite(const float* v, size_t dim) {
+  // Exponent bits all ones: an infinity or a NaN. No early exit, so that
+  // the loop runs in vector instructions.
+  uint32_t bad = 0;
   for (size_t i = 0; i < dim; ++i) {
-    if (!std::isfinite(v[i])) return false;
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
-  return true;
+  return bad == 0;
 }
 
 }  // namespace agentmem::index

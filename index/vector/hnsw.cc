@@ -1186,7 +1186,8 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Deserialize(std::string_view image
 namespace {
 
 constexpr uint32_t kMapMagic = 0x4d4e4841;  // "AHNM"
-constexpr uint32_t kMapVersion = 1;
+constexpr uint32_t kMapVersion = 1;          // level-0 records hold the vectors
+constexpr uint32_t kMapVersionNoVectors = 2;  // they do not: AddVectors() puts them in
 constexpr size_t kMapHeader = 64;
 constexpr size_t kMapAlign = 64;
 
@@ -1212,7 +1213,7 @@ Status MapCorrupt(const char* fmt, uint64_t a = 0, uint64_t b = 0) {
 
 }  // namespace
 
-Status HnswIndex::SerializeMappable(std::string* out) const {
+Status HnswIndex::SerializeMappable(std::string* out, bool with_vectors) const {
   std::shared_lock lock(impl_->mu);
   const Graph& g = *impl_->graph;
   const size_t n = g.cur_element_count;
@@ -1226,11 +1227,14 @@ Status HnswIndex::SerializeMappable(std::string* out) const {
   // At least 8 bytes between the upper lists and level 0: hnswlib reads one
   // id past the end of a list (see kListSlack).
   const size_t level0 = AlignUp(kMapHeader + n + upper + 8, kMapAlign);
+  // Without vectors a record is its links and its label.
+  const size_t full = g.size_data_per_element_, links = g.size_links_level0_;
+  const size_t record = with_vectors ? full : links + sizeof(uint64_t);
   const size_t start = out->size();
-  out->resize(start + level0 + n * g.size_data_per_element_, '\0');
+  out->resize(start + level0 + n * record, '\0');
   std::string header(kMapHeader, '\0');
   Put<uint32_t>(&header, 0, kMapMagic);
-  Put<uint32_t>(&header, 4, kMapVersion);
+  Put<uint32_t>(&header, 4, with_vectors ? kMapVersion : kMapVersionNoVectors);
   Put<uint32_t>(&header, 8, static_cast<uint32_t>(impl_->shape.metric));
   Put<uint32_t>(&header, 12, impl_->shape.dim);
   Put<uint32_t>(&header, 16, impl_->shape.m);
@@ -1241,7 +1245,7 @@ Status HnswIndex::SerializeMappable(std::string* out) const {
   Put<uint32_t>(&header, 36, static_cast<uint32_t>(g.num_deleted_));
   Put<uint64_t>(&header, 40, upper);
   Put<uint64_t>(&header, 48, level0);
-  Put<uint32_t>(&header, 56, static_cast<uint32_t>(g.size_data_per_element_));
+  Put<uint32_t>(&header, 56, static_cast<uint32_t>(record));
   std::memcpy(out->data() + start, header.data(), kMapHeader);
   char* p = out->data() + start + kMapHeader;
   for (size_t i = 0; i < n; ++i) *p++ = static_cast<char>(g.element_levels_[i]);
@@ -1251,7 +1255,74 @@ Status HnswIndex::SerializeMappable(std::string* out) const {
     std::memcpy(p, g.linkLists_[i], bytes);
     p += bytes;
   }
-  std::memcpy(out->data() + start + level0, g.data_level0_memory_, n * g.size_data_per_element_);
+  if (with_vectors) {
+    std::memcpy(out->data() + start + level0, g.data_level0_memory_, n * full);
+    return Status::OK();
+  }
+  char* r = out->data() + start + level0;
+  for (size_t i = 0; i < n; ++i, r += record) {
+    const char* from = g.data_level0_memory_ + i * full;
+    std::memcpy(r, from, links);
+    std::memcpy(r + links, from + g.label_offset_, sizeof(uint64_t));
+  }
+  return Status::OK();
+}
+
+Result<size_t> HnswIndex::MappedSize(std::string_view image) {
+  if (image.size() < kMapHeader) return MapCorrupt("%llu bytes, too short", image.size());
+  const char* h = image.data();
+  if (Get<uint32_t>(h, 0) != kMapMagic) return MapCorrupt("bad magic");
+  const uint32_t version = Get<uint32_t>(h, 4);
+  if (version == kMapVersion) return image.size();
+  if (version != kMapVersionNoVectors) {
+    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known", version);
+  }
+  const uint64_t dim = Get<uint32_t>(h, 12), m = Get<uint32_t>(h, 16), n = Get<uint32_t>(h, 24);
+  const uint64_t level0 = Get<uint64_t>(h, 48), record = Get<uint32_t>(h, 56);
+  // Bounded by the image's own bytes before anything is sized from them.
+  if (dim == 0 || dim > hnsw::kMaxDim || m == 0 || m > hnsw::kMaxM || record != 8 * m + 4 + 8 ||
+      level0 > image.size() || (image.size() - level0) % record != 0 ||
+      (image.size() - level0) / record != n) {
+    return MapCorrupt("sections do not fit its %llu bytes (%llu nodes)", image.size(), n);
+  }
+  return level0 + n * (record + 4 * dim);
+}
+
+Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors, char* dst,
+                             size_t first, size_t end) {
+  Result<size_t> size = MappedSize(image);
+  if (!size.ok()) return size.status();
+  const char* h = image.data();
+  if (Get<uint32_t>(h, 4) == kMapVersion) {
+    if (first == 0) std::memcpy(dst, image.data(), image.size());
+    return Status::OK();
+  }
+  const Metric metric = static_cast<Metric>(Get<uint32_t>(h, 8));
+  const size_t dim = Get<uint32_t>(h, 12), n = std::min<size_t>(Get<uint32_t>(h, 24), end);
+  const size_t level0 = Get<uint64_t>(h, 48), stored = Get<uint32_t>(h, 56);
+  const size_t links = stored - sizeof(uint64_t), record = stored + 4 * dim;
+  if (first == 0) {
+    std::memcpy(dst, h, level0);
+    uint32_t version = kMapVersion, full = static_cast<uint32_t>(record);
+    std::memcpy(dst + 4, &version, sizeof version);
+    std::memcpy(dst + 56, &full, sizeof full);
+  }
+  const char* from = h + level0 + first * stored;
+  char* to = dst + level0 + first * record;
+  for (size_t i = first; i < n; ++i, from += stored, to += record) {
+    const uint64_t label = Get<uint64_t>(from, links);
+    const float* v = vectors ? vectors(label) : nullptr;
+    if (v == nullptr) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
+    std::memcpy(to, from, links);
+    float* vec = reinterpret_cast<float*>(to + links);
+    std::memcpy(vec, v, 4 * dim);
+    // A NaN or an infinity makes the norm one too: only then look closer.
+    const bool finite = metric == Metric::kCosine ? std::isfinite(NormalizeInPlace(vec, dim)) ||
+                                                        AllFinite(vec, dim)
+                                                  : AllFinite(vec, dim);
+    if (!finite) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
+    std::memcpy(to + links + 4 * dim, &label, sizeof label);
+  }
   return Status::OK();
 }
 
@@ -1417,6 +1488,11 @@ VectorBlock HnswIndex::NodeVectors() const {
 uint64_t HnswIndex::NodeLabel(uint32_t node) const {
   std::shared_lock lock(impl_->mu);
   return impl_->graph->getExternalLabel(node);
+}
+
+bool HnswIndex::NodeDeleted(uint32_t node) const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->graph->isMarkedDeleted(node);
 }
 
 size_t HnswIndex::size() const {

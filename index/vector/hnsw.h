@@ -106,6 +106,10 @@ struct ChangeMark {
 
 class HnswIndex {
  public:
+  // A vector by its label, for the images that leave them out (ApplyDelta,
+  // AddVectors): dim floats, or nullptr when there is none.
+  using VectorLookup = std::function<const float*(uint64_t label)>;
+
   // A new empty index. Errors: kRange for options out of range (message names
   // the field). kNoMem when the initial capacity cannot be allocated.
   static Result<std::unique_ptr<HnswIndex>> Create(const HnswOptions& options);
@@ -169,14 +173,33 @@ class HnswIndex {
   // concurrently with reading through them.
   VectorBlock NodeVectors() const;
   uint64_t NodeLabel(uint32_t node) const;
+  // Whether a node (below size()) is marked deleted.
+  bool NodeDeleted(uint32_t node) const;
 
   // ---- mappable images (docs/format.md §5.8)
   // A full image laid out so that it can be used where it lies, without a
   // copy: a 64-byte header, each node's level (one byte), the upper-layer
   // lists, then hnswlib's level-0 records verbatim at a 64-byte aligned
   // offset. Node labels must increase with the node id (the engine inserts
-  // episodes in id order); kMisuse otherwise.
-  Status SerializeMappable(std::string* out) const;
+  // episodes in id order); kMisuse otherwise. `with_vectors` false leaves the
+  // vectors out of the level-0 records (image version 2): the caller keeps
+  // them elsewhere and puts them back with AddVectors() before Map().
+  Status SerializeMappable(std::string* out, bool with_vectors = true) const;
+  // The bytes Map() needs for a mappable image: its size for an image with
+  // vectors; with the vectors for one without. Only the header is read, and
+  // checked against `image.size()`. Errors: kCorruptIndex, kFormatVersion.
+  static Result<size_t> MappedSize(std::string_view image);
+  // Writes into `dst` (MappedSize() bytes) the image with vectors that
+  // `image` is: an image with vectors is copied; into one without them each
+  // node's vector is put from `vectors(label)` (dim floats, as given to Add();
+  // normalised here for cosine). Labels and links are not checked here:
+  // Map() checks them. Errors: those of MappedSize(); kCorruptIndex naming
+  // the node whose label has no vector or one that is not finite.
+  // Only nodes [first, end) are written, and the header, levels and upper
+  // lists when `first` is 0: ranges that cover every node may be written by
+  // different threads at once, each calling `vectors` in node order.
+  static Status AddVectors(std::string_view image, const VectorLookup& vectors, char* dst,
+                           size_t first = 0, size_t end = SIZE_MAX);
   // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
   // writable and private to this process, followed by `spare` writable bytes
   // that new nodes may use before the index moves to the heap. `owner` is kept
@@ -211,7 +234,6 @@ class HnswIndex {
   // An image without vectors takes each new node's vector from `vectors`:
   // the vector given to Add() under that label (dim floats), or nullptr,
   // which fails the image (kCorruptIndex).
-  using VectorLookup = std::function<const float*(uint64_t label)>;
   Status ApplyDelta(std::string_view image, const VectorLookup& vectors = {});
 
  private:

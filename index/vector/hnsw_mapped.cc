@@ -28,12 +28,14 @@ Status MappedRecordCheck::Start(std::string_view head, size_t size) {
   if (head.size() < 64) return Corrupt("%llu bytes, too short", head.size());
   const char* h = head.data();
   const uint64_t dim = Get<uint32_t>(h, 12), m = Get<uint32_t>(h, 16);
+  // Version 2 records hold no vector (docs/format.md §5.8).
+  const bool vectors = Get<uint32_t>(h, 4) != 2;
   nodes_ = Get<uint32_t>(h, 24);
   deleted_ = Get<uint32_t>(h, 36);
   level0_ = Get<uint64_t>(h, 48);
   record_ = Get<uint32_t>(h, 56);
   max_links_ = 2 * m;
-  label_at_ = 4 + 8 * m + 4 * dim;
+  label_at_ = 4 + 8 * m + (vectors ? 4 * dim : 0);
   if (record_ != label_at_ + 8 || level0_ > size || (size - level0_) / record_ != nodes_ ||
       (size - level0_) % record_ != 0) {
     return Corrupt("sections do not fit its %llu bytes (%llu nodes)", size, nodes_);

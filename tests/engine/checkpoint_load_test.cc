@@ -696,6 +696,82 @@ TEST_CASE("an empty checkpoint page just before scan_from fails the open naming 
   CheckRefused(bytes, kCorruptPage, at, "no section header");
 }
 
+// Offset of the first page of `type` after the file header.
+uint64_t FirstPageOf(const std::string& bytes, PageType type) {
+  for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size();) {
+    if (static_cast<uint8_t>(bytes[pos + 4]) == static_cast<uint8_t>(type)) return pos;
+    pos += format::PaddedPageSize(format::DecodeFixed32(bytes.data() + pos + 12));
+  }
+  FAIL("no such page");
+  return 0;
+}
+
+TEST_CASE("a checkpoint's graph holds no vectors: each node's comes from its episode record") {
+  const Checkpointed& c = Original();
+  const std::string graph = c.Section(CheckpointSection::kGraph);
+  const char* image = graph.data() + format::kSectionHeaderSize;
+  CHECK(format::DecodeFixed32(image + 4) == 2);  // the version without vectors
+  const uint32_t m = format::DecodeFixed32(image + 16);
+  CHECK(format::DecodeFixed32(image + 56) == 8 * m + 4 + 8);  // links and a label per node
+  const uint64_t level0 = format::DecodeFixed64(image + 48);
+  CHECK(graph.size() == format::kSectionHeaderSize + level0 + 5 * (8 * m + 4 + 8));
+  // Opened, the graph finds each episode by its own vector.
+  Opened o = OpenBytes(c.bytes);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  CHECK_FALSE(Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector).empty());
+}
+
+TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, and only its episode is lost") {
+  const Checkpointed& c = Original();
+  const uint64_t at = FirstPageOf(c.bytes, PageType::kEpisodes);  // episode 1 (ann)
+  REQUIRE(at < c.sb.checkpoint);
+  std::string bytes = c.bytes;
+  bytes[at + format::kPageHeaderSize + 3] ^= 0x10;
+  Opened whole = OpenBytes(c.bytes);
+  Opened o = OpenBytes(bytes);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  // Reading the episode names the page; the graph never returns it, and
+  // everything else is found as before.
+  format::EpisodeRecord e;
+  Status s = o.db->GetEpisode(1, &e);
+  CHECK(s.code() == kCorruptChecksum);
+  CHECK(s.page_no() == PageNo(at));
+  std::vector<std::string> before = Recall(whole.db.get(), "bob", "walk", engine::RecallMode::kVector);
+  CHECK(Recall(o.db.get(), "bob", "walk", engine::RecallMode::kVector) == before);
+  std::vector<std::string> ann = Recall(whole.db.get(), "ann", "cat", engine::RecallMode::kVector);
+  std::vector<std::string> hidden = Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector);
+  CHECK(std::find(ann.begin(), ann.end(), "1") != ann.end());
+  CHECK(std::find(hidden.begin(), hidden.end(), "1") == hidden.end());
+  ann.erase(std::find(ann.begin(), ann.end(), "1"));
+  CHECK(hidden == ann);
+}
+
+TEST_CASE("a checkpoint episode entry that does not lead to its node's vector fails the open") {
+  const Checkpointed& c = Original();
+  int graph_index = 0;
+  while (format::DecodeFixed32(c.sections[graph_index].data()) !=
+         static_cast<uint32_t>(CheckpointSection::kGraph)) {
+    graph_index++;
+  }
+  auto refused = [&](const std::function<void(format::CheckpointState*)>& change) {
+    format::CheckpointState st = c.state;
+    change(&st);
+    std::vector<Page> pages = Sections(c);
+    for (Page& p : pages) {
+      if (format::DecodeFixed32(p.payload.data()) == 1) p.payload = StatePayload(st);
+    }
+    const std::string bytes = Rebuild(c, pages);
+    CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, graph_index),
+                 "no usable vector");
+  };
+  SUBCASE("a slot past its page's records") {
+    refused([](format::CheckpointState* st) { st->episodes[0].slot = 9; });
+  }
+  SUBCASE("another episode's record") {
+    refused([](format::CheckpointState* st) { st->episodes[0].page_offset = st->episodes[1].page_offset; });
+  }
+}
+
 TEST_SUITE_END();
 
 }  // namespace agentmem::test

@@ -33,8 +33,9 @@ TEST_CASE("masking a crc is reversible and changes the value") {
 }
 
 TEST_CASE("crc32c by table and by the crc32 instruction agree at every length, alignment and split") {
-  // Past three 4 KiB stripes the hardware path checksums three runs at once
-  // and joins them; the table path is the one CPUs without SSE4.2 take.
+  // Past three 4 KiB stripes (and then three 256-byte ones) the hardware
+  // path checksums three runs at once and joins them; the table path is the
+  // one CPUs without SSE4.2 take.
   std::string s(5 * 12288 + 64, '\0');
   uint32_t x = 0x9e3779b9u;
   for (char& c : s) {
@@ -42,7 +43,8 @@ TEST_CASE("crc32c by table and by the crc32 instruction agree at every length, a
     c = static_cast<char>(x >> 24);
   }
   CHECK(Crc32cExtendPortable(0, "123456789", 9) == 0xe3069283u);
-  for (size_t n : {0, 1, 7, 8, 9, 4095, 12287, 12288, 12289, 12288 + 8, 24576 + 13, 5 * 12288 + 64}) {
+  for (size_t n : {0, 1, 7, 8, 9, 767, 768, 769, 1536 + 8, 3200, 4095, 12287, 12288, 12289, 12288 + 8,
+                   12288 + 768 + 5, 24576 + 13, 5 * 12288 + 64}) {
     for (size_t at : {0, 1, 3}) {
       if (at + n > s.size()) continue;
       CAPTURE(n);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,24 @@ TEST_CASE("normalising gives unit length, returns the old length, and leaves zer
   CHECK(huge[1] == doctest::Approx(0.8));
 }
 
+TEST_CASE("normalising sums squares in eight lanes in a fixed order and scales by 1/norm, the same bits on every CPU") {
+  auto rng = SeededRng(3);
+  for (size_t dim : {size_t{1}, size_t{7}, size_t{8}, size_t{100}, size_t{384}, size_t{1031}}) {
+    CAPTURE(dim);
+    std::vector<float> v = RandomFloats(rng, dim, -5.0f, 5.0f);
+    // The definition, one element at a time.
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < dim; ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
+    const double norm =
+        std::sqrt(((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])));
+    std::vector<float> want(dim);
+    const double scale = 1.0 / norm;
+    for (size_t i = 0; i < dim; ++i) want[i] = static_cast<float>(v[i] * scale);
+    CHECK(NormalizeInPlace(v.data(), dim) == static_cast<float>(norm));
+    CHECK(std::memcmp(v.data(), want.data(), dim * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("AllFinite rejects NaN and infinities") {
   std::vector<float> v = {1, 2, 3};
   CHECK(AllFinite(v.data(), 3));
@@ -193,6 +212,18 @@ TEST_CASE("AllFinite rejects NaN and infinities") {
   CHECK_FALSE(AllFinite(v.data(), 3));
   v[1] = INFINITY;
   CHECK_FALSE(AllFinite(v.data(), 3));
+  v[1] = -INFINITY;
+  CHECK_FALSE(AllFinite(v.data(), 3));
+  // Anywhere in a long vector, the last element included; the largest finite
+  // float and subnormals are finite.
+  std::vector<float> w(1000, std::numeric_limits<float>::max());
+  w[3] = std::numeric_limits<float>::denorm_min();
+  CHECK(AllFinite(w.data(), w.size()));
+  for (size_t at : {size_t{0}, size_t{517}, size_t{999}}) {
+    std::vector<float> bad = w;
+    bad[at] = std::nanf("");
+    CHECK_FALSE(AllFinite(bad.data(), bad.size()));
+  }
 }
 
 TEST_CASE("selecting an unavailable path is refused and leaves the active path alone") {

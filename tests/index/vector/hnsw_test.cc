@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -523,6 +524,86 @@ TEST_CASE("a mapped image with a damaged link or header is refused with kCorrupt
   REQUIRE(unordered->Add(5, std::span<const float>(data.data(), dim)).ok());
   std::string out;
   CHECK(unordered->SerializeMappable(&out).code() == kMisuse);
+}
+
+TEST_CASE("a mappable image without vectors maps the same graph once its vectors are put back") {
+  auto rng = SeededRng(33);
+  const size_t n = 1200, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (Metric metric : kMetrics) {
+    CAPTURE(MetricName(metric));
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n, 1);  // labels 1..n
+    for (uint64_t l = 3; l < n; l += 17) REQUIRE(index->MarkDeleted(l).ok());
+    std::string with, without;
+    REQUIRE(index->SerializeMappable(&with).ok());
+    REQUIRE(index->SerializeMappable(&without, false).ok());
+    // The links and labels only: 2m + 1 words and a label per node.
+    uint64_t level0 = 0;
+    std::memcpy(&level0, without.data() + 48, 8);
+    CHECK(without.size() == level0 + n * (2 * 16 * 4 + 4 + 8));
+    CHECK(without.size() < with.size() - n * dim * 4 + 64);
+    Result<size_t> size = HnswIndex::MappedSize(without);
+    REQUIRE(size.ok());
+    CHECK(*size == with.size());
+    CHECK(*HnswIndex::MappedSize(with) == with.size());
+    std::string rebuilt(*size, '\0');
+    auto lookup = [&](uint64_t label) -> const float* {
+      return label >= 1 && label <= n ? data.data() + (label - 1) * dim : nullptr;
+    };
+    REQUIRE(HnswIndex::AddVectors(without, lookup, rebuilt.data()).ok());
+    CHECK(rebuilt == with);  // the same bytes: vectors normalised as Add() stored them
+    MappedCopy copy = MappedCopy::Of(rebuilt, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = copy.Map(0);
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    for (int t = 0; t < 20; ++t) {
+      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+      auto a = MustSearch(*index, q, Top(10, 40));
+      auto b = MustSearch(**mapped, q, Top(10, 40));
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].id == b[i].id);
+    }
+  }
+}
+
+TEST_CASE("an image without vectors whose vectors cannot all be found, or that is cut short, is refused") {
+  auto rng = SeededRng(34);
+  const size_t n = 300, dim = 8;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kCosine, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);
+  std::string image;
+  REQUIRE(index->SerializeMappable(&image, false).ok());
+  Result<size_t> size = HnswIndex::MappedSize(image);
+  REQUIRE(size.ok());
+  std::string out(*size, '\0');
+  // Label 77 has no vector; another is not finite.
+  std::vector<float> infinite(dim, std::numeric_limits<float>::infinity());
+  for (uint64_t bad : {uint64_t{77}, uint64_t{78}}) {
+    CAPTURE(bad);
+    Status s = HnswIndex::AddVectors(
+        image,
+        [&](uint64_t label) -> const float* {
+          if (label == bad) return bad == 77 ? nullptr : infinite.data();
+          return data.data() + (label - 1) * dim;
+        },
+        out.data());
+    CHECK(s.code() == kCorruptIndex);
+    CHECK(s.message().find("label " + std::to_string(bad)) != std::string::npos);
+  }
+  // A node count that the bytes do not hold, an image cut short, a version
+  // from the future.
+  std::string more = image;
+  const uint32_t count = n + 1;
+  std::memcpy(more.data() + 24, &count, 4);
+  CHECK(HnswIndex::MappedSize(more).status().code() == kCorruptIndex);
+  CHECK(HnswIndex::MappedSize(std::string_view(image).substr(0, image.size() - 7)).status().code() ==
+        kCorruptIndex);
+  CHECK(HnswIndex::MappedSize(std::string_view(image).substr(0, 40)).status().code() == kCorruptIndex);
+  std::string future = image;
+  const uint32_t version = 3;
+  std::memcpy(future.data() + 4, &version, 4);
+  CHECK(HnswIndex::MappedSize(future).status().code() == kFormatVersion);
 }
 
 TEST_CASE("the same inserts in the same order give byte-identical graphs") {
