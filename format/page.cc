@@ -113,7 +113,7 @@ Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, P
 }
 
 Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHeader* header,
-                  std::string* payload) {
+                  std::string* payload, std::string_view* view) {
   PageHeader h;
   AGENTMEM_RETURN_IF_ERROR(PeekPageHeader(page, offset, salt, &h));
   int64_t page_no = static_cast<int64_t>(h.page_no);
@@ -133,6 +133,9 @@ Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHea
   std::string_view body = page.substr(kPageHeaderSize, h.length);
   if (h.flags & kPageFlagZstd) {
     AGENTMEM_RETURN_IF_ERROR(Decompress(body, h.raw_length, page_no, payload));
+    if (view) *view = *payload;
+  } else if (view) {
+    *view = body;
   } else {
     payload->assign(body.data(), body.size());
   }

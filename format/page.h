@@ -92,8 +92,10 @@ std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t r
 Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out);
 
 // Validates a whole page (PaddedPageSize bytes at `offset`) and returns its
-// payload, decompressed. Errors: kCorruptChecksum, kCorruptPage.
+// payload, decompressed. With `view`, *view is the payload: `page`'s own
+// bytes when it is stored uncompressed (no copy; *payload is left alone),
+// else *payload. Errors: kCorruptChecksum, kCorruptPage.
 Status DecodePage(std::string_view page, uint64_t offset, uint64_t salt, PageHeader* header,
-                  std::string* payload);
+                  std::string* payload, std::string_view* view = nullptr);
 
 }  // namespace agentmem::format

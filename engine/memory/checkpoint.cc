@@ -294,7 +294,7 @@ class NodeVectorSource {
     while (at_ < episodes_.size() && episodes_[at_].node == UINT32_MAX) at_++;
     if (!status_.ok() || at_ == episodes_.size() || episodes_[at_].id != label) return nullptr;
     const format::CheckpointEpisode& e = episodes_[at_++];
-    if (page_.offset != e.page_offset) {
+    if (page_at_ != e.page_offset) {
       page_status_ = ReadEpisodesPage(e.page_offset);
       if (!page_status_.ok() && page_status_.primary() != kCorrupt) status_ = page_status_;
     }
@@ -303,7 +303,7 @@ class NodeVectorSource {
     if (e.slot >= records_.size()) return nullptr;
     uint64_t id = 0;
     std::string_view bytes;
-    if (!format::EpisodeVectorOf(records_[e.slot], static_cast<int64_t>(page_.header.page_no), &id, &bytes)
+    if (!format::EpisodeVectorOf(records_[e.slot], static_cast<int64_t>(header_.page_no), &id, &bytes)
              .ok()) {
       return Hide(label);
     }
@@ -317,13 +317,14 @@ class NodeVectorSource {
 
  private:
   Status ReadEpisodesPage(uint64_t offset) {
-    page_.offset = offset;
-    AGENTMEM_RETURN_IF_ERROR(reader_.Read(offset, &page_));
-    if (page_.header.type != static_cast<uint8_t>(format::PageType::kEpisodes)) {
+    page_at_ = offset;
+    std::string_view payload;
+    AGENTMEM_RETURN_IF_ERROR(reader_.ReadView(offset, &header_, &storage_, &payload));
+    if (header_.type != static_cast<uint8_t>(format::PageType::kEpisodes)) {
       return Status(kCorruptIndex, "a node's episode is not on an episodes page");
     }
-    return format::SplitRecords(page_.payload, page_.header.record_count,
-                                static_cast<int64_t>(page_.header.page_no), &records_);
+    return format::SplitRecords(payload, header_.record_count, static_cast<int64_t>(header_.page_no),
+                                &records_);
   }
   const float* Hide(uint64_t label) {
     hidden_.push_back(label);
@@ -336,8 +337,10 @@ class NodeVectorSource {
   uint32_t dim_;
   std::vector<float> vector_;
   size_t at_;
-  DecodedPage page_;
-  Status page_status_;  // of the page in page_
+  uint64_t page_at_ = 0;  // the page read last, and what came of it
+  format::PageHeader header_;
+  std::string storage_;
+  Status page_status_;
   std::vector<std::string_view> records_;
   Status status_;
   std::vector<uint64_t> hidden_;

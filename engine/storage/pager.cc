@@ -8,8 +8,8 @@
 namespace agentmem::engine {
 
 Status Pager::Verify(std::string_view page, uint64_t offset, uint64_t salt,
-                     format::PageHeader* header, std::string* payload) {
-  return format::DecodePage(page, offset, salt, header, payload);
+                     format::PageHeader* header, std::string* payload, std::string_view* view) {
+  return format::DecodePage(page, offset, salt, header, payload, view);
 }
 
 size_t Pager::ChargeOf(const Page& page) {

@@ -90,10 +90,13 @@ class Pager {
   // ignored) that was read at `offset` of a file whose header holds `salt`:
   // page header, checksum, and decompression. On success sets *header and
   // *payload (decompressed); on failure leaves them unspecified.
-  // Every page read from a database file is verified here.
+  // Every page read from a database file is verified here. With `view`, the
+  // payload is left where it lies when the page is stored uncompressed
+  // (format::DecodePage).
   // Errors: kCorruptChecksum, kCorruptPage, kNoMem.
   static Status Verify(std::string_view page, uint64_t offset, uint64_t salt,
-                       format::PageHeader* header, std::string* payload);
+                       format::PageHeader* header, std::string* payload,
+                       std::string_view* view = nullptr);
 
   // Drops every cached page (readers holding one keep it).
   void Clear();

@@ -241,6 +241,22 @@ Status PageReader::Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload)
   return Pager::Verify(whole, pos, impl_->salt, &out->header, &out->payload);
 }
 
+Status PageReader::ReadView(uint64_t pos, PageHeader* header, std::string* storage,
+                            std::string_view* payload) {
+  std::string_view head;
+  AGENTMEM_RETURN_IF_ERROR(impl_->window.View(pos, format::kPageHeaderSize, &head));
+  PageHeader h;
+  AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, impl_->salt, &h));
+  if (h.type == static_cast<uint8_t>(PageType::kCheckpoint)) {
+    const int64_t page_no = static_cast<int64_t>(h.page_no);
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (checkpoint): not a record page",
+                               static_cast<long long>(page_no));
+  }
+  std::string_view whole;
+  AGENTMEM_RETURN_IF_ERROR(impl_->window.View(pos, format::PaddedPageSize(h.length), &whole));
+  return Pager::Verify(whole, pos, impl_->salt, header, storage, payload);
+}
+
 Status PageReader::Plausible(uint64_t pos, bool* plausible) {
   std::string_view head;
   AGENTMEM_RETURN_IF_ERROR(impl_->window.View(pos, format::kPageHeaderSize, &head));

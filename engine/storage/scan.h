@@ -67,6 +67,12 @@ class PageReader {
   // §4.6). A checkpoint page's payload is left empty unless `checkpoint_payload`.
   // Errors: kCorrupt* (no valid page there), kIoErr*.
   Status Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload = false);
+  // The record page at `pos`, validated as Read() does, its payload in
+  // *payload: a view of the read window for a page stored uncompressed, else
+  // of *storage; valid until the next call. Errors: as Read(), and
+  // kCorruptPage for a checkpoint page.
+  Status ReadView(uint64_t pos, format::PageHeader* header, std::string* storage,
+                  std::string_view* payload);
   // Whether the 32 bytes at `pos` could start a valid page (salt, page
   // number, known type): the cheap filter before Read() when resynchronising.
   Status Plausible(uint64_t pos, bool* plausible);

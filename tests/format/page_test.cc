@@ -131,6 +131,29 @@ TEST_CASE("a compressible payload is stored as a zstd frame and round-trips") {
   CHECK(DecodeFixed32(page.data() + 32) == 0xfd2fb528u);
 }
 
+TEST_CASE("a page decoded to a view gives its own bytes when stored raw, the decompressed ones otherwise") {
+  for (bool compress : {false, true}) {
+    CAPTURE(compress);
+    const std::string payload = compress ? Text(20000, 2) : RandomBytes(3000, 9);
+    const std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 1, payload, compress);
+    PageHeader h;
+    std::string storage = "untouched";
+    std::string_view view;
+    REQUIRE(DecodePage(page, kOffset, kSalt, &h, &storage, &view).ok());
+    CHECK(view == payload);
+    if (compress) {
+      CHECK(view.data() == storage.data());
+    } else {
+      CHECK(view.data() == page.data() + kPageHeaderSize);  // no copy
+      CHECK(storage == "untouched");
+    }
+    // A damaged page is refused the same way.
+    std::string bad = page;
+    bad[kPageHeaderSize + 5] ^= 1;
+    CHECK(DecodePage(bad, kOffset, kSalt, &h, &storage, &view).code() == kCorruptChecksum);
+  }
+}
+
 TEST_CASE("an incompressible payload is stored raw even when compression is allowed") {
   std::string payload = RandomBytes(4000, 7);
   std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 1, payload, true);
