@@ -28,6 +28,7 @@ Conn Connect() {
   Conn c(PQconnectdb(url));
   REQUIRE(c != nullptr);
   REQUIRE_MESSAGE(PQstatus(c.get()) == CONNECTION_OK, PQerrorMessage(c.get()));
+  PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);  // "does not exist, skipping"
   return c;
 }
 
