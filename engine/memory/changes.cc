@@ -171,12 +171,17 @@ Status ChangeFeed::Open(Database* db, uint64_t log_id, uint64_t since,
                    "%s, commits 1 to %" PRIu64 "; read its changes from 0 to start again",
                    since, asked.c_str(), LogName(f->log_id_).c_str(), f->last_seq_);
   }
-  // Start where the last feed that read to its end stopped, when that is
-  // not after `since`; else from the first page.
+  // Start at the snapshot's end when nothing follows `since`; where the last
+  // feed that read to its end stopped, when that is not after `since`; else
+  // at the first page.
   const Database::FeedMark& m = db->feed_mark_;
   uint64_t from = format::kFirstPageOffset, seq = 0;
   f->next_ = Database::Counters{};
-  if (m.generation == f->generation_ && m.seq <= since && m.end <= log.end()) {
+  if (since == f->last_seq_) {
+    from = log.end();
+    seq = f->last_seq_;
+    f->next_ = Database::Counters{db->next_episode_id_, db->next_fact_id_, db->next_block_version_};
+  } else if (m.generation == f->generation_ && m.seq <= since && m.end <= log.end()) {
     from = m.end;
     seq = m.seq;
     f->next_ = m.next;

@@ -455,3 +455,41 @@ TEST_CASE("a handle with an open feed cursor refuses to close, and this handle's
   CHECK(agentmem_cursor_close(cur) == AGENTMEM_OK);
   CHECK(agentmem_close(db) == AGENTMEM_OK);
 }
+
+TEST_CASE("polling with the last commit seen reads each new commit once, facts' versions told apart") {
+  TempDir dir;
+  agentmem_db* db = Open(dir.File("p.agentmem"));
+  REQUIRE(agentmem_predicate_declare(db, "mood", 1) == AGENTMEM_OK);
+  uint64_t log_id = 0;
+  int64_t seen = 0;
+  Head(db, &log_id, &seen);
+  ReadAll(db, log_id, 0);
+  CHECK(ReadAll(db, log_id, seen).empty());  // nothing new: read from the end
+  int64_t fact = 0;
+  REQUIRE(agentmem_fact_assert(db, "ann", "ann", "mood", "calm", 1, 0, 0, nullptr, 0, &fact) ==
+          AGENTMEM_OK);
+  std::vector<Row> rows = ReadAll(db, log_id, seen);
+  REQUIRE(rows.size() == 2);
+  CHECK(Has(rows[0].data, "\"new\":true"));
+  seen = rows.back().seq;
+  CHECK(ReadAll(db, log_id, seen).empty());
+  REQUIRE(agentmem_fact_assert(db, "ann", "ann", "mood", "happy", 1, 0, 0, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  rows = ReadAll(db, log_id, seen);
+  REQUIRE(!rows.empty());
+  CHECK(rows.front().seq == seen + 1);
+  int versions = 0, news = 0;
+  for (const Row& r : rows) {
+    if (r.kind != AGENTMEM_CHANGE_FACT) continue;
+    if (r.id == fact) {
+      versions++;
+      CHECK(Has(r.data, "\"new\":false"));
+    } else {
+      news++;
+      CHECK(Has(r.data, "\"new\":true"));
+    }
+  }
+  CHECK(versions == 1);
+  CHECK(news >= 1);
+  CHECK(agentmem_close(db) == AGENTMEM_OK);
+}
