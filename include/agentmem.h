@@ -658,8 +658,8 @@ typedef struct agentmem_change {
 ** page of the log is damaged (a damaged transaction is never skipped),
 ** AGENTMEM_IOERR_*, and AGENTMEM_MISUSE when this handle vacuumed the file
 ** meanwhile. Reading costs the log from its first page, or from where the
-** handle's last feed that was read to its end stopped; memory holds one
-** transaction at a time. */
+** handle's last feed that was read to its end stopped (nothing when since is
+** the last commit); memory holds one transaction at a time. */
 int agentmem_changes_since(agentmem_db *db, uint64_t log_id, int64_t since,
                            agentmem_cursor **ppCur);
 

@@ -57,7 +57,8 @@ struct Change {
 // (a ReadPin) from Open to destruction: the feed ends at the commit that was
 // the latest when it opened. Memory: one transaction's pages and records at a
 // time; time: the log from the first page, or from where the last feed of
-// this handle ended when `since` is at or after it.
+// this handle that was read to its end stopped when `since` is at or after
+// it, or nothing when `since` is the last commit.
 // Thread safety: none; calls are serialised with the Database's other calls.
 // REQUIRES: the Database outlives the feed.
 class ChangeFeed {
