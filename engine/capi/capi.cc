@@ -14,6 +14,7 @@
 
 #include "agentmem.h"
 #include "engine/capi/capi_internal.h"
+#include "engine/memory/changes.h"
 #include "engine/memory/database.h"
 #include "engine/sql/session.h"
 
@@ -33,14 +34,15 @@ static_assert(AGENTMEM_CORRUPT == agentmem::kCorrupt && AGENTMEM_DONE == agentme
               AGENTMEM_CORRUPT_HEADER == agentmem::kCorruptHeader &&
               AGENTMEM_MISMATCH_JSON == agentmem::kMismatchJson &&
               AGENTMEM_CANTOPEN_EXISTS == agentmem::kCantOpenExists &&
-              AGENTMEM_READONLY_FILE == agentmem::kReadOnlyFile,
+              AGENTMEM_READONLY_FILE == agentmem::kReadOnlyFile &&
+              AGENTMEM_NOTFOUND_CHANGES == agentmem::kNotFoundChanges,
               "include/agentmem.h and format/codes.h disagree");
 
 agentmem_db::agentmem_db() = default;
 agentmem_db::~agentmem_db() = default;
 
 struct agentmem_cursor {
-  enum Kind { kEpisodes, kBlocks, kFacts, kHits } kind;
+  enum Kind { kEpisodes, kBlocks, kFacts, kHits, kChanges } kind;
   agentmem_db* owner = nullptr;
   std::vector<uint64_t> ids;
   std::vector<fmt::BlockRecord> blocks;
@@ -59,6 +61,10 @@ struct agentmem_cursor {
   // meanwhile by another handle does not reach them. Released under the
   // handle's mutex by agentmem_cursor_close.
   eng::ReadPin pin;
+  // The change feed (agentmem_changes_since), which holds its own pin.
+  std::unique_ptr<eng::ChangeFeed> feed;
+  eng::Change change;
+  agentmem_change change_row{};
 };
 
 namespace {
@@ -182,6 +188,19 @@ void FillFact(const fmt::FactRecord& r, agentmem_fact* f,
 }
 
 const char* Borrow(const std::string& s) { return s.c_str(); }
+
+void FillChange(const eng::Change& c, agentmem_change* row) {
+  row->log_id = c.log_id;
+  row->seq = static_cast<int64_t>(c.seq);
+  row->kind = static_cast<int>(c.kind);
+  row->kind_name = eng::ChangeKindName(c.kind);
+  row->id = static_cast<int64_t>(c.id);
+  row->user_id = c.user_id.c_str();
+  row->data = c.data.c_str();
+  row->vector = c.vector.empty() ? nullptr : c.vector.data();
+  row->dim = static_cast<int>(c.vector.size());
+  row->commit_ts = c.commit_ts;
+}
 
 Status NewCursor(agentmem_db* db, agentmem_cursor::Kind kind, agentmem_cursor** out) {
   auto* cur = new agentmem_cursor{};
@@ -620,6 +639,32 @@ int agentmem_facts_v2(agentmem_db* db, const char* user_id, const char* subject,
   });
 }
 
+int agentmem_changes_since(agentmem_db* db, uint64_t log_id, int64_t since,
+                           agentmem_cursor** ppCur) {
+  if (ppCur) *ppCur = nullptr;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    AGENTMEM_RETURN_IF_ERROR(Need(ppCur, "ppCur"));
+    if (since < 0) return Status(agentmem::kRange, "since must be >= 0");
+    std::unique_ptr<eng::ChangeFeed> feed;
+    AGENTMEM_RETURN_IF_ERROR(
+        eng::ChangeFeed::Open(&d, log_id, static_cast<uint64_t>(since), &feed));
+    AGENTMEM_RETURN_IF_ERROR(NewCursor(db, agentmem_cursor::kChanges, ppCur));
+    (*ppCur)->feed = std::move(feed);
+    db->open_cursors++;
+    return Status::OK();
+  });
+}
+
+int agentmem_changes_head(agentmem_db* db, uint64_t* pLogId, int64_t* pSeq) {
+  return Guard(db, [&](eng::Database& d) -> Status {
+    uint64_t log_id = 0, seq = 0;
+    AGENTMEM_RETURN_IF_ERROR(eng::ChangeFeed::Head(&d, &log_id, &seq));
+    if (pLogId) *pLogId = log_id;
+    if (pSeq) *pSeq = static_cast<int64_t>(seq);
+    return Status::OK();
+  });
+}
+
 int agentmem_cursor_step(agentmem_cursor* cur) {
   if (!cur) return AGENTMEM_MISUSE;
   cur->has_row = false;
@@ -644,6 +689,13 @@ int agentmem_cursor_step(agentmem_cursor* cur) {
         cur->fact_sources.assign(f.source_episode_ids.begin(), f.source_episode_ids.end());
         cur->fact_row.source_episode_ids =
             cur->fact_sources.empty() ? nullptr : cur->fact_sources.data();
+        break;
+      }
+      case agentmem_cursor::kChanges: {
+        bool done = false;
+        AGENTMEM_RETURN_IF_ERROR(cur->feed->Next(&cur->change, &done));
+        if (done) return Status(agentmem::kDone, "no more rows");
+        FillChange(cur->change, &cur->change_row);
         break;
       }
       case agentmem_cursor::kHits: {
@@ -680,6 +732,10 @@ const agentmem_block* agentmem_cursor_block(agentmem_cursor* cur) {
 const agentmem_hit* agentmem_cursor_hit(agentmem_cursor* cur) {
   return cur && cur->has_row && cur->kind == agentmem_cursor::kHits ? &cur->hit_row : nullptr;
 }
+const agentmem_change* agentmem_cursor_change(agentmem_cursor* cur) {
+  return cur && cur->has_row && cur->kind == agentmem_cursor::kChanges ? &cur->change_row
+                                                                        : nullptr;
+}
 const agentmem_fact* agentmem_cursor_fact(agentmem_cursor* cur) {
   return cur && cur->has_row && cur->kind == agentmem_cursor::kFacts ? &cur->fact_row : nullptr;
 }
@@ -693,6 +749,7 @@ int agentmem_cursor_close(agentmem_cursor* cur) {
     return AGENTMEM_OK;
   }
   cur->pin.Detach();  // the handle, and its Database, are gone
+  if (cur->feed) cur->feed->Detach();
   delete cur;
   return AGENTMEM_OK;
 }

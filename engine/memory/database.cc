@@ -83,6 +83,7 @@ Status Database::OpenFile() {
     AGENTMEM_RETURN_IF_ERROR(Log::Create(path_, lo, n));
   }
   AGENTMEM_RETURN_IF_ERROR(Log::Open(path_, lo, &log_));
+  log_generation_++;
   if (!pager_budget_) {  // first open: the option (kept across a Reload)
     const int64_t n = opts_.cache_size;
     pager_budget_ = n < 0 ? static_cast<size_t>(-n) * 1024 : static_cast<size_t>(n) * log_->header().page_size;

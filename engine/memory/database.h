@@ -284,6 +284,7 @@ class Database {
 
  private:
   friend class Salvage;  // recover.cc: writes what it salvages through the commit path
+  friend class ChangeFeed;  // changes.cc: reads the log behind the snapshot
   Database(std::string path, Options opts);
 
   Status OpenFile();
@@ -433,6 +434,15 @@ class Database {
   // The file: its log of transactions, the snapshot's place in it, the
   // write lock and the page cache.
   std::unique_ptr<Log> log_;
+  uint64_t log_generation_ = 0;  // +1 whenever log_ is opened (a Reload opens another file)
+  // Where the last change feed that read to its end stopped: a later feed
+  // whose `since` is at or after `seq` starts there (changes.cc).
+  struct FeedMark {
+    uint64_t generation = 0;  // log_generation_ then (0: none)
+    uint64_t seq = 0, end = 0;
+    Counters next;
+  };
+  FeedMark feed_mark_;
   std::optional<size_t> pager_budget_;  // from Options::cache_size, kept across a Reload
   Status broken_;         // a reopen after a VACUUM failed (the handle is poisoned)
   Status write_refused_;  // set when the file's write_version is too new

@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "engine/sql/function_table.h"
 #include "engine/sql/session.h"
 #include "engine/sql/vtab.h"
 
@@ -276,6 +277,7 @@ ReadCounters& Counters() {
 Status RegisterTables(Session* session) {
   std::vector<ModuleSpec> specs = TableSpecs();
   for (const ModuleSpec& f : FunctionSpecs()) specs.push_back(f);
+  for (const ModuleSpec& f : ChangeFeedSpecs()) specs.push_back(f);
   for (const ModuleSpec& spec : specs) {
     auto* aux = new ModuleAux{session, spec};
     int rc = sqlite3_create_module_v2(session->conn(), spec.module, ModuleFor(spec), aux,

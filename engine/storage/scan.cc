@@ -95,6 +95,31 @@ Status ReadPage(Window* w, uint64_t pos, uint64_t salt, DecodedPage* out) {
   return Pager::Verify(whole, pos, salt, &out->header, &out->payload);
 }
 
+// Checks 3-6 of docs/format.md §6.1 for the commit page `page` at `pos` that
+// ends `txn`, the transaction after commit `prev_seq`; on success *c is its
+// record.
+Status CheckCommit(const DecodedPage& page, const ScannedTxn& txn, uint64_t prev_seq,
+                   uint64_t pos, CommitRecord* c) {
+  const int64_t page_no = static_cast<int64_t>(page.header.page_no);
+  AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(page.payload, page_no, c));
+  if (page.header.record_count != 1) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (commit): record count %u, not 1",
+                               static_cast<long long>(page_no), page.header.record_count);
+  }
+  const uint64_t expect_start = txn.pages.empty() ? pos : txn.pages.front().offset;
+  if (c->commit_seq != prev_seq + 1 || c->txn_start != expect_start ||
+      c->page_count != txn.pages.size() || c->durable_through > c->txn_start) {
+    return AGENTMEM_CORRUPTION(kCorruptPage, page_no,
+                               "page %lld (commit): does not match its transaction (seq %llu after "
+                               "%llu, start %llu, %u pages)",
+                               static_cast<long long>(page_no),
+                               static_cast<unsigned long long>(c->commit_seq),
+                               static_cast<unsigned long long>(prev_seq),
+                               static_cast<unsigned long long>(c->txn_start), c->page_count);
+  }
+  return Status::OK();
+}
+
 bool IsIoError(const Status& s) { return s.primary() == kIoErr; }
 
 // Looks for a valid commit page after `bad` whose durable_through is past it.
@@ -159,24 +184,8 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
       pos = next;
       continue;
     }
-    int64_t page_no = static_cast<int64_t>(page.header.page_no);
     CommitRecord c;
-    s = format::DecodeCommit(page.payload, page_no, &c);
-    if (s.ok() && page.header.record_count != 1) {
-      s = AGENTMEM_CORRUPTION(kCorruptPage, page_no, "page %lld (commit): record count %u, not 1",
-                              static_cast<long long>(page_no), page.header.record_count);
-    }
-    uint64_t expect_start = txn.pages.empty() ? pos : txn.pages.front().offset;
-    if (s.ok() && (c.commit_seq != result->commit_seq + 1 || c.txn_start != expect_start ||
-                   c.page_count != txn.pages.size() || c.durable_through > c.txn_start)) {
-      s = AGENTMEM_CORRUPTION(kCorruptPage, page_no,
-                              "page %lld (commit): does not match its transaction (seq %llu after "
-                              "%llu, start %llu, %u pages)",
-                              static_cast<long long>(page_no),
-                              static_cast<unsigned long long>(c.commit_seq),
-                              static_cast<unsigned long long>(result->commit_seq),
-                              static_cast<unsigned long long>(c.txn_start), c.page_count);
-    }
+    s = CheckCommit(page, txn, result->commit_seq, pos, &c);
     if (!s.ok()) {
       bad_status = std::move(s);
       break;
@@ -216,6 +225,52 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
                                static_cast<unsigned long long>(vouched_through));
   }
   result->torn_bytes = file_size - result->end;
+  return Status::OK();
+}
+
+struct TxnReader::Impl {
+  Impl(File* f, uint64_t s, uint64_t from, uint64_t seq, uint64_t until)
+      : window(f, until), salt(s), pos(from), seq(seq), until(until) {}
+  Window window;  // sees no byte at or past `until`
+  uint64_t salt;
+  uint64_t pos;  // just past the last transaction read
+  uint64_t seq;  // its commit_seq
+  uint64_t until;
+};
+
+TxnReader::TxnReader(File* file, uint64_t salt, uint64_t from, uint64_t seq, uint64_t until)
+    : impl_(std::make_unique<Impl>(file, salt, from, seq, until)) {}
+TxnReader::~TxnReader() = default;
+uint64_t TxnReader::pos() const { return impl_->pos; }
+uint64_t TxnReader::seq() const { return impl_->seq; }
+
+Status TxnReader::Next(ScannedTxn* txn, bool* done) {
+  *txn = ScannedTxn{};
+  *done = impl_->pos >= impl_->until;
+  uint64_t pos = impl_->pos;
+  while (!*done) {
+    if (pos >= impl_->until) {
+      // Record pages run up to `until` without their commit page: `until`
+      // was not the end of a commit.
+      return AGENTMEM_CORRUPTION(kCorruptPage, static_cast<int64_t>(format::PageNoOf(pos)),
+                                 "page %lld: the log ends inside a transaction",
+                                 static_cast<long long>(format::PageNoOf(pos)));
+    }
+    DecodedPage page;
+    AGENTMEM_RETURN_IF_ERROR(ReadPage(&impl_->window, pos, impl_->salt, &page));
+    const uint64_t next = pos + format::PaddedPageSize(page.header.length);
+    if (page.header.type != static_cast<uint8_t>(PageType::kCommit)) {
+      txn->pages.push_back(std::move(page));
+      pos = next;
+      continue;
+    }
+    AGENTMEM_RETURN_IF_ERROR(CheckCommit(page, *txn, impl_->seq, pos, &txn->commit));
+    txn->commit_offset = pos;
+    txn->end = next;
+    impl_->pos = next;
+    impl_->seq = txn->commit.commit_seq;
+    return Status::OK();
+  }
   return Status::OK();
 }
 

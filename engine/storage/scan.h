@@ -56,6 +56,30 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
                uint64_t vouched_through, const std::function<Status(ScannedTxn&)>& apply,
                ScanResult* result);
 
+// Reads committed transactions one at a time, in file order, from `from`
+// (just past the commit numbered `seq`, or the first page offset with seq 0)
+// up to `until`, the end of a commit that a scan has already applied (a
+// handle's snapshot). Every byte before `until` belongs to committed
+// transactions, so nothing there is a torn tail: a page that does not
+// validate, or a commit page that does not match its transaction, is damage.
+// Reads through a window of 1 MiB; holds one transaction's pages at a time.
+// Not thread safe. REQUIRES: `file` outlives the reader.
+class TxnReader {
+ public:
+  TxnReader(File* file, uint64_t salt, uint64_t from, uint64_t seq, uint64_t until);
+  ~TxnReader();
+  // The next transaction in *txn (checkpoint pages with an empty payload),
+  // or *done once `until` is reached.
+  // Errors: kCorrupt* naming the damaged page, kIoErr*, kNoMem.
+  Status Next(ScannedTxn* txn, bool* done);
+  uint64_t pos() const;  // just past the last transaction read
+  uint64_t seq() const;  // its commit_seq
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Reads and validates single pages at any 16-byte aligned offset, through the
 // scan's read window (salvage: engine/memory/recover.cc walks a damaged file page by
 // page and looks for the next valid page after damage).

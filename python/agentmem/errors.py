@@ -17,7 +17,7 @@ PRIMARY = {
 EXTENDED = {
     4: ["READ", "WRITE", "FSYNC", "SHORT_READ", "TRUNCATE", "LOCK", "STICKY"],
     5: ["CHECKSUM", "PAGE", "INDEX", "SUPERBLOCK", "HEADER"],
-    8: ["TIMEOUT"], 9: ["FILE"], 12: ["EXISTS"], 15: ["DIMENSION", "UTF8", "JSON"],
+    8: ["TIMEOUT"], 9: ["FILE"], 12: ["EXISTS"], 14: ["CHANGES"], 15: ["DIMENSION", "UTF8", "JSON"],
 }
 
 # Every code by name, e.g. CODES["AGENTMEM_BUSY_TIMEOUT"] == 264.

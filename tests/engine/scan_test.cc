@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -1411,6 +1412,84 @@ TEST_CASE("an episode in a file whose settings name an unusable vector space fai
   Status s = OpenUnnamed(log.bytes);
   CHECK(s.code() == kCorrupt);
   CHECK(s.message().find("unusable vector space e/0/l2") != std::string::npos);
+}
+
+// ---- TxnReader: the change feed's reader of committed transactions.
+
+struct ReadTxns {
+  Status status;
+  std::vector<uint64_t> seqs;
+  uint64_t pos = 0;
+};
+
+// Reads `bytes` with a TxnReader from `from` (after commit `seq`) up to `until`.
+ReadTxns ReadTxnsOf(const std::string& bytes, uint64_t until, uint64_t from = kFirst,
+                    uint64_t seq = 0) {
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  REQUIRE(env->CreateAtomic(kPath, bytes).ok());
+  std::unique_ptr<engine::File> file;
+  REQUIRE(env->Open(kPath, engine::OpenMode{true}, &file).ok());
+  engine::TxnReader reader(file.get(), kSalt, from, seq, until);
+  ReadTxns out;
+  for (;;) {
+    ScannedTxn txn;
+    bool done = false;
+    out.status = reader.Next(&txn, &done);
+    if (!out.status.ok() || done) break;
+    out.seqs.push_back(txn.commit.commit_seq);
+    CHECK(txn.end == reader.pos());
+  }
+  out.pos = reader.pos();
+  return out;
+}
+
+TEST_CASE("the transaction reader returns each transaction up to the end it is given, no further") {
+  Log log = SpaceLog();
+  const uint64_t second = EpisodeTxn(&log, {1, 2});
+  const uint64_t third = EpisodeTxn(&log, {3});
+  EpisodeTxn(&log, {4});
+  ReadTxns r = ReadTxnsOf(log.bytes, third);
+  REQUIRE(r.status.ok());
+  CHECK(r.seqs == std::vector<uint64_t>{1, 2});
+  CHECK(r.pos == third);
+  r = ReadTxnsOf(log.bytes, log.size(), second, 1);
+  REQUIRE(r.status.ok());
+  CHECK(r.seqs == std::vector<uint64_t>{2, 3, 4});
+  CHECK(ReadTxnsOf(log.bytes, kFirst).seqs.empty());
+}
+
+TEST_CASE("before the transaction reader's end a bad page is damage, never a torn tail") {
+  Log log = SpaceLog();
+  const uint64_t second = EpisodeTxn(&log, {1});
+  EpisodeTxn(&log, {2});
+  std::string bytes = log.bytes;
+  bytes[second + format::kPageHeaderSize + 3] ^= 1;  // inside the episode record
+  ReadTxns r = ReadTxnsOf(bytes, bytes.size());
+  CHECK(r.status.code() == kCorruptChecksum);
+  CHECK(r.status.page_no() == PageNo(second));
+  CHECK(r.seqs == std::vector<uint64_t>{1});
+  // A commit page whose sequence number does not follow is damage too.
+  r = ReadTxnsOf(log.bytes, log.size(), second, 5);
+  CHECK(r.status.code() == kCorruptPage);
+  CHECK(r.status.message().find("does not match its transaction") != std::string::npos);
+}
+
+TEST_CASE("record pages that run to the transaction reader's end without a commit are damage") {
+  Log log = SpaceLog();
+  const uint64_t start = log.Page(PageType::kEpisodes, 1, Records({Episode(1)}));
+  ReadTxns r = ReadTxnsOf(log.bytes, log.size());
+  CHECK(r.seqs == std::vector<uint64_t>{1});
+  CHECK(r.status.code() == kCorruptPage);
+  CHECK(r.status.page_no() == PageNo(log.size()));
+  // A page whose header claims more bytes than lie before the end is cut
+  // short: refused from what the file holds, whatever length it names.
+  std::string bytes = log.bytes;
+  const uint32_t huge = format::kMaxPagePayload;
+  std::memcpy(&bytes[start + 12], &huge, 4);
+  std::memcpy(&bytes[start + 24], &huge, 4);
+  r = ReadTxnsOf(bytes, bytes.size());
+  CHECK(r.status.code() == kCorruptPage);
+  CHECK(r.status.page_no() == PageNo(start));
 }
 
 TEST_SUITE_END();
