@@ -2,8 +2,9 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); test-arm64 (the
-# format, index, engine and sql suites cross-built for aarch64 and run under qemu, docs/testing.md); eval (recall quality on the shared
+# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); test-arm64
+# (the format, index, engine and sql suites cross-built for aarch64 and run under
+# qemu, docs/testing.md); eval (recall quality on the shared
 # LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5,
 # hnswlib, LanceDB and sqlite-vec side by side at N = 100,000, results in
 # bench/results/, summary in docs/bench.md), bench-quick (N = 10,000), bench-large,
