@@ -254,7 +254,8 @@ test-arm64: build-arm64
 #             at least 100,000 reader snapshots); the thread variant with 5,000
 #             transactions; the lifecycle power-loss sweep over
 #             SOAK_R1_WORKLOADS (20) workloads (R1); every allocation of the
-#             SQL workload failed (R4)
+#             SQL workload failed (R4); and make test-arm64 (the suites under
+#             qemu-aarch64 take longer than make test should)
 # make fuzz   builds the libFuzzer targets with clang-14 (build-fuzz, ASan +
 #             UBSan) and runs each for FUZZ_SECONDS (60) on a copy of
 #             tests/fuzz/corpus/<target>; crashes are written to
@@ -296,6 +297,7 @@ soak: build
 	AGENTMEM_R7_TXNS=5000 $(BUILD)/$(REL_TESTS) -tc='*threads of one process*'
 	AGENTMEM_R1_WORKLOADS=$(SOAK_R1_WORKLOADS) $(BUILD)/$(REL_TESTS) -tc='*workload that forgets and compacts*'
 	AGENTMEM_NOMEM_ALL=1 $(BUILD)/$(REL_TESTS) -tc='*SQL workload*'
+	$(MAKE) test-arm64
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))
