@@ -2,7 +2,9 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); eval (recall quality on the shared
+# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); test-arm64
+# (the format, index, engine and sql suites cross-built for aarch64 and run under
+# qemu, docs/testing.md); eval (recall quality on the shared
 # LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5,
 # hnswlib, LanceDB and sqlite-vec side by side at N = 100,000, results in
 # bench/results/, summary in docs/bench.md), bench-quick (N = 10,000), bench-large,
@@ -212,6 +214,40 @@ bench-callgrind: bench-build
 	  --workdir $(BENCH_CG_DIR)/work $(BENCH_ARGS)
 	bench/callgrind_report.sh $(BENCH_CG_DIR) bench/results/callgrind.md
 
+# ---------------------------------------------------------------- arm64
+# make test-arm64  cross-compiles for aarch64 with Debian's crossbuild-essential-arm64
+#             (the arm64 libraries come from `dpkg --add-architecture arm64`, which
+#             the target adds when it is missing) and the meson cross file
+#             cross/aarch64-linux-gnu.ini into $(ARM64_BUILD), then runs
+#             tests/arm64/run.sh: the format, index, engine and sql suites under
+#             qemu-aarch64 (Debian's qemu-user) and the cross-architecture file
+#             checks (docs/testing.md, "ARM64").
+ARM64_BUILD ?= build-arm64
+ARM64_HOST_PACKAGES := crossbuild-essential-arm64 qemu-user
+ARM64_LIB_PACKAGES := libsqlite3-dev:arm64 libzstd-dev:arm64 libxsimd-dev:arm64 \
+                      libstemmer-dev:arm64 libedit-dev:arm64
+ARM64_TARGETS := tests/format_tests tests/index_tests tests/engine_tests tests/sql/sql_tests \
+                 tests/arm64/arm64_files
+
+.PHONY: deps-arm64 build-arm64 test-arm64
+
+deps-arm64: deps
+	@dpkg --print-foreign-architectures | grep -qx arm64 || { \
+	  echo "adding the Debian architecture arm64"; \
+	  $(SUDO) dpkg --add-architecture arm64 && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q; }
+	$(call install_missing,$(ARM64_HOST_PACKAGES) $(ARM64_LIB_PACKAGES))
+
+$(ARM64_BUILD)/build.ninja: | deps-arm64 glove
+	meson setup $(ARM64_BUILD) --cross-file cross/aarch64-linux-gnu.ini \
+	  --buildtype=release -Dtest_hooks=true -Dman=disabled
+
+build-arm64: deps-arm64 glove $(ARM64_BUILD)/build.ninja build
+	ninja -C $(ARM64_BUILD) $(ARM64_TARGETS)
+
+test-arm64: build-arm64
+	tests/arm64/run.sh $(BUILD) $(ARM64_BUILD)
+
 # ---------------------------------------------------------------- reliability
 # make soak   the long budgets of the reliability plan (docs/testing.md):
 #             SOAK_KILLS (10,000) kill -9 runs (R2); one writer + four reader
@@ -219,7 +255,8 @@ bench-callgrind: bench-build
 #             at least 100,000 reader snapshots); the thread variant with 5,000
 #             transactions; the lifecycle power-loss sweep over
 #             SOAK_R1_WORKLOADS (20) workloads (R1); every allocation of the
-#             SQL workload failed (R4)
+#             SQL workload failed (R4); and make test-arm64 (the suites under
+#             qemu-aarch64 take longer than make test should)
 # make fuzz   builds the libFuzzer targets with clang-14 (build-fuzz, ASan +
 #             UBSan) and runs each for FUZZ_SECONDS (60) on a copy of
 #             tests/fuzz/corpus/<target>; crashes are written to
@@ -261,6 +298,7 @@ soak: build
 	AGENTMEM_R7_TXNS=5000 $(BUILD)/$(REL_TESTS) -tc='*threads of one process*'
 	AGENTMEM_R1_WORKLOADS=$(SOAK_R1_WORKLOADS) $(BUILD)/$(REL_TESTS) -tc='*workload that forgets and compacts*'
 	AGENTMEM_NOMEM_ALL=1 $(BUILD)/$(REL_TESTS) -tc='*SQL workload*'
+	$(MAKE) test-arm64
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBIAN_PACKAGES))

@@ -4,6 +4,7 @@
 #include <agentmem.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -19,6 +20,11 @@ class AgentmemStore : public Store {
     options_ = "vector_dim=" + std::to_string(o.dim) + "&vector_metric=" +
                (o.metric == Metric::kCosine ? "cosine" : "l2") + "&sync=full";
     if (!o.embedder.empty()) options_ += "&embedder=" + o.embedder;
+    // More open options for every agentmem handle of the run, the open
+    // phase's child processes included (they inherit the environment): e.g.
+    // AGENTMEM_BENCH_OPTIONS=cache_size=-16384 for a 16 MiB page cache.
+    if (const char* more = std::getenv("AGENTMEM_BENCH_OPTIONS"); more != nullptr && *more)
+      options_ += std::string("&") + more;
   }
   ~AgentmemStore() override { agentmem_close(db_); }
   std::string Name() const override { return "agentmem"; }

@@ -175,7 +175,9 @@ const char* kUsage =
     "  --callgrind-prepare  writes the first N - batch episodes of the --callgrind stores\n"
     "                   (natively, before the valgrind run)\n"
     "  --open-only FILE --system S --query-file QF --user U --dim D --metric M --embedder E\n"
-    "                   (internal) the child of the open phase\n";
+    "                   (internal) the child of the open phase\n"
+    "Environment: AGENTMEM_BENCH_OPTIONS=K=V&... more agentmem open options, e.g.\n"
+    "  cache_size=-16384 (a 16 MiB page cache), for every handle and the open children\n";
 
 // ------------------------------------------------------------------ utilities
 

@@ -85,8 +85,11 @@ bool CpuRuns(SimdPath path) {
     case SimdPath::kSse2: return true;  // part of x86-64
     case SimdPath::kAvx2: return avx2_fma;
     case SimdPath::kAvx512: return avx2_fma && __builtin_cpu_supports("avx512f");
+    case SimdPath::kNeon: return false;
   }
   return false;
+#elif defined(__aarch64__)
+  return path == SimdPath::kScalar || path == SimdPath::kNeon;  // NEON is baseline
 #else
   return path == SimdPath::kScalar || path == SimdPath::kSse2;
 #endif
@@ -98,12 +101,14 @@ const DistanceKernels* CompiledKernels(SimdPath path) {
     case SimdPath::kSse2: return internal::Sse2Kernels();
     case SimdPath::kAvx2: return internal::Avx2Kernels();
     case SimdPath::kAvx512: return internal::Avx512Kernels();
+    case SimdPath::kNeon: return internal::NeonKernels();
   }
   return nullptr;
 }
 
+// Narrowest first within an architecture; no CPU runs both SSE2 and NEON.
 constexpr SimdPath kAllPaths[] = {SimdPath::kScalar, SimdPath::kSse2, SimdPath::kAvx2,
-                                  SimdPath::kAvx512};
+                                  SimdPath::kAvx512, SimdPath::kNeon};
 
 const DistanceKernels* WidestKernels() {
   const DistanceKernels* best = &kScalarKernels;
@@ -123,6 +128,7 @@ const char* SimdPathName(SimdPath path) {
     case SimdPath::kSse2: return "sse2";
     case SimdPath::kAvx2: return "avx2+fma";
     case SimdPath::kAvx512: return "avx512f";
+    case SimdPath::kNeon: return "neon";
   }
   return "unknown";
 }

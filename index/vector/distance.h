@@ -2,16 +2,17 @@
 // cosine) written with xsimd and chosen at run time for the CPU.
 //
 // Paths. One set of kernels exists per instruction set ("path"): a plain-C++
-// scalar reference, SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F. The
-// wider paths are compiled in their own translation units with a target pragma
-// (distance_avx2.cc, distance_avx512.cc), and are only ever called after the CPU
-// and the operating system were asked whether they support them, so a build for
-// baseline x86-64 never executes an instruction the CPU lacks. On a compiler or
-// architecture without those units only the scalar (and, on x86-64, SSE2) path
-// exists.
+// scalar reference, SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F on
+// x86-64, and NEON (the AArch64 baseline) on 64-bit ARM. The wider x86 paths
+// are compiled in their own translation units with a target pragma
+// (distance_avx2.cc, distance_avx512.cc), and are only ever called after the
+// CPU and the operating system were asked whether they support them, so a
+// build for baseline x86-64 never executes an instruction the CPU lacks. On a compiler or
+// architecture without those units only the scalar path and the baseline one
+// (SSE2 on x86-64, NEON on aarch64) exist.
 //
 // Numerics. The SIMD kernels sum in a different order from the scalar
-// reference (several accumulators, fused multiply-add on AVX2/AVX-512), so
+// reference (several accumulators, fused multiply-add on AVX2/AVX-512/NEON), so
 // results differ from it by float rounding only: within about 1e-6 of
 // sum(|a_i * b_i|) for a dot product of a few thousand elements.
 //
@@ -28,9 +29,9 @@
 
 namespace agentmem::index {
 
-enum class SimdPath : uint8_t { kScalar = 0, kSse2 = 1, kAvx2 = 2, kAvx512 = 3 };
+enum class SimdPath : uint8_t { kScalar = 0, kSse2 = 1, kAvx2 = 2, kAvx512 = 3, kNeon = 4 };
 
-// "scalar", "sse2", "avx2+fma" or "avx512f".
+// "scalar", "sse2", "avx2+fma", "avx512f" or "neon".
 const char* SimdPathName(SimdPath path);
 
 // The three sums a cosine needs, computed in one pass.
@@ -53,7 +54,7 @@ struct DistanceKernels {
 // CPU (and OS) cannot run it. kScalar is always available.
 const DistanceKernels* KernelsFor(SimdPath path);
 
-// Every path KernelsFor() would return, narrowest first.
+// Every path KernelsFor() would return, narrowest first (scalar first).
 std::vector<SimdPath> AvailableSimdPaths();
 
 // The kernels in use: the widest available path, chosen on first use, unless

@@ -8,7 +8,8 @@
 // define the ISA macros (__AVX2__, ...) for a pragma, and xsimd decides which
 // instruction sets exist from exactly those macros, so the wide units define
 // them by hand before including xsimd (distance_avx2.cc). Other compilers get
-// the scalar and SSE2 paths only.
+// the scalar and SSE2 paths only. NEON is the AArch64 baseline: its unit
+// (distance_neon.cc) is compiled whenever the build is for aarch64.
 #pragma once
 
 #include "index/vector/distance.h"
@@ -26,5 +27,6 @@ namespace agentmem::index::internal {
 const DistanceKernels* Sse2Kernels();
 const DistanceKernels* Avx2Kernels();
 const DistanceKernels* Avx512Kernels();
+const DistanceKernels* NeonKernels();
 
 }  // namespace agentmem::index::internal

@@ -1,6 +1,7 @@
 // index/vector/distance_kernels_inl.h -- the xsimd kernels, written once as a
 // template over the instruction set and instantiated by one translation unit
-// per instruction set (distance_sse2.cc, distance_avx2.cc, distance_avx512.cc).
+// per instruction set (distance_sse2.cc, distance_avx2.cc, distance_avx512.cc,
+// distance_neon.cc).
 //
 // Include it only from those units, after the unit has set its target. Two
 // rules keep a wide unit's code away from baseline callers (an inline function
@@ -43,6 +44,13 @@ inline FloatBatch<xsimd::fma3<xsimd::avx2>> MulAdd(FloatBatch<xsimd::fma3<xsimd:
                                                    FloatBatch<xsimd::fma3<xsimd::avx2>> b,
                                                    FloatBatch<xsimd::fma3<xsimd::avx2>> c) {
   return xsimd::fma(a, b, c);
+}
+#endif
+
+#if XSIMD_WITH_NEON64
+inline FloatBatch<xsimd::neon64> MulAdd(FloatBatch<xsimd::neon64> a, FloatBatch<xsimd::neon64> b,
+                                        FloatBatch<xsimd::neon64> c) {
+  return FloatBatch<xsimd::neon64>(vfmaq_f32(c, a, b));
 }
 #endif
 

@@ -81,6 +81,11 @@ TEST_CASE("the scalar path is always available and the active path is the widest
                                    << "; chosen: " << std::string(SimdPathName(guard.saved)));
 #if defined(__x86_64__)
   CHECK(KernelsFor(SimdPath::kSse2) != nullptr);
+  CHECK(KernelsFor(SimdPath::kNeon) == nullptr);
+#elif defined(__aarch64__)
+  CHECK(KernelsFor(SimdPath::kNeon) != nullptr);
+  CHECK(ActiveSimdPath() == SimdPath::kNeon);
+  CHECK(KernelsFor(SimdPath::kSse2) == nullptr);
 #endif
 }
 
@@ -228,7 +233,8 @@ TEST_CASE("AllFinite rejects NaN and infinities") {
 
 TEST_CASE("selecting an unavailable path is refused and leaves the active path alone") {
   ActivePathGuard guard;
-  for (SimdPath p : {SimdPath::kScalar, SimdPath::kSse2, SimdPath::kAvx2, SimdPath::kAvx512}) {
+  for (SimdPath p : {SimdPath::kScalar, SimdPath::kSse2, SimdPath::kAvx2, SimdPath::kAvx512,
+                     SimdPath::kNeon}) {
     SimdPath before = ActiveSimdPath();
     Status s = SetActiveSimdPath(p);
     if (KernelsFor(p) != nullptr) {
