@@ -225,7 +225,7 @@ bench-callgrind: bench-build
 ARM64_BUILD ?= build-arm64
 ARM64_HOST_PACKAGES := crossbuild-essential-arm64 qemu-user
 ARM64_LIB_PACKAGES := libsqlite3-dev:arm64 libzstd-dev:arm64 libxsimd-dev:arm64 \
-                      libstemmer-dev:arm64 libedit-dev:arm64 libpq-dev:arm64
+                      libstemmer-dev:arm64 libedit-dev:arm64
 ARM64_TARGETS := tests/format_tests tests/index_tests tests/engine_tests tests/sql/sql_tests \
                  tests/arm64/arm64_files
 
