@@ -181,6 +181,16 @@ Status Database::ApplyTxn(DecodedTxn& d) {
     if (!s.ok()) break;
     s = recall_->ApplyGraphImage(image, page_no, vectors);
   }
+  // Vectors committed without a graph image (a compacted file, whose
+  // checkpoint holds its graph, read from its first page) are inserted here,
+  // as their writer would have; a handle's own commits have their nodes.
+  if (s.ok() && d.graphs.empty() && graph_writes_ == GraphWrites::kDeltas) {
+    std::vector<const format::EpisodeRecord*> episodes;
+    for (const auto& [r, loc] : d.episodes) {
+      if (!r.vector.empty()) episodes.push_back(&r);
+    }
+    if (!episodes.empty()) s = recall_->InsertUnlinked(episodes);
+  }
   if (!s.ok()) recall_->Break(s);
   // Forgets apply last, to everything up to and including this transaction.
   for (const format::ForgetRecord& f : d.forgets) AGENTMEM_RETURN_IF_ERROR(ApplyForget(f));

@@ -418,8 +418,11 @@ class Database {
   Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
   // Writes the live records and a checkpoint into a new file at `tmp`
-  // (VACUUM's copy, of *bytes bytes).
-  Status WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes);
+  // (VACUUM's copy, of *bytes bytes). With `graph_in_checkpoint`, the copy's
+  // commits carry no graph deltas and its checkpoint, which then must be
+  // written, holds the graph (docs/format.md §6.6).
+  Status WriteCompacted(const std::string& tmp, uint64_t size_before, bool graph_in_checkpoint,
+                        uint64_t* bytes);
   void PlanCompaction(CompactionPlan* plan) const;
   Status OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Database>* out);
   Status StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch);
@@ -476,6 +479,11 @@ class Database {
   ForgetReceipt forget_counts_;  // what the forgets applied by the last commits did
   std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
   Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
+  // How commits write the graph: as deltas in each commit (the rule), or,
+  // in a VACUUM's copy whose checkpoint will hold the graph, not at all --
+  // built in memory by the commits, or adopted from the file copied.
+  enum class GraphWrites { kDeltas, kInMemory, kAdopted };
+  GraphWrites graph_writes_ = GraphWrites::kDeltas;
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()

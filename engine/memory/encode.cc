@@ -40,10 +40,10 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
   // the same commit, so that no reader ever tokenizes or inserts again.
   AGENTMEM_RETURN_IF_ERROR(PendingTexts(&layout->texts));
   add_all(PageType::kText, layout->texts, format::EncodeText, nullptr);
-  if (recall_ && !pending_episodes_.empty()) {
+  if (recall_ && !pending_episodes_.empty() && graph_writes_ != GraphWrites::kAdopted) {
     std::string delta;
     AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));
-    if (!delta.empty()) w.AddAlone(PageType::kGraph, delta);
+    if (!delta.empty() && graph_writes_ == GraphWrites::kDeltas) w.AddAlone(PageType::kGraph, delta);
   }
   format::CommitRecord& c = layout->commit;
   c.commit_seq = log_->seq() + 1;

@@ -621,13 +621,22 @@ Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan,
 // Writes the live records and a checkpoint into a new file at `tmp`, through
 // a second Database that writes what it is given: ids, versions and both time
 // axes are kept, and so are the next ids (ids of forgotten records are never
-// used again). The copy's graph is built again by its own commits, a thousand
-// episodes at a time, each delta without vectors (format.md §5.6): every
-// vector is stored once in the log, as in the file it replaces, and the copy
-// is no larger than that file when nothing is dropped.
-Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, uint64_t* bytes) {
+// used again).
+//
+// The copy's graph, by `graph_in_checkpoint`: false, it is built again by the
+// copy's commits, a thousand episodes at a time, each commit with its delta
+// (without vectors, format.md §5.6), and the checkpoint is written only when
+// the copy is long enough and no larger than the file it replaces; true, the
+// commits carry no deltas and the checkpoint, always written, holds the
+// graph: this file's graph itself when each of its nodes is an episode the
+// copy keeps (RecallIndex::TakeGraph), else one built in memory.
+Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
+                                bool graph_in_checkpoint, uint64_t* bytes) {
   std::unique_ptr<Database> dst;
   AGENTMEM_RETURN_IF_ERROR(OpenCompactionCopy(tmp, &dst));
+  std::unique_ptr<index::HnswIndex> graph;
+  if (graph_in_checkpoint && recall_) graph = recall_->TakeGraph();
+  if (graph_in_checkpoint) dst->graph_writes_ = graph ? GraphWrites::kAdopted : GraphWrites::kInMemory;
   // As few transactions as the records need (each costs a commit page).
   CompactionPlan plan;
   PlanCompaction(&plan);
@@ -641,13 +650,25 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before, ui
     AGENTMEM_RETURN_IF_ERROR(dst->Commit());
   }
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+  if (graph) {
+    AGENTMEM_RETURN_IF_ERROR(dst->EnsureRecallIndex());
+    AGENTMEM_RETURN_IF_ERROR(dst->recall_->AdoptGraph(std::move(graph)));
+  }
   AGENTMEM_RETURN_IF_ERROR(dst->log_->SyncAll());
-  // A checkpoint pays once the log is long enough to be slow to scan (the
-  // checkpoint_bytes policy); below that, a small file stays small. Never
-  // one that would make the copy larger than the file it replaces.
-  if (opts_.checkpoint_bytes != 0 && dst->log_->end() >= opts_.checkpoint_bytes) {
+  if (graph_in_checkpoint) {
+    const uint64_t before = dst->log_->checkpoint_end();
+    AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint());
+    if (dst->log_->checkpoint_end() == before) {
+      return Status(kTooBig, "VACUUM: the copy's checkpoint does not fit in a page");
+    }
+  } else if (opts_.checkpoint_bytes != 0 && dst->log_->end() >= opts_.checkpoint_bytes) {
+    // A checkpoint pays once the log is long enough to be slow to scan (the
+    // checkpoint_bytes policy); below that, a small file stays small. Never
+    // one that would make the copy larger than the file it replaces.
     AGENTMEM_RETURN_IF_ERROR(dst->WriteCheckpoint(size_before));
   }
+  // WriteCheckpoint pointed one superblock at the checkpoint; this one is the
+  // other slot's, so that both do.
   AGENTMEM_RETURN_IF_ERROR(dst->log_->WriteSuperblock());
   *bytes = dst->log_->end();
   dst->ReleaseWriteLock();
@@ -667,7 +688,15 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   Status s = ApplyRetention();  // expired episodes are not copied
   if (s.ok()) s = log_->file()->Size(&r.bytes_before);
   const std::string tmp = path_ + "-vacuum";
-  if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, &r.bytes_after);
+  // A file with a checkpoint gets a copy whose checkpoint holds the graph
+  // (no deltas); should that checkpoint not fit in a page, the copy is
+  // written again with deltas.
+  const bool graph_in_checkpoint = opts_.checkpoint_bytes != 0 && log_->checkpoint_size() != 0;
+  bool graph_taken = graph_in_checkpoint;
+  if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, graph_in_checkpoint, &r.bytes_after);
+  if (graph_in_checkpoint && s.code() == kTooBig) {
+    s = WriteCompacted(tmp, r.bytes_before, false, &r.bytes_after);
+  }
   if (s.ok() && !needles.empty()) {
     // The proof: every byte of the new file, and every compressed page's
     // payload decompressed, searched for each needle.
@@ -701,6 +730,8 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   if (!s.ok()) {
     env()->Delete(tmp).IgnoreError();
     ReleaseWriteLock();
+    // The graph may have gone to the copy: the file, unchanged, has it.
+    if (graph_taken) Reload().IgnoreError();
     return s;
   }
   // Waiting writers now get the old file's lock, see it replaced and move on.

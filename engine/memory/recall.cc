@@ -240,20 +240,57 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
                                  records_checked);
   AGENTMEM_RETURN_IF_ERROR(g.status());
   std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
-  // Each node belongs to one episode with a vector, and each such episode has
-  // a node, in id order (so node order is id order, as inserts made it).
-  size_t nodes = 0;
-  bool agree = true;
-  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
-    if (!a.present || !a.has_vector) return;
-    agree &= a.node == nodes;
-    nodes++;
-  });
-  if (!agree) return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
-  if (nodes != graph->size()) return Status(kCorruptIndex, "checkpoint graph: node count differs");
+  if (!NodesAgree(graph->size())) {
+    return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
+  }
   graph_ = std::move(graph);
   synced_nodes_ = graph_->size();
   return Status::OK();
+}
+
+bool RecallIndex::NodesAgree(size_t nodes) const {
+  size_t n = 0;
+  bool agree = true;
+  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
+    if (!a.present || !a.has_vector) return;
+    agree &= a.node == n;
+    n++;
+  });
+  return agree && n == nodes;
+}
+
+std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
+  if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return nullptr;
+  // Each node is an episode with a vector (NodesAgree); none may be forgotten.
+  size_t live = 0;
+  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
+    live += a.present && a.has_vector && !a.forgotten;
+  });
+  if (live != graph_->size()) return nullptr;
+  broken_ = Status(kInternal, "the graph was handed to a compaction copy; reopen the handle");
+  synced_nodes_ = 0;
+  return std::move(graph_);
+}
+
+Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {
+  if (graph_) return Status(kInternal, "recall index: a graph is already there");
+  graph_ = std::move(graph);
+  synced_nodes_ = 0;
+  SyncNodes();
+  if (NodesAgree(graph_->size())) return Status::OK();
+  broken_ = Status(kCorruptIndex, "compaction: the graph's nodes are not the copy's episodes");
+  return broken_;
+}
+
+Status RecallIndex::InsertUnlinked(const std::vector<const format::EpisodeRecord*>& episodes) {
+  std::vector<format::EpisodeRecord> batch;
+  for (const format::EpisodeRecord* r : episodes) {
+    const EpisodeAttrs* a = attrs_.Find(r->id);
+    if (r->vector.size() == dim_ && a && a->node == EpisodeAttrs::kNoNode) batch.push_back(*r);
+  }
+  if (batch.empty()) return Status::OK();
+  std::string delta;  // not written: the file holds its graph in a checkpoint
+  return InsertForCommit(batch, &delta);
 }
 
 Status RecallIndex::HideNodes(const std::vector<uint64_t>& labels) {

@@ -166,6 +166,18 @@ class RecallIndex {
   // `records_checked`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false);
+  // Compaction: the graph, handed over to the copy, when each of its nodes is
+  // an episode the copy keeps (none deleted or hidden); nullptr otherwise.
+  // This index then has no graph and is broken until its handle reloads.
+  std::unique_ptr<index::HnswIndex> TakeGraph();
+  // The copy's side: a graph whose nodes are this index's episodes with
+  // vectors, one each, in id order (TakeGraph of the file it copies).
+  // REQUIRES: no graph yet. Errors: kCorruptIndex when they disagree.
+  Status AdoptGraph(std::unique_ptr<index::HnswIndex> graph);
+  // Inserts the episodes among `episodes` that have a vector but no node: a
+  // committed transaction without a graph image (a compacted file, whose
+  // checkpoint holds the graph, read from its first page).
+  Status InsertUnlinked(const std::vector<const format::EpisodeRecord*>& episodes);
   // Keeps the graph nodes of `labels` out of every vector search (their
   // vectors could not be read: their pages are damaged). They stay waypoints.
   Status HideNodes(const std::vector<uint64_t>& labels);
@@ -285,6 +297,9 @@ class RecallIndex {
   bool Matches(const RecallQuery& q, const RecallHit& h) const;
   // Records the graph node of each episode inserted since the last call.
   void SyncNodes();
+  // Whether each episode with a vector has a node of a graph of `nodes`
+  // nodes, in id order (node order is id order, as inserts make it).
+  bool NodesAgree(size_t nodes) const;
 
   index::Tokenizer tokenizer_;
   uint32_t dim_;

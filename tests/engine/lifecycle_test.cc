@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <cmath>
 #include <string>
@@ -983,4 +984,185 @@ TEST_CASE("an episode forgotten in the transaction that remembers it is no conte
   auto db = MustOpen(path, Options{});
   CHECK(RecallIds(db.get(), "u", "zeppelin", RecallMode::kBm25).empty());
   CHECK(RecallIds(db.get(), "u", "went home", RecallMode::kBm25).size() == 1);
+}
+
+namespace {
+
+// The bytes of each page type in a file, and its two superblocks (an
+// invalid one has generation 0).
+struct FileLayout {
+  std::map<int, uint64_t> bytes;  // page type -> bytes
+  agentmem::format::Superblock sb[2];
+};
+
+FileLayout LayoutOf(const std::string& path) {
+  namespace fmt = agentmem::format;
+  const std::string raw = agentmem::test::ReadFileBytes(path);
+  fmt::FileHeader h;
+  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
+  FileLayout out;
+  for (int slot = 0; slot < 2; slot++) {
+    if (!fmt::DecodeSuperblock(std::string_view(raw).substr(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize),
+                               h.salt, &out.sb[slot]).ok()) {
+      out.sb[slot] = fmt::Superblock{};
+    }
+  }
+  for (uint64_t pos = fmt::kFirstPageOffset; pos + fmt::kPageHeaderSize <= raw.size();) {
+    fmt::PageHeader ph;
+    if (!fmt::PeekPageHeader(std::string_view(raw).substr(pos, fmt::kPageHeaderSize), pos, h.salt, &ph).ok()) break;
+    out.bytes[static_cast<int>(ph.type)] += fmt::PaddedPageSize(ph.length);
+    pos += fmt::PaddedPageSize(ph.length);
+  }
+  return out;
+}
+
+constexpr int kGraphPage = static_cast<int>(agentmem::format::PageType::kGraph);
+constexpr int kCheckpointPage = static_cast<int>(agentmem::format::PageType::kCheckpoint);
+
+// Ids of the top-k of each of a few queries, in every mode.
+std::vector<std::vector<uint64_t>> Answers(Database* db, const std::vector<std::string>& users,
+                                           bool* graph_used = nullptr) {
+  std::vector<std::vector<uint64_t>> out;
+  for (const std::string& user : users) {
+    for (int q = 0; q < 6; q++) {
+      const std::string text = Text(user, q * 37);
+      for (RecallMode mode : {RecallMode::kVector, RecallMode::kBm25, RecallMode::kHybrid}) {
+        RecallQuery rq;
+        rq.user_id = user;
+        rq.text = text;
+        rq.mode = mode;
+        rq.min_similarity = -INFINITY;
+        std::vector<RecallHit> hits;
+        agentmem::engine::RecallPlan plan;
+        Ok(db->Recall(rq, &hits, &plan));
+        if (graph_used && plan.vector_path.find("hnsw") != std::string::npos) *graph_used = true;
+        std::vector<uint64_t> ids;
+        for (const RecallHit& h : hits) ids.push_back(h.id);
+        out.push_back(ids);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's checkpoint only, and recall is unchanged") {
+  TempDir dir;
+  const std::string path = dir.File("v.agentmem");
+  Options o;
+  o.checkpoint_bytes = 64 * 1024;
+  {
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
+      Ok(db->Begin());
+      for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
+      Ok(db->Commit());
+    }
+    Ok(db->Close());
+  }
+  const FileLayout before = LayoutOf(path);
+  REQUIRE(before.bytes.count(kCheckpointPage));
+  REQUIRE(before.bytes.count(kGraphPage));
+  auto db = MustOpen(path, o);
+  bool graph_used = false;
+  const auto answers = Answers(db.get(), {"u"}, &graph_used);
+  CHECK(graph_used);
+  ForgetReceipt r;
+  Ok(db->Vacuum({}, &r));
+  CHECK(r.bytes_after < r.bytes_before);
+  const FileLayout after = LayoutOf(path);
+  CHECK(after.bytes.count(kGraphPage) == 0);  // no delta: the checkpoint holds the graph
+  CHECK(after.bytes.at(kCheckpointPage) > 0);
+  // Both superblocks point at the checkpoint: neither leads a reader to a
+  // scan that would find vectors without their graph.
+  CHECK(after.sb[0].checkpoint != 0);
+  CHECK(after.sb[0].checkpoint == after.sb[1].checkpoint);
+  CHECK(after.sb[0].scan_from == after.sb[1].scan_from);
+  // The graph was handed over as it was: the same answers, bit for bit.
+  CHECK(Answers(db.get(), {"u"}) == answers);
+  std::vector<std::string> problems;
+  Ok(db->Check(&problems));
+  CHECK(problems.empty());
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(Answers(db.get(), {"u"}) == answers);
+  // Later commits write their deltas on top of it, as usual.
+  const uint64_t id = Remember(db.get(), "u", "s", "a brand new memory about sailing boats");
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(RecallIds(db.get(), "u", "a brand new memory about sailing boats", RecallMode::kVector, 1) ==
+        std::vector<uint64_t>{id});
+}
+
+TEST_CASE("a VACUUM that drops episodes builds the copy's graph again, into its checkpoint only") {
+  TempDir dir;
+  const std::string path = dir.File("d.agentmem");
+  Options o;
+  o.checkpoint_bytes = 16 * 1024;
+  auto db = MustOpen(path, o);
+  for (int t = 0; t < 6; t++) {
+    Ok(db->Begin());
+    for (int i = 0; i < 50; i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
+    Ok(db->Commit());
+  }
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  REQUIRE(LayoutOf(path).bytes.count(kCheckpointPage));
+  Ok(db->Forget(ForgetUser("u1"), nullptr));
+  const auto answers = Answers(db.get(), {"u0", "u2"});
+  Ok(db->Vacuum({}, nullptr));
+  const FileLayout after = LayoutOf(path);
+  CHECK(after.bytes.count(kGraphPage) == 0);
+  CHECK(after.sb[0].checkpoint != 0);
+  CHECK(after.sb[1].checkpoint == after.sb[0].checkpoint);
+  CHECK(Ids(db.get(), "u1").empty());
+  CHECK(Answers(db.get(), {"u0", "u2"}) == answers);  // exact scans: the graph's shape does not matter
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(Answers(db.get(), {"u0", "u2"}) == answers);
+}
+
+TEST_CASE("a compacted file read from its first page inserts the vectors its checkpoint's graph holds") {
+  namespace fmt = agentmem::format;
+  TempDir dir;
+  const std::string path = dir.File("s.agentmem");
+  Options o;
+  o.checkpoint_bytes = 16 * 1024;
+  std::vector<std::vector<uint64_t>> answers;
+  {
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 6; t++) {
+      Ok(db->Begin());
+      for (int i = 0; i < 50; i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
+      Ok(db->Commit());
+    }
+    Ok(db->Close());
+    db = MustOpen(path, o);
+    Ok(db->Vacuum({}, nullptr));
+    answers = Answers(db.get(), {"u0", "u1", "u2"});
+    Ok(db->Close());
+  }
+  REQUIRE(LayoutOf(path).bytes.count(kGraphPage) == 0);
+  // Superblocks that know no checkpoint (as a file's first superblock does):
+  // the open scans every transaction from the first page.
+  std::string raw = agentmem::test::ReadFileBytes(path);
+  fmt::FileHeader h;
+  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
+  for (int slot = 0; slot < 2; slot++) {
+    fmt::Superblock sb;
+    sb.generation = 100 + slot;
+    sb.salt = h.salt;
+    sb.durable_through = raw.size();
+    raw.replace(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize, fmt::EncodeSuperblock(sb));
+  }
+  agentmem::test::WriteFileBytes(path, raw);
+  auto db = MustOpen(path, o);
+  CHECK(Answers(db.get(), {"u0", "u1", "u2"}) == answers);
+  const uint64_t id = Remember(db.get(), "u1", "s", "a brand new memory about sailing boats");
+  CHECK(RecallIds(db.get(), "u1", "a brand new memory about sailing boats", RecallMode::kVector, 1) ==
+        std::vector<uint64_t>{id});
+  std::vector<std::string> problems;
+  Ok(db->Check(&problems));
+  CHECK(problems.empty());
 }
