@@ -153,7 +153,9 @@ const char *agentmem_errstr(int code);
 **                             0 = never; docs/architecture.md "Checkpoints")
 **   auto_vacuum=0|1           compact the file at a writable close when more of
 **                             its episode records are forgotten than live, at
-**                             least 1,000 (default 1; docs/lifecycle.md)
+**                             least 1,000, or when superseded checkpoints and
+**                             graph deltas outweigh the rest of the file
+**                             (default 1; docs/lifecycle.md)
 ** The vector_*, embedder and text options (tokenizer, stem, stop_words,
 ** context, own_weight) define the file's vector space and text analysis when
 ** the file is created; on an existing file they must match what the file

@@ -158,6 +158,7 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   d.checkpoint_start = start;
   d.end = start + buf.size();
   AGENTMEM_RETURN_IF_ERROR(Committed(d, 4, "checkpoint"));
+  wrote_checkpoint_ = true;
   return log_->WriteSuperblock(start);
 }
 

@@ -431,6 +431,7 @@ class Database {
   Status Reload();
   Status TryLockNoWait(bool* locked, bool refresh = true);
   Status RemoveVacuumLeftover();
+  Status SupersededBytes(uint64_t* bytes);
 
   std::string path_;
   Options opts_;
@@ -484,6 +485,7 @@ class Database {
   // built in memory by the commits, or adopted from the file copied.
   enum class GraphWrites { kDeltas, kInMemory, kAdopted };
   GraphWrites graph_writes_ = GraphWrites::kDeltas;
+  bool wrote_checkpoint_ = false;  // this handle wrote one (the auto_vacuum policy)
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;
   int read_pins_ = 0;  // BeginRead() without EndRead()

@@ -14,6 +14,7 @@
 
 #include "engine/memory/database.h"
 #include "engine/storage/pager.h"
+#include "engine/storage/scan.h"
 #include "engine/memory/validate.h"
 #include "format/page.h"
 
@@ -300,18 +301,43 @@ uint64_t Database::ForgottenInFile() const {
   return gone > before ? gone - before : 0;
 }
 
+// The bytes of graph deltas and checkpoints before the newest checkpoint:
+// derived data that it makes redundant, and that only a compaction drops.
+Status Database::SupersededBytes(uint64_t* bytes) {
+  *bytes = 0;
+  if (log_->checkpoint_size() == 0) return Status::OK();
+  return DerivedBytesBefore(log_->file(), log_->header().salt,
+                            log_->checkpoint_end() - log_->checkpoint_size(), bytes);
+}
+
 // The auto_vacuum policy (options.h), at a writable close; skipped when
-// another handle holds the write lock.
+// another handle holds the write lock. Due when more episodes are forgotten
+// than live (at least 1,000), or, once this handle has written a
+// checkpoint, when the checkpoints and graph deltas the newest checkpoint
+// supersedes take more of the file than the rest of it (at least
+// checkpoint_bytes) -- and, if the graph would have to be built again
+// (forgotten nodes), more than four times the rest.
 Status Database::MaybeVacuum() {
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
-  auto due = [this] {
+  auto due = [this](bool* yes) -> Status {
     const uint64_t forgotten = ForgottenInFile();
-    return forgotten >= 1000 && forgotten > catalog_.episode_count();
+    *yes = forgotten >= 1000 && forgotten > catalog_.episode_count();
+    if (*yes || !wrote_checkpoint_ || opts_.checkpoint_bytes == 0) return Status::OK();
+    uint64_t superseded = 0;
+    AGENTMEM_RETURN_IF_ERROR(SupersededBytes(&superseded));
+    const uint64_t rest = log_->end() - std::min(log_->end(), superseded);
+    const bool cheap = recall_ && recall_->GraphTransferable();
+    *yes = superseded >= opts_.checkpoint_bytes && superseded > (cheap ? rest : 4 * rest);
+    return Status::OK();
   };
-  if (!due()) return Status::OK();
+  bool yes = false;
+  AGENTMEM_RETURN_IF_ERROR(due(&yes));
+  if (!yes) return Status::OK();
   bool locked = false;
   AGENTMEM_RETURN_IF_ERROR(TryLockNoWait(&locked));
-  if (!locked || !due()) return Status::OK();  // decided again on the latest state
+  if (!locked) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(due(&yes));  // decided again on the latest state
+  if (!yes) return Status::OK();
   return VacuumLocked({}, nullptr);
 }
 

@@ -259,14 +259,18 @@ bool RecallIndex::NodesAgree(size_t nodes) const {
   return agree && n == nodes;
 }
 
-std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
-  if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return nullptr;
+bool RecallIndex::GraphTransferable() const {
+  if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return false;
   // Each node is an episode with a vector (NodesAgree); none may be forgotten.
   size_t live = 0;
   attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
     live += a.present && a.has_vector && !a.forgotten;
   });
-  if (live != graph_->size()) return nullptr;
+  return live == graph_->size();
+}
+
+std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
+  if (!GraphTransferable()) return nullptr;
   broken_ = Status(kInternal, "the graph was handed to a compaction copy; reopen the handle");
   synced_nodes_ = 0;
   return std::move(graph_);

@@ -170,6 +170,8 @@ class RecallIndex {
   // an episode the copy keeps (none deleted or hidden); nullptr otherwise.
   // This index then has no graph and is broken until its handle reloads.
   std::unique_ptr<index::HnswIndex> TakeGraph();
+  // Whether TakeGraph would hand the graph over (there is none: false).
+  bool GraphTransferable() const;
   // The copy's side: a graph whose nodes are this index's episodes with
   // vectors, one each, in id order (TakeGraph of the file it copies).
   // REQUIRES: no graph yet. Errors: kCorruptIndex when they disagree.

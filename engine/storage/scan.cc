@@ -322,4 +322,24 @@ Status PageReader::Plausible(uint64_t pos, bool* plausible) {
   return Status::OK();
 }
 
+Status DerivedBytesBefore(File* file, uint64_t salt, uint64_t end, uint64_t* bytes) {
+  *bytes = 0;
+  std::string head;
+  for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= end;) {
+    AGENTMEM_RETURN_IF_ERROR(file->ReadAt(pos, format::kPageHeaderSize, &head));
+    format::PageHeader h;
+    if (head.size() < format::kPageHeaderSize ||
+        !format::PeekPageHeader(head, pos, salt, &h).ok()) {
+      break;
+    }
+    const uint64_t padded = format::PaddedPageSize(h.length);
+    const auto type = static_cast<format::PageType>(h.type);
+    if (type == format::PageType::kGraph || type == format::PageType::kCheckpoint) {
+      *bytes += std::min(padded, end - pos);
+    }
+    pos += padded;
+  }
+  return Status::OK();
+}
+
 }  // namespace agentmem::engine

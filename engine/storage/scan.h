@@ -56,6 +56,13 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
                uint64_t vouched_through, const std::function<Status(ScannedTxn&)>& apply,
                ScanResult* result);
 
+// The bytes of the graph pages (type 6) and checkpoint pages (type 8) from
+// the first page up to `end`, found by reading each page's header only (no
+// checksum): the derived data that a checkpoint starting at `end` makes
+// redundant. Stops early, with what it has counted, at a header that could
+// not start a page. Errors: kIoErr*.
+Status DerivedBytesBefore(File* file, uint64_t salt, uint64_t end, uint64_t* bytes);
+
 // Reads committed transactions one at a time, in file order, from `from`
 // (just past the commit numbered `seq`, or the first page offset with seq 0)
 // up to `until`, the end of a commit that a scan has already applied (a

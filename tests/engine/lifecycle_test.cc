@@ -1166,3 +1166,40 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
   Ok(db->Check(&problems));
   CHECK(problems.empty());
 }
+
+TEST_CASE("a close compacts the file once superseded checkpoints and graph deltas outweigh the rest of it, unless auto_vacuum is off") {
+  TempDir dir;
+  std::vector<std::vector<uint64_t>> answers[2];
+  uint64_t sizes[2] = {0, 0};
+  FileLayout layouts[2];
+  for (int auto_vacuum = 0; auto_vacuum < 2; auto_vacuum++) {
+    CAPTURE(auto_vacuum);
+    const std::string path = dir.File("a" + std::to_string(auto_vacuum) + ".agentmem");
+    Options o;
+    o.checkpoint_bytes = 16 * 1024;
+    o.auto_vacuum = auto_vacuum == 1;
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 100; t++) {  // a writer that stays open: checkpoints at commits
+      Ok(db->Begin());
+      for (int i = 0; i < 100; i++) {
+        Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
+      }
+      Ok(db->Commit());
+    }
+    const FileLayout open = LayoutOf(path);
+    REQUIRE(open.bytes.count(kCheckpointPage));
+    Ok(db->Close());
+    layouts[auto_vacuum] = LayoutOf(path);
+    sizes[auto_vacuum] = agentmem::test::ReadFileBytes(path).size();
+    db = MustOpen(path, o);
+    answers[auto_vacuum] = Answers(db.get(), {"u0", "u1", "u2"});
+    CHECK(Ids(db.get(), "u0").size() + Ids(db.get(), "u1").size() + Ids(db.get(), "u2").size() == 10000);
+  }
+  MESSAGE("file at close: " << sizes[0] << " bytes with auto_vacuum=0 (checkpoints "
+          << layouts[0].bytes[kCheckpointPage] << ", graph deltas " << layouts[0].bytes[kGraphPage]
+          << "), " << sizes[1] << " with auto_vacuum=1");
+  CHECK(layouts[0].bytes[kGraphPage] > 0);
+  CHECK(layouts[1].bytes.count(kGraphPage) == 0);  // compacted: the graph is in its checkpoint
+  CHECK(sizes[1] * 2 < sizes[0]);
+  CHECK(answers[1] == answers[0]);
+}
