@@ -86,6 +86,12 @@ class Decoder {
     if (!Need(1)) return 0;
     return static_cast<uint8_t>(*p_++);
   }
+  uint16_t Fixed16() {
+    if (!Need(2)) return 0;
+    uint16_t v = DecodeFixed16(p_);
+    p_ += 2;
+    return v;
+  }
   uint32_t Fixed32() {
     if (!Need(4)) return 0;
     uint32_t v = DecodeFixed32(p_);

@@ -14,8 +14,13 @@
 namespace agentmem::format {
 
 constexpr char kMagic[8] = {'\x89', 'A', 'G', 'M', '\r', '\n', '\x1a', '\n'};
-constexpr uint16_t kReadVersion = 1;   // readers older than this must refuse the file
-constexpr uint16_t kWriteVersion = 1;  // writers older than this must open read-only
+// The newest versions this library reads and writes (docs/format.md §7).
+constexpr uint16_t kReadVersion = 2;
+constexpr uint16_t kWriteVersion = 2;
+// The versions a new file records: 1, or 2 when its vectors are float16
+// (vector.type f16, §5.1), which a version 1 library cannot read.
+constexpr uint16_t kBaseVersion = 1;
+constexpr uint16_t kHalfVectorsVersion = 2;
 constexpr uint32_t kDefaultPageSize = 4096;
 constexpr uint32_t kPageAlign = 16;
 constexpr uint64_t kHeaderSize = 64;
@@ -24,8 +29,8 @@ constexpr uint64_t kSuperblockOffset[2] = {512, 1024};
 constexpr uint64_t kFirstPageOffset = 4096;
 
 struct FileHeader {
-  uint16_t read_version = kReadVersion;
-  uint16_t write_version = kWriteVersion;
+  uint16_t read_version = kBaseVersion;
+  uint16_t write_version = kBaseVersion;
   uint32_t page_size = kDefaultPageSize;
   uint32_t page_align = kPageAlign;
   uint32_t first_page = static_cast<uint32_t>(kFirstPageOffset);

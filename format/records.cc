@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/coding.h"
+#include "format/half.h"
 
 namespace agentmem::format {
 namespace {
@@ -64,8 +65,25 @@ void EncodeEpisode(const EpisodeRecord& r, std::string* dst) {
   PutString(dst, r.role);
   PutString(dst, r.text);
   PutString(dst, r.metadata);
-  PutVarint(dst, r.vector.size());
-  PutFloats(dst, r.vector);
+  // The component type rides in bits 32-39 of the dim varint (0: f32).
+  PutVarint(dst, r.vector.size() | (uint64_t{static_cast<uint8_t>(r.vector_type)} << 32));
+  if (r.vector_type == VectorType::kF16) {
+    for (float f : r.vector) PutFixed16(dst, FloatToHalf(f));
+  } else {
+    PutFloats(dst, r.vector);
+  }
+}
+
+// The dim varint of an episode record: dim and the component type, checked
+// against the bytes left. False when malformed.
+bool GetVectorHeader(Decoder* d, uint64_t* dim, VectorType* type, size_t* width) {
+  const uint64_t v = d->Varint();
+  *dim = v & 0xffffffff;
+  const uint64_t t = v >> 32;
+  if (d->failed() || t > 1) return false;
+  *type = static_cast<VectorType>(t);
+  *width = t == 1 ? 2 : 4;
+  return *dim <= d->remaining() / *width;
 }
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
@@ -79,24 +97,31 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   r.role = d.String();
   r.text = d.String();
   r.metadata = d.String();
-  uint64_t dim = d.Varint();
-  if (d.failed() || dim > d.remaining() / 4) return Malformed(page_no, "episode");
+  uint64_t dim = 0;
+  size_t width = 0;
+  if (!GetVectorHeader(&d, &dim, &r.vector_type, &width)) return Malformed(page_no, "episode");
   r.vector.resize(dim);
-  GetFloats(&d, &r.vector);
+  if (r.vector_type == VectorType::kF16) {
+    for (float& f : r.vector) f = HalfToFloat(d.Fixed16());
+  } else {
+    GetFloats(&d, &r.vector);
+  }
   AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "episode"));
   *out = std::move(r);
   return Status::OK();
 }
 
-Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector) {
+Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
+                       VectorType* type) {
   Decoder d(in);
   *id = d.Fixed64();
   d.SignedVarint();
   d.SignedVarint();
   for (int i = 0; i < 5; i++) d.String();  // user, session, role, text, metadata
-  uint64_t dim = d.Varint();
-  if (d.failed() || dim > d.remaining() / 4) return Malformed(page_no, "episode");
-  *vector = d.Bytes(static_cast<size_t>(dim) * 4);
+  uint64_t dim = 0;
+  size_t width = 0;
+  if (!GetVectorHeader(&d, &dim, type, &width)) return Malformed(page_no, "episode");
+  *vector = d.Bytes(static_cast<size_t>(dim) * width);
   return Finish(d, page_no, "episode");
 }
 

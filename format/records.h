@@ -18,6 +18,9 @@ namespace agentmem::format {
 
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();  // open end of a time range
 
+// How an episode record stores its vector's components (docs/format.md §5.1).
+enum class VectorType : uint8_t { kF32 = 0, kF16 = 1 };
+
 struct EpisodeRecord {
   uint64_t id = 0;
   std::string user_id;
@@ -28,6 +31,9 @@ struct EpisodeRecord {
   int64_t created_at = 0;  // commit time, unix microseconds
   std::string metadata;    // JSON text ("" when none)
   std::vector<float> vector;
+  // kF16: stored as float16; then every component is a value a half holds
+  // (RoundToHalf), so that it reads back as it was.
+  VectorType vector_type = VectorType::kF32;
   bool operator==(const EpisodeRecord&) const = default;
 };
 
@@ -121,10 +127,11 @@ void EncodeForget(const ForgetRecord& r, std::string* dst);
 std::string EncodeCommit(const CommitRecord& r);
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
-// An episode record's id and its vector's bytes (dim little-endian f32; empty
-// when it has none, a view into `in`), checked as DecodeEpisode checks the
-// record, without copying its strings.
-Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector);
+// An episode record's id and its vector's bytes (dim little-endian f32, or
+// f16 when *type says so; empty when it has none, a view into `in`), checked
+// as DecodeEpisode checks the record, without copying its strings.
+Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
+                       VectorType* type);
 Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
 Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);

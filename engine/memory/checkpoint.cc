@@ -31,6 +31,7 @@
 #include "engine/storage/checkpoint_reader.h"
 #include "engine/storage/scan.h"
 #include "format/coding.h"
+#include "format/half.h"
 #include "format/page.h"
 #include "format/records.h"
 #include "index/vector/hnsw.h"
@@ -304,12 +305,22 @@ class NodeVectorSource {
     if (e.slot >= records_.size()) return nullptr;
     uint64_t id = 0;
     std::string_view bytes;
-    if (!format::EpisodeVectorOf(records_[e.slot], static_cast<int64_t>(header_.page_no), &id, &bytes)
+    format::VectorType type;
+    if (!format::EpisodeVectorOf(records_[e.slot], static_cast<int64_t>(header_.page_no), &id, &bytes,
+                                 &type)
              .ok()) {
       return Hide(label);
     }
-    if (id != label || bytes.size() != size_t{dim_} * 4) return nullptr;
-    std::memcpy(vector_.data(), bytes.data(), bytes.size());
+    if (id != label) return nullptr;
+    if (type == format::VectorType::kF16) {
+      if (bytes.size() != size_t{dim_} * 2) return nullptr;
+      for (uint32_t i = 0; i < dim_; i++) {
+        vector_[i] = format::HalfToFloat(format::DecodeFixed16(bytes.data() + 2 * i));
+      }
+    } else {
+      if (bytes.size() != size_t{dim_} * 4) return nullptr;
+      std::memcpy(vector_.data(), bytes.data(), bytes.size());
+    }
     return vector_.data();
   }
   // OK, or the I/O error that stopped it.

@@ -30,6 +30,9 @@ format::MetaRecord SpaceMeta(const VectorSpace& s, const index::TokenizerOptions
                {"vector.metric", s.metric},
                {"text.tokenizer", index::TokenizerConfigString(tok)},
                {"created_by", std::string("agentmem ") + AGENTMEM_VERSION}};
+  // Recorded only when not the default, so that a file of float32 vectors
+  // is what a version 1 library writes.
+  if (s.type != "f32") m.entries.emplace_back("vector.type", s.type);
   return m;
 }
 
@@ -78,7 +81,9 @@ Status Database::OpenFile() {
     n.salt = opts_.salt;
     n.page_size = opts_.page_size;
     n.created_at = Now();
-    format::EncodeMeta(SpaceMeta(NewFileSpace(opts_), opts_.tokenizer), &n.meta);
+    const VectorSpace space = NewFileSpace(opts_);
+    format::EncodeMeta(SpaceMeta(space, opts_.tokenizer), &n.meta);
+    if (space.type == "f16") n.version = format::kHalfVectorsVersion;
     n.create_like = create_like_;
     AGENTMEM_RETURN_IF_ERROR(Log::Create(path_, lo, n));
   }
@@ -141,6 +146,7 @@ VectorSpace Database::RecordedSpace() const {
   VectorSpace s;
   if (const std::string* v = catalog_.Meta("vector.embedder")) s.embedder = *v;
   if (const std::string* v = catalog_.Meta("vector.metric")) s.metric = *v;
+  if (const std::string* v = catalog_.Meta("vector.type")) s.type = *v;
   if (const std::string* v = catalog_.Meta("vector.dim")) {
     s.dim = static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
   }
@@ -151,8 +157,9 @@ Status Database::LoadSpace() {
   VectorSpace s = RecordedSpace();
   if (!SpaceMatches(opts_, s)) {
     return StatusF(kMismatch,
-                   "vector space mismatch: the file records %s/%u/%s, the open asked for %s",
-                   s.embedder.c_str(), s.dim, s.metric.c_str(), AskedSpace(opts_).c_str());
+                   "vector space mismatch: the file records %s/%u/%s%s, the open asked for %s",
+                   s.embedder.c_str(), s.dim, s.metric.c_str(), s.type == "f32" ? "" : "/f16",
+                   AskedSpace(opts_).c_str());
   }
   space_ = s;
   if (opts_.tokenizer_given) {
@@ -184,6 +191,10 @@ Status Database::EnsureRecallIndex() {
   if (!metric.ok() || s.dim == 0 || s.dim > 65536) {
     return StatusF(kCorrupt, "file settings: unusable vector space %s/%u/%s", s.embedder.c_str(),
                    s.dim, s.metric.c_str());
+  }
+  if (s.type != "f32" && s.type != "f16") {
+    return StatusF(kFormatVersion, "file stores vectors as \"%s\", unknown to this version",
+                   s.type.c_str());
   }
   index::TokenizerOptions tok;
   if (const std::string* v = catalog_.Meta("text.tokenizer")) {

@@ -328,6 +328,7 @@ class Database {
     uint32_t pages = 0;  // record pages, the commit page not counted
     format::CommitRecord commit;
   };
+  Status PendingVectorsAsStored();
   Status EncodePending(std::string* buf, Layout* layout);
   // The text records (BM25 documents) the pending transaction writes.
   Status PendingTexts(std::vector<format::TextRecord>* texts);

@@ -4,7 +4,9 @@
 #include "engine/memory/database.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "format/half.h"
 #include "format/page.h"
 
 namespace agentmem::engine {
@@ -12,9 +14,29 @@ namespace agentmem::engine {
 using format::EpisodeRecord;
 using format::PageType;
 
+// In a file of float16 vectors (vector.type f16), each pending episode's
+// vector becomes the nearest float16 values, before the graph sees it, so
+// that the graph and every later reader hold the same vector.
+Status Database::PendingVectorsAsStored() {
+  if (space_.type != "f16") return Status::OK();
+  for (EpisodeRecord& r : pending_episodes_) {
+    r.vector_type = format::VectorType::kF16;
+    for (float& f : r.vector) {
+      f = format::RoundToHalf(f);
+      if (!std::isfinite(f)) {
+        return StatusF(kRange, "episode %llu: a vector component is outside float16's range "
+                       "(+-65504), and this file stores float16 vectors (vector_type=f16)",
+                       static_cast<unsigned long long>(r.id));
+      }
+    }
+  }
+  return Status::OK();
+}
+
 // Packs the pending records into pages starting at the end of the log, then
 // the commit page, and says in `layout` where each record went.
 Status Database::EncodePending(std::string* buf, Layout* layout) {
+  AGENTMEM_RETURN_IF_ERROR(PendingVectorsAsStored());
   TxnWriter w(log_->end(), log_->header());
   std::string rec;
   // Each record of `v`, encoded by `encode`; `locs` (if given) receives its place.

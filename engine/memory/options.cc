@@ -41,6 +41,10 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     if (value != "cosine" && value != "ip" && value != "l2") return Bad(key, value, "cosine, ip or l2");
     o->space.metric = std::string(value);
     o->space_given = o->metric_given = true;
+  } else if (key == "vector_type") {
+    if (value != "f32" && value != "f16") return Bad(key, value, "f32 or f16");
+    o->space.type = std::string(value);
+    o->space_given = o->type_given = true;
   } else if (key == "embedder") {
     if (value.empty() || value.size() > 200) return Bad(key, value, "a name of 1..200 bytes");
     o->space.embedder = std::string(value);
@@ -88,7 +92,7 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     if (!ParseU64(value, 512, 65536, &n) || (n & (n - 1))) return Bad(key, value, "a power of two 512..65536");
     o->page_size = static_cast<uint32_t>(n);
   } else {
-    return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, "
+    return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, vector_type, "
                    "vector_metric, embedder, tokenizer, stem, stop_words, context, own_weight, max_text_bytes, page_size, "
                    "cache_size, checkpoint_bytes, auto_vacuum)",
                    static_cast<int>(key.size()), key.data());
@@ -130,9 +134,15 @@ VectorSpace DefaultSpace() {
   return VectorSpace{std::string(index::HashEmbedder::kName), 384, "cosine"};
 }
 
+// Whether the options name fields of the space (vector_dim, ...) rather
+// than setting it whole (Options::space assigned by the caller).
+static bool SpaceFieldsGiven(const Options& o) {
+  return o.embedder_given || o.dim_given || o.metric_given || o.type_given;
+}
+
 VectorSpace NewFileSpace(const Options& o) {
   if (!o.space_given) return DefaultSpace();
-  if (!o.embedder_given && !o.dim_given && !o.metric_given) return o.space;
+  if (!SpaceFieldsGiven(o)) return o.space;
   VectorSpace s;
   s.embedder = o.embedder_given ? o.space.embedder
                : o.dim_given    ? std::string(index::HashEmbedder::kName)
@@ -141,19 +151,21 @@ VectorSpace NewFileSpace(const Options& o) {
           : index::GloveEmbedder::VersionOf(s.embedder) ? index::GloveEmbedder::kDimension
                                                        : 384;
   s.metric = o.metric_given ? o.space.metric : "cosine";
+  s.type = o.type_given ? o.space.type : "f32";
   return s;
 }
 
 bool SpaceMatches(const Options& o, const VectorSpace& recorded) {
   if (!o.space_given) return true;
-  if (!o.embedder_given && !o.dim_given && !o.metric_given) return recorded == o.space;
+  if (!SpaceFieldsGiven(o)) return recorded == o.space;
   return (!o.embedder_given || recorded.embedder == o.space.embedder) &&
          (!o.dim_given || recorded.dim == o.space.dim) &&
-         (!o.metric_given || recorded.metric == o.space.metric);
+         (!o.metric_given || recorded.metric == o.space.metric) &&
+         (!o.type_given || recorded.type == o.space.type);
 }
 
 std::string AskedSpace(const Options& o) {
-  const bool all = !o.embedder_given && !o.dim_given && !o.metric_given;
+  const bool all = !SpaceFieldsGiven(o);
   std::string out;
   auto add = [&](const char* key, const std::string& value) {
     out += (out.empty() ? "" : "&") + std::string(key) + "=" + value;
@@ -161,6 +173,7 @@ std::string AskedSpace(const Options& o) {
   if (all || o.embedder_given) add("embedder", o.space.embedder);
   if (all || o.dim_given) add("vector_dim", std::to_string(o.space.dim));
   if (all || o.metric_given) add("vector_metric", o.space.metric);
+  if ((all && o.space.type != "f32") || o.type_given) add("vector_type", o.space.type);
   return out;
 }
 
@@ -175,7 +188,7 @@ const char* SyncModeName(SyncMode m) {
 
 std::string SpaceOpenOptions(const VectorSpace& s) {
   return "embedder=" + s.embedder + "&vector_dim=" + std::to_string(s.dim) +
-         "&vector_metric=" + s.metric;
+         "&vector_metric=" + s.metric + (s.type == "f32" ? "" : "&vector_type=" + s.type);
 }
 
 std::string TokenizerOpenOptions(const index::TokenizerOptions& t) {

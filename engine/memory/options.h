@@ -22,6 +22,7 @@ struct VectorSpace {
   std::string embedder = "agentmem-hash-v1";
   uint32_t dim = 384;
   std::string metric = "cosine";  // cosine | ip | l2
+  std::string type = "f32";       // how episode records store vectors: f32 | f16
   bool operator==(const VectorSpace&) const = default;
 };
 
@@ -46,6 +47,7 @@ struct Options {
   bool embedder_given = false;
   bool dim_given = false;
   bool metric_given = false;
+  bool type_given = false;  // vector_type
   // Recorded at creation, like the vector space. A new file stems with
   // Snowball, drops the query stop words from queries and indexes each
   // episode with the two turns before it in its session, its own text

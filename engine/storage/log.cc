@@ -65,6 +65,7 @@ Status Log::Create(const std::string& path, const LogOptions& o, const NewLog& n
   header.salt = n.salt ? n.salt : NewSalt();
   header.page_size = n.page_size;
   header.created_at = n.created_at;
+  header.read_version = header.write_version = n.version;
   std::string init = format::EncodeFileHeader(header);
   init.resize(format::kFirstPageOffset, '\0');
   std::string payload;

@@ -57,6 +57,7 @@ struct NewLog {
   uint64_t salt = 0;  // 0: random
   uint32_t page_size = 4096;
   int64_t created_at = 0;
+  uint16_t version = format::kBaseVersion;  // the header's read and write version
   // The one record of the first transaction's meta page (an encoded
   // MetaRecord: the file's settings).
   std::string meta;

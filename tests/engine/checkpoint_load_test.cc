@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,9 +20,11 @@
 #include "format/checkpoint.h"
 #include "format/coding.h"
 #include "format/file_header.h"
+#include "format/half.h"
 #include "format/page.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
+#include "tests/util/temp_dir.h"
 
 namespace agentmem::test {
 namespace {
@@ -773,5 +776,109 @@ TEST_CASE("a checkpoint episode entry that does not lead to its node's vector fa
 }
 
 TEST_SUITE_END();
+
+
+namespace {
+
+// Ids of the vector top-10 of a few queries of user "u".
+std::vector<std::vector<uint64_t>> VectorAnswers(Database* db) {
+  std::vector<std::vector<uint64_t>> out;
+  for (int q = 0; q < 8; q++) {
+    engine::RecallQuery rq;
+    rq.user_id = "u";
+    rq.text = "memory number " + std::to_string(q * 131) + " about sailing and tea";
+    rq.mode = engine::RecallMode::kVector;
+    rq.min_similarity = -INFINITY;
+    std::vector<engine::RecallHit> hits;
+    REQUIRE(db->Recall(rq, &hits, nullptr).ok());
+    std::vector<uint64_t> ids;
+    for (const auto& h : hits) ids.push_back(h.id);
+    out.push_back(ids);
+  }
+  return out;
+}
+
+uint16_t ReadVersionOf(const std::string& path) {
+  return format::DecodeFixed16(test::ReadFileBytes(path).data() + 8);
+}
+
+}  // namespace
+
+TEST_CASE("a file of float16 vectors is a version 2 file half the vector bytes, and recalls the same after reopen and VACUUM") {
+  test::TempDir dir;
+  const std::string half = dir.File("half.agentmem"), full = dir.File("full.agentmem");
+  std::vector<std::vector<uint64_t>> answers;
+  size_t dim = 0;  // the default embedder's
+  for (const std::string& path : {full, half}) {
+    engine::Options o;
+    REQUIRE(engine::ParseOptions(path == half ? "vector_type=f16" : "vector_type=f32", &o).ok());
+    o.checkpoint_bytes = 256 * 1024;
+    auto db = test::MustOpen(path, o);
+    for (int t = 0; t < 5; t++) {
+      REQUIRE(db->Begin().ok());
+      for (int i = 0; i < 1000; i++) {
+        format::EpisodeRecord r;
+        r.user_id = "u";
+        r.session_id = "s";
+        r.text = "memory number " + std::to_string(t * 1000 + i) + " about " +
+                 (i % 3 ? "sailing" : "tea") + " and topic " + std::to_string(i % 17);
+        uint64_t id = 0;
+        REQUIRE(db->Remember(r, &id).ok());
+      }
+      REQUIRE(db->Commit().ok());
+    }
+    if (path == half) {
+      answers = VectorAnswers(db.get());
+      format::EpisodeRecord r;
+      REQUIRE(db->GetEpisode(77, &r).ok());
+      dim = r.vector.size();
+      REQUIRE(dim > 0);
+      for (float f : r.vector) CHECK(format::RoundToHalf(f) == f);  // stored as it reads back
+    }
+    REQUIRE(db->Close().ok());
+  }
+  CHECK(ReadVersionOf(full) == 1);
+  CHECK(ReadVersionOf(half) == 2);
+  const size_t full_size = test::ReadFileBytes(full).size(), half_size = test::ReadFileBytes(half).size();
+  MESSAGE("5,000 episodes x " << dim << "-d: " << full_size << " bytes as float32, " << half_size << " as float16");
+  CHECK(half_size + 5000 * dim < full_size);  // at least half of the 2 bytes saved per component
+  {
+    engine::Options o;  // no vector_type: whatever the file records
+    auto db = test::MustOpen(half, o);
+    CHECK(VectorAnswers(db.get()) == answers);  // the checkpoint's graph, vectors from float16 records
+    REQUIRE(db->Vacuum({}, nullptr).ok());
+    CHECK(VectorAnswers(db.get()) == answers);
+    REQUIRE(db->Close().ok());
+  }
+  CHECK(ReadVersionOf(half) == 2);
+  auto db = test::MustOpen(half, engine::Options{});
+  CHECK(VectorAnswers(db.get()) == answers);
+  format::EpisodeRecord big;
+  big.user_id = "u";
+  big.text = "too large for a half";
+  big.vector.assign(dim, 0.0f);
+  big.vector[5] = 1e6f;
+  uint64_t id = 0;
+  CHECK(db->Remember(big, &id).code() == kRange);
+  REQUIRE(db->Close().ok());
+  engine::Options f32;
+  REQUIRE(engine::ParseOptions("vector_type=f32", &f32).ok());
+  std::unique_ptr<Database> other;
+  const Status s = Database::Open(half, f32, &other);
+  CHECK(s.code() == kMismatch);
+  CHECK(s.message().find("f16") != std::string::npos);
+  engine::Options bad;
+  CHECK(engine::ParseOptions("vector_type=f64", &bad).code() == kMisuse);
+  // A file that records a vector type this version does not know is refused.
+  engine::Options future;
+  future.space.type = "bf16";
+  future.space_given = true;
+  const std::string odd = dir.File("bf16.agentmem");
+  Database::Open(odd, future, &other).IgnoreError();
+  other.reset();
+  const Status refused = Database::Open(odd, engine::Options{}, &other);
+  CHECK(refused.code() == kFormatVersion);
+  CHECK(refused.message().find("bf16") != std::string::npos);
+}
 
 }  // namespace agentmem::test

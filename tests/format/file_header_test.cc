@@ -67,8 +67,13 @@ TEST_CASE("the fixed places of the file are the ones docs/format.md gives") {
   CHECK(kSuperblockOffset[1] % 512 == 0);
   CHECK(kSuperblockOffset[1] >= kSuperblockOffset[0] + 512);
   CHECK(kFirstPageOffset >= kSuperblockOffset[1] + 512);
-  CHECK(kReadVersion == 1);
-  CHECK(kWriteVersion == 1);
+  CHECK(kReadVersion == 2);
+  CHECK(kWriteVersion == 2);
+  // A new file records version 1 unless it stores float16 vectors.
+  CHECK(FileHeader{}.read_version == 1);
+  CHECK(FileHeader{}.write_version == 1);
+  CHECK(kBaseVersion == 1);
+  CHECK(kHalfVectorsVersion == 2);
 }
 
 TEST_CASE("the file header round-trips") {
@@ -140,7 +145,7 @@ TEST_CASE("a header with a newer read version is refused with kFormatVersion") {
   FileHeader out;
   Status s = DecodeFileHeader(EncodeFileHeader(h), &out);
   CHECK(s.code() == kFormatVersion);
-  CHECK(s.message().find("read version 2 is newer than this library supports (1)") !=
+  CHECK(s.message().find("read version 3 is newer than this library supports (2)") !=
         std::string::npos);
   CHECK(s.message().find("upgrade agentmem") != std::string::npos);
   h.read_version = 0xffff;
@@ -151,7 +156,7 @@ TEST_CASE("the read version is checked before the checksum") {
   // docs/format.md §7: bytes 0-11 keep their meaning in every version, so a
   // future version may change the rest of the header, checksum included.
   std::string b = EncodeFileHeader(SampleHeader());
-  EncodeFixed16(b.data() + 8, 2);
+  EncodeFixed16(b.data() + 8, kReadVersion + 1);
   b[61] ^= 0x55;  // and the checksum no longer matches
   FileHeader out;
   CHECK(DecodeFileHeader(b, &out).code() == kFormatVersion);

@@ -317,7 +317,7 @@ TEST_CASE("the golden file with a newer read version is refused with kFormatVers
     Status s = engine::Database::Open(path, o, &db);
     CHECK(s.code() == kFormatVersion);
     CHECK(db == nullptr);
-    CHECK(s.message().find("read version 2 is newer than this library supports (1)") !=
+    CHECK(s.message().find("read version 3 is newer than this library supports (2)") !=
           std::string::npos);
     CHECK(s.message().find("upgrade agentmem") != std::string::npos);
   }
@@ -371,7 +371,7 @@ TEST_CASE("the golden file with a newer write version opens read-only") {
   uint64_t id = 0;
   s = db->Remember(r, &id);
   CHECK(s.code() == kReadOnlyFile);
-  CHECK(s.message().find("write version 2 is newer than this library writes (1)") !=
+  CHECK(s.message().find("write version 3 is newer than this library writes (2)") !=
         std::string::npos);
   REQUIRE(db->Close().ok());
   CHECK(test::ReadFileBytes(path) == newer);  // not even a superblock was written

@@ -195,6 +195,51 @@ TEST_CASE("an episode with a large vector round-trips bit for bit") {
   CHECK(out.text == r.text);
 }
 
+TEST_CASE("an episode with a float16 vector stores two bytes per component and its type in the dim varint") {
+  EpisodeRecord r = SampleEpisode();
+  r.vector = {1.0f, -0.5f, 0.0999755859375f /* a half */};
+  r.vector_type = VectorType::kF16;
+  const std::string s = Encode(r, EncodeEpisode);
+  EpisodeRecord f32 = r;
+  f32.vector_type = VectorType::kF32;
+  const std::string s32 = Encode(f32, EncodeEpisode);
+  CHECK(s.size() + 2 == s32.size());  // 3 × 2 bytes, not 3 × 4, and a varint 4 bytes longer
+  // The tail: varint 3 | 1 << 32, then 0x3c00, 0xb800, 0x2e66, little-endian.
+  CHECK(s.substr(s.size() - 11) == std::string("\x83\x80\x80\x80\x10\x00\x3c\x00\xb8\x66\x2e", 11));
+  EpisodeRecord out;
+  REQUIRE(DecodeEpisode(s, kPageNo, &out).ok());
+  CHECK(out == r);
+  uint64_t id = 0;
+  std::string_view bytes;
+  VectorType type = VectorType::kF32;
+  REQUIRE(EpisodeVectorOf(s, kPageNo, &id, &bytes, &type).ok());
+  CHECK(id == r.id);
+  CHECK(type == VectorType::kF16);
+  CHECK(bytes.size() == 6);
+  REQUIRE(EpisodeVectorOf(s32, kPageNo, &id, &bytes, &type).ok());
+  CHECK(type == VectorType::kF32);
+  CHECK(bytes.size() == 12);
+}
+
+TEST_CASE("an episode whose dim varint names an unknown component type, or more bytes than are left, is malformed") {
+  EpisodeRecord r = SampleEpisode();
+  r.vector = {1.0f, 2.0f};
+  r.vector_type = VectorType::kF16;
+  std::string s = Encode(r, EncodeEpisode);
+  const size_t at = s.size() - 4 - 5;  // the 5-byte varint before 2 halves
+  EpisodeRecord out;
+  std::string bad = s;
+  bad[at + 4] = 0x20;  // type 2
+  CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
+  bad = s;
+  bad[at] = static_cast<char>(0x83);  // dim 3: 6 bytes, 4 left
+  CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
+  uint64_t id = 0;
+  std::string_view bytes;
+  VectorType type;
+  CHECK(EpisodeVectorOf(bad, kPageNo, &id, &bytes, &type).code() == kCorruptPage);
+}
+
 TEST_CASE("an episode keeps the extreme int64 times and the largest id") {
   for (int64_t t : {kMin, kMin + 1, int64_t{-1}, int64_t{0}, kMax - 1, kMax}) {
     CAPTURE(t);
