@@ -1,0 +1,340 @@
+// cli/sync/push.cc -- the push step of `agentmem sync` (sync_internal.h):
+// the file's change feed after the position agentmem_origins holds for its
+// origin, one source transaction at a time, into agentmem_changes (a global
+// order, gpos) and the canonical tables episodes, blocks and facts. The
+// transactions a pull wrote (a sync.pulled meta row and no sync.origin one)
+// are not the file's own and are left out.
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sync/sync_internal.h"
+
+namespace agentmem::sync {
+namespace {
+
+// One feed row, copied out of the cursor (a transaction is read whole
+// before it is written).
+struct Row {
+  int kind = 0;
+  std::string kind_name, user_id, data;
+  int64_t id = 0, seq = 0, commit_ts = 0;
+  std::vector<float> vector;
+  bool fact_new = false;
+  std::string meta_key, meta_value;  // meta rows
+  std::string fact_key;              // fact rows: user, subject, predicate, object
+};
+
+// A string member of a feed row's data; "" when it has none.
+std::string Member(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+constexpr const char* kInsertChange =
+    "INSERT INTO agentmem_changes (origin, log, seq, pos, kind, id, user_id, data, vector,"
+    " commit_ts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::real[], $10)"
+    " ON CONFLICT DO NOTHING RETURNING gpos";
+
+constexpr const char* kInsertEpisode =
+    "INSERT INTO episodes (origin, id, gpos, user_id, session_id, role, text, ts, created_at,"
+    " metadata, embedding) SELECT $1, (d->>'id')::bigint, $2, d->>'user_id', d->>'session_id',"
+    " d->>'role', d->>'text', (d->>'ts')::bigint, (d->>'created_at')::bigint, d->>'metadata',"
+    " $4::real[] FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+
+constexpr const char* kInsertBlock =
+    "INSERT INTO blocks (origin, version, gpos, user_id, name, value, \"limit\", pinned_order,"
+    " updated_at) SELECT $1, (d->>'version')::bigint, $2, d->>'user_id', d->>'name',"
+    " d->>'value', (d->>'limit')::integer, (d->>'pinned_order')::integer,"
+    " (d->>'updated_at')::bigint FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+
+constexpr const char* kInsertFact =
+    "INSERT INTO facts (origin, id, gpos, user_id, subject, predicate, object, confidence,"
+    " source_episode_ids, valid_from, valid_to, recorded_at, expired_at)"
+    " SELECT $1, (d->>'id')::bigint, $2, d->>'user_id', d->>'subject', d->>'predicate',"
+    " d->>'object', (d->>'confidence')::double precision,"
+    " ARRAY(SELECT jsonb_array_elements_text(d->'source_episode_ids')::bigint),"
+    " (d->>'valid_from')::bigint, (d->>'valid_to')::bigint, (d->>'recorded_at')::bigint,"
+    " (d->>'expired_at')::bigint FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+
+// A fact of a single-valued predicate asserted later in the global order
+// supersedes the current rows of its key with another object, whichever
+// file wrote them (docs/replication.md, "Conflicts").
+constexpr const char* kSupersede =
+    "UPDATE facts f SET expired_at = GREATEST(f.recorded_at, (d->>'recorded_at')::bigint)"
+    " FROM (SELECT $2::jsonb AS d) x WHERE f.user_id = d->>'user_id'"
+    " AND f.subject = d->>'subject' AND f.predicate = d->>'predicate'"
+    " AND f.object <> d->>'object' AND f.expired_at = 9223372036854775807 AND f.gpos < $1"
+    " AND EXISTS (SELECT 1 FROM agentmem_predicates p WHERE p.predicate = d->>'predicate'"
+    "  AND p.single_valued)";
+
+// A new version of a fact (new = false): its time axes as the file now has
+// them, on the record it is ($1 this origin, $2 the file's fact id).
+constexpr const char* kUpdateFact =
+    "UPDATE facts f SET valid_from = (d->>'valid_from')::bigint,"
+    " valid_to = (d->>'valid_to')::bigint, expired_at = (d->>'expired_at')::bigint"
+    " FROM (SELECT $3::jsonb AS d) x, agentmem_canonical($1, 'fact', $2) c"
+    " WHERE f.origin = c.origin AND f.id = c.origin_id";
+
+constexpr const char* kPredicate =
+    "INSERT INTO agentmem_predicates VALUES (substr($1, 20), $2 = '1')"
+    " ON CONFLICT (predicate) DO UPDATE SET single_valued = EXCLUDED.single_valued";
+
+// What a forget ($1 its data, $2 the origin that forgot) names, in every
+// origin's records: the rows of the canonical tables, and the change rows
+// that carried them. Retention is per file and not applied here.
+constexpr const char* kForget =
+    "WITH x AS (SELECT $1::jsonb AS d),"
+    " ep AS (SELECT * FROM agentmem_canonical($2, 'episode', COALESCE(($1::jsonb->>'id')::bigint, 0))),"
+    " fa AS (SELECT * FROM agentmem_canonical($2, 'fact', COALESCE(($1::jsonb->>'id')::bigint, 0))),"
+    " e AS (DELETE FROM episodes e USING x WHERE CASE d->>'scope'"
+    "  WHEN 'user' THEN e.user_id = d->>'user_id'"
+    "  WHEN 'session' THEN e.user_id = d->>'user_id' AND e.session_id = d->>'session_id'"
+    "  WHEN 'before' THEN e.user_id = d->>'user_id' AND e.ts < (d->>'before')::bigint"
+    "  WHEN 'episode' THEN (e.origin, e.id) = (SELECT origin, origin_id FROM ep)"
+    "  ELSE false END RETURNING e.origin, e.id),"
+    " b AS (DELETE FROM blocks b USING x WHERE b.user_id = d->>'user_id' AND"
+    "  (d->>'scope' = 'user' OR (d->>'scope' = 'block' AND b.name = d->>'name'))"
+    "  RETURNING b.origin, b.version),"
+    " f AS (DELETE FROM facts f USING x WHERE (d->>'scope' = 'user' AND f.user_id = d->>'user_id')"
+    "  OR (d->>'scope' = 'fact' AND (f.origin, f.id) = (SELECT origin, origin_id FROM fa))"
+    "  RETURNING f.origin, f.id)"
+    " DELETE FROM agentmem_changes c WHERE"
+    " (c.kind = 'episode' AND (c.origin, c.id) IN (SELECT * FROM e))"
+    " OR (c.kind = 'block' AND (c.origin, c.id) IN (SELECT * FROM b))"
+    " OR (c.kind = 'fact' AND (c.origin, c.id) IN (SELECT * FROM f))";
+
+// Whether the file's record (kind, local id) is in PostgreSQL already: one
+// it pulled, or one it pushed before a VACUUM gave it a new log.
+constexpr const char* kAlreadyThere =
+    "SELECT EXISTS (SELECT 1 FROM agentmem_local_ids WHERE replica = $1 AND kind = $2"
+    "  AND local_id = $3)"
+    " OR EXISTS (SELECT 1 FROM agentmem_changes WHERE origin = $1 AND kind = $2 AND id = $3)";
+
+class Pusher {
+ public:
+  Pusher(const Replica& r, PushReport* report) : r_(r), pg_(*r.pg), report_(report) {}
+  bool Run();
+
+ private:
+  bool OpenFeed(agentmem_cursor** cur);
+  bool Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done);
+  bool PushTxn(const std::vector<Row>& txn);
+  bool AlreadyThere(const Row& row, bool* there);
+  bool Insert(const Row& row, int pos, int64_t* gpos);
+  bool Canonical(const Row& row, int64_t gpos, bool remainder);
+  bool SavePosition(int64_t seq);
+
+  const Replica& r_;
+  Pg& pg_;
+  PushReport* report_;
+  std::string log_;
+  int in_batch_ = 0;
+};
+
+// The feed after the origin's position, or from 0 (report_->resync) when
+// PostgreSQL holds none or a log the file does not hold (a VACUUM).
+bool Pusher::OpenFeed(agentmem_cursor** cur) {
+  Result res;
+  const char* origin = r_.origin.c_str();
+  if (!pg_.Query("SELECT log, seq FROM agentmem_origins WHERE origin = $1", {origin}, &res)) {
+    return false;
+  }
+  std::string error, log;
+  int64_t seq = 0;
+  if (PQntuples(res.get()) == 1) {
+    if (!ReadText(res.get(), 0, 0, 16, &log, &error) || !ReadInt(res.get(), 0, 1, &seq, &error)) {
+      return pg_.Fail(error);
+    }
+    const int rc = agentmem_changes_since(r_.db, std::strtoull(log.c_str(), nullptr, 16), seq, cur);
+    if (rc == AGENTMEM_OK) return true;
+    if (rc != AGENTMEM_NOTFOUND_CHANGES) return pg_.Fail(DbError(r_.db, "change feed"));
+    report_->resync = true;
+  }
+  if (agentmem_changes_since(r_.db, 0, 0, cur) != AGENTMEM_OK) {
+    return pg_.Fail(DbError(r_.db, "change feed"));
+  }
+  return true;
+}
+
+// Reads one whole transaction into *txn; *done when the feed has ended.
+bool Pusher::Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done) {
+  txn->clear();
+  int rc;
+  while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
+    const agentmem_change& c = *agentmem_cursor_change(cur);
+    char log[24];
+    std::snprintf(log, sizeof log, "%016" PRIx64, c.log_id);
+    log_ = log;
+    Row& row = txn->emplace_back();
+    row.kind = c.kind;
+    row.kind_name = c.kind_name;
+    row.user_id = c.user_id;
+    row.data = c.data;
+    row.id = c.id;
+    row.seq = c.seq;
+    row.commit_ts = c.commit_ts;
+    if (c.vector) row.vector.assign(c.vector, c.vector + c.dim);
+    if (c.kind == AGENTMEM_CHANGE_FACT || c.kind == AGENTMEM_CHANGE_META) {
+      const nlohmann::json j = nlohmann::json::parse(row.data, nullptr, false);
+      if (!j.is_object()) return pg_.Fail("change feed: a row's data is not a JSON object");
+      auto is_new = j.find("new");
+      row.fact_new = is_new != j.end() && is_new->is_boolean() && is_new->get<bool>();
+      row.meta_key = Member(j, "key");
+      row.meta_value = Member(j, "value");
+      if (c.kind == AGENTMEM_CHANGE_FACT) {
+        for (const char* f : {"user_id", "subject", "predicate", "object"}) {
+          row.fact_key += Member(j, f) + '\x1f';
+        }
+      }
+    }
+    if (c.kind == AGENTMEM_CHANGE_COMMIT) return true;
+  }
+  if (rc != AGENTMEM_DONE) return pg_.Fail(DbError(r_.db, "change feed"));
+  *done = true;
+  return true;
+}
+
+bool Pusher::AlreadyThere(const Row& row, bool* there) {
+  const std::string id = std::to_string(row.id);
+  Result res;
+  if (!pg_.Query(kAlreadyThere, {r_.origin.c_str(), row.kind_name.c_str(), id.c_str()}, &res)) {
+    return false;
+  }
+  *there = PQntuples(res.get()) == 1 && PQgetvalue(res.get(), 0, 0)[0] == 't';
+  return true;
+}
+
+bool Pusher::Insert(const Row& row, int pos, int64_t* gpos) {
+  const std::string seq = std::to_string(row.seq), at = std::to_string(pos),
+                    id = std::to_string(row.id), ts = std::to_string(row.commit_ts);
+  const std::string vec =
+      row.vector.empty() ? "" : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
+  Result res;
+  if (!pg_.Query(kInsertChange,
+                 {r_.origin.c_str(), log_.c_str(), seq.c_str(), at.c_str(), row.kind_name.c_str(),
+                  id.c_str(), row.user_id.c_str(), row.data.c_str(),
+                  row.vector.empty() ? nullptr : vec.c_str(), ts.c_str()},
+                 &res)) {
+    return false;
+  }
+  *gpos = 0;  // 0: the row was there (a run that stopped after writing it)
+  std::string error;
+  if (PQntuples(res.get()) == 1 && !ReadInt(res.get(), 0, 0, gpos, &error)) return pg_.Fail(error);
+  return true;
+}
+
+// The row's record in the canonical tables.
+bool Pusher::Canonical(const Row& row, int64_t gpos, bool remainder) {
+  const std::string g = std::to_string(gpos), id = std::to_string(row.id);
+  const char* origin = r_.origin.c_str();
+  switch (row.kind) {
+    case AGENTMEM_CHANGE_EPISODE: {
+      const std::string vec = row.vector.empty()
+                                  ? ""
+                                  : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
+      return pg_.Exec(kInsertEpisode, {origin, g.c_str(), row.data.c_str(),
+                                       row.vector.empty() ? nullptr : vec.c_str()});
+    }
+    case AGENTMEM_CHANGE_BLOCK:
+      return pg_.Exec(kInsertBlock, {origin, g.c_str(), row.data.c_str()});
+    case AGENTMEM_CHANGE_FACT:
+      if (!row.fact_new) return pg_.Exec(kUpdateFact, {origin, id.c_str(), row.data.c_str()});
+      if (!pg_.Exec(kInsertFact, {origin, g.c_str(), row.data.c_str()})) return false;
+      return remainder || pg_.Exec(kSupersede, {g.c_str(), row.data.c_str()});
+    case AGENTMEM_CHANGE_FORGET:
+      return pg_.Exec(kForget, {row.data.c_str(), origin});
+    case AGENTMEM_CHANGE_META:
+      if (row.meta_key.rfind("fact.single_valued.", 0) != 0) return true;
+      return pg_.Exec(kPredicate, {row.meta_key.c_str(), row.meta_value.c_str()});
+    default:
+      return true;
+  }
+}
+
+bool Pusher::PushTxn(const std::vector<Row>& txn) {
+  bool pulled = false, has_origin = false;
+  for (const Row& row : txn) {
+    pulled |= row.meta_key == "sync.pulled";
+    has_origin |= row.meta_key == "sync.origin";
+  }
+  if (pulled && !has_origin) {
+    report_->skipped++;
+    return true;
+  }
+  // A superseded fact's new version and the rest of its valid time, if any,
+  // come in the transaction that superseded it: the rest ("remainder") is
+  // the same fact, and supersedes nothing itself.
+  std::set<std::string> superseded;
+  for (const Row& row : txn) {
+    if (row.kind == AGENTMEM_CHANGE_FACT && !row.fact_new) superseded.insert(row.fact_key);
+  }
+  int pos = 0, written = 0;
+  for (const Row& row : txn) {
+    const bool record = row.kind == AGENTMEM_CHANGE_EPISODE || row.kind == AGENTMEM_CHANGE_BLOCK ||
+                        (row.kind == AGENTMEM_CHANGE_FACT && row.fact_new);
+    if (row.kind == AGENTMEM_CHANGE_META && row.meta_key.rfind("sync.", 0) == 0) continue;
+    if (row.kind == AGENTMEM_CHANGE_COMMIT && written == 0) continue;
+    if (report_->resync && record) {
+      bool there = false;
+      if (!AlreadyThere(row, &there)) return false;
+      if (there) {
+        report_->skipped++;
+        continue;
+      }
+    }
+    int64_t gpos = 0;
+    if (!Insert(row, pos++, &gpos)) return false;
+    if (gpos == 0) continue;
+    written++;
+    const bool remainder = row.kind == AGENTMEM_CHANGE_FACT && superseded.count(row.fact_key);
+    if (!Canonical(row, gpos, remainder)) return false;
+  }
+  report_->changes += written;
+  in_batch_ += written;
+  return true;
+}
+
+bool Pusher::SavePosition(int64_t seq) {
+  const std::string s = std::to_string(seq);
+  return pg_.Exec("INSERT INTO agentmem_origins VALUES ($1, $2, $3) ON CONFLICT (origin)"
+                  " DO UPDATE SET log = EXCLUDED.log, seq = EXCLUDED.seq",
+                  {r_.origin.c_str(), log_.c_str(), s.c_str()});
+}
+
+bool Pusher::Run() {
+  agentmem_cursor* cur = nullptr;
+  if (!OpenFeed(&cur)) return false;
+  std::unique_ptr<agentmem_cursor, int (*)(agentmem_cursor*)> close(cur, agentmem_cursor_close);
+  if (!pg_.Exec("BEGIN", {})) return false;
+  std::vector<Row> txn;
+  bool done = false;
+  int64_t last = 0;
+  while (true) {
+    if (!Step(cur, &txn, &done)) return false;
+    if (txn.empty() || done) break;  // (a feed ends at a commit row)
+    if (report_->first == 0) report_->first = txn.front().seq;
+    last = report_->last = txn.front().seq;
+    if (!PushTxn(txn)) return false;
+    if (in_batch_ >= kChangesPerBatch) {
+      if (!SavePosition(last) || !pg_.Exec("COMMIT", {}) || !pg_.Exec("BEGIN", {})) return false;
+      in_batch_ = 0;
+    }
+  }
+  if (last != 0 && !SavePosition(last)) return false;
+  report_->log = log_;
+  return pg_.Exec("COMMIT", {});
+}
+
+}  // namespace
+
+bool Push(const Replica& r, PushReport* report) { return Pusher(r, report).Run(); }
+
+}  // namespace agentmem::sync

@@ -1,0 +1,86 @@
+// tests/replication/replica_util.h -- what the replication cases share: a
+// connection to pg_run.sh's server with the sync's tables dropped, queries
+// read back as text, and files run through the `agentmem` program.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/cli/shell_runner.h"
+#include "tests/util/temp_dir.h"
+
+namespace agentmem::test {
+
+struct ConnCloser {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+using Conn = std::unique_ptr<PGconn, ConnCloser>;
+
+inline std::string Url() {
+  const char* url = std::getenv("AGENTMEM_PG_URL");
+  REQUIRE_MESSAGE(url != nullptr,
+                  "AGENTMEM_PG_URL is not set: run through tests/replication/pg_run.sh");
+  return url;
+}
+
+inline void Run(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  REQUIRE_MESSAGE(ok, sql << ": " << PQerrorMessage(c));
+}
+
+// A connection to the harness's server with every table of the sync
+// dropped, so that each case starts from an empty database.
+inline Conn Fresh() {
+  Conn c(PQconnectdb(Url().c_str()));
+  REQUIRE_MESSAGE(PQstatus(c.get()) == CONNECTION_OK, PQerrorMessage(c.get()));
+  PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);
+  Run(c.get(), "DROP VIEW IF EXISTS blocks_current; DROP TABLE IF EXISTS agentmem_changes,"
+               " agentmem_origins, agentmem_local_ids, agentmem_predicates, episodes, blocks,"
+               " facts CASCADE");
+  return c;
+}
+
+// The rows of a query, each column as text.
+inline std::vector<std::vector<std::string>> Rows(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  REQUIRE_MESSAGE(PQresultStatus(r) == PGRES_TUPLES_OK, sql << ": " << PQerrorMessage(c));
+  std::vector<std::vector<std::string>> out;
+  for (int i = 0; i < PQntuples(r); i++) {
+    auto& row = out.emplace_back();
+    for (int j = 0; j < PQnfields(r); j++) row.push_back(PQgetvalue(r, i, j));
+  }
+  PQclear(r);
+  return out;
+}
+
+inline std::string One(PGconn* c, const std::string& sql) {
+  auto rows = Rows(c, sql);
+  REQUIRE(rows.size() == 1);
+  return rows[0][0];
+}
+
+// Runs SQL on file `name` in dir (created with 4-d vectors the cases give);
+// returns what it printed.
+inline std::string Shell(const TempDir& dir, const std::string& name, const std::string& sql) {
+  ShellResult r =
+      RunShell(dir.path(), {"-options", "vector_dim=4&embedder=mine", name, sql});
+  REQUIRE_MESSAGE(r.status == 0, sql << ": " << r.err);
+  return r.out;
+}
+
+// `agentmem sync name URL`, which must succeed.
+inline ShellResult SyncRun(const TempDir& dir, const std::string& name) {
+  ShellResult r = RunShell(dir.path(), {"sync", name, Url()});
+  CHECK_MESSAGE(r.status == 0, r.err);
+  CHECK(r.err.empty());
+  return r;
+}
+
+}  // namespace agentmem::test
