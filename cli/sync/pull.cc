@@ -9,6 +9,7 @@
 // (this origin, kind, the record's origin, its id there) to it, written in
 // PostgreSQL before the local commit (an upsert, so a batch applied again
 // after a failed local commit maps its new ids).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +57,7 @@ constexpr const char* kOwnLaterBlock =
 constexpr const char* kOwnLaterFact =
     "SELECT EXISTS (SELECT 1 FROM facts f JOIN agentmem_predicates p ON p.predicate ="
     " f.predicate AND p.single_valued WHERE f.origin = $1 AND f.gpos > $2 AND f.user_id = $3"
-    " AND f.subject = $4 AND f.predicate = $5 AND f.object <> $6)";
+    " AND f.subject = $4 AND f.predicate = $5 AND f.object <> $6 AND NOT f.derived)";
 
 constexpr const char* kMapIds =
     "INSERT INTO agentmem_local_ids SELECT $1, k, o, oid, lid FROM unnest($2::text[],"
@@ -110,6 +111,8 @@ class Puller {
   bool Block(const Pulled& p);
   bool Fact(const Pulled& p);
   bool Forget(const Pulled& p);
+  bool ValidFloor(const std::string& user, const std::string& subject,
+                  const std::string& predicate, int64_t* floor);
   bool Exists(const char* sql, const std::vector<const char*>& values, bool* yes);
   // This file's id of the record (kind, local id at `origin`); 0 when it
   // holds none.
@@ -254,6 +257,30 @@ bool Puller::Block(const Pulled& p) {
   return true;
 }
 
+// The earliest valid_from a fact of the key can be asserted with here and
+// still be the key's latest assertion: past the valid time every current
+// row of the key closes, and not before one still open. (The engine takes
+// an assertion whose valid_from falls inside a current row with the same
+// object as already known.)
+bool Puller::ValidFloor(const std::string& user, const std::string& subject,
+                        const std::string& predicate, int64_t* floor) {
+  agentmem_cursor* cur = nullptr;
+  if (!Check(agentmem_facts_v2(r_.db, user.c_str(), subject.c_str(), predicate.c_str(), nullptr,
+                               0, 0, AGENTMEM_FACTS_ALL_VERSIONS, &cur),
+             "reading facts")) {
+    return false;
+  }
+  *floor = 0;
+  int rc;
+  while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
+    const agentmem_fact* f = agentmem_cursor_fact(cur);
+    if (f->expired_at != kForever) continue;
+    *floor = std::max(*floor, f->valid_to == kForever ? f->valid_from : f->valid_to);
+  }
+  agentmem_cursor_close(cur);
+  return Check(rc == AGENTMEM_DONE ? AGENTMEM_OK : rc, "reading facts");
+}
+
 bool Puller::Fact(const Pulled& p) {
   const json& d = p.data;
   const std::string user = Str(d, "user_id"), subject = Str(d, "subject"),
@@ -290,13 +317,15 @@ bool Puller::Fact(const Pulled& p) {
   f.valid_to = Int(d, "valid_to");
   f.recorded_at = Int(d, "recorded_at");
   f.expired_at = f.recorded_at;  // superseded here before it arrived: never current
-  int64_t local = 0;
-  const int rc =
-      own_later ? agentmem_fact_put(r_.db, &f, &local)
-                : agentmem_fact_assert(r_.db, f.user_id, f.subject, f.predicate, f.object,
-                                       f.confidence, f.valid_from,
-                                       f.valid_to == kForever ? 0 : f.valid_to,
-                                       sources.data(), f.n_sources, &local);
+  int64_t local = 0, floor = 0;
+  if (!own_later && !ValidFloor(user, subject, predicate, &floor)) return false;
+  const int64_t valid_from = std::max(f.valid_from, floor);
+  const int64_t valid_to = f.valid_to == kForever ? 0 : f.valid_to;
+  if (valid_to != 0 && valid_to <= valid_from) return true;  // over before it would start here
+  const int rc = own_later ? agentmem_fact_put(r_.db, &f, &local)
+                           : agentmem_fact_assert(r_.db, f.user_id, f.subject, f.predicate,
+                                                  f.object, f.confidence, valid_from, valid_to,
+                                                  sources.data(), f.n_sources, &local);
   if (!Check(rc, "applying a pulled fact")) return false;
   new_ids_[{"fact", p.origin, p.id}] = local;
   return true;

@@ -57,21 +57,24 @@ constexpr const char* kInsertBlock =
 
 constexpr const char* kInsertFact =
     "INSERT INTO facts (origin, id, gpos, user_id, subject, predicate, object, confidence,"
-    " source_episode_ids, valid_from, valid_to, recorded_at, expired_at)"
+    " source_episode_ids, valid_from, valid_to, recorded_at, expired_at, derived)"
     " SELECT $1, (d->>'id')::bigint, $2, d->>'user_id', d->>'subject', d->>'predicate',"
     " d->>'object', (d->>'confidence')::double precision,"
     " ARRAY(SELECT jsonb_array_elements_text(d->'source_episode_ids')::bigint),"
     " (d->>'valid_from')::bigint, (d->>'valid_to')::bigint, (d->>'recorded_at')::bigint,"
-    " (d->>'expired_at')::bigint FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+    " (d->>'expired_at')::bigint, $4 FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
 
 // A fact of a single-valued predicate asserted later in the global order
-// supersedes the current rows of its key with another object, whichever
-// file wrote them (docs/replication.md, "Conflicts").
+// supersedes the current rows of its key with another object whose valid
+// time reaches past its valid_from, whichever file wrote them (not the rows
+// a supersession derived: what was valid before) (docs/replication.md,
+// "Conflicts").
 constexpr const char* kSupersede =
     "UPDATE facts f SET expired_at = GREATEST(f.recorded_at, (d->>'recorded_at')::bigint)"
     " FROM (SELECT $2::jsonb AS d) x WHERE f.user_id = d->>'user_id'"
     " AND f.subject = d->>'subject' AND f.predicate = d->>'predicate'"
     " AND f.object <> d->>'object' AND f.expired_at = 9223372036854775807 AND f.gpos < $1"
+    " AND NOT f.derived AND f.valid_to > (d->>'valid_from')::bigint"
     " AND EXISTS (SELECT 1 FROM agentmem_predicates p WHERE p.predicate = d->>'predicate'"
     "  AND p.single_valued)";
 
@@ -247,7 +250,9 @@ bool Pusher::Canonical(const Row& row, int64_t gpos, bool remainder) {
       return pg_.Exec(kInsertBlock, {origin, g.c_str(), row.data.c_str()});
     case AGENTMEM_CHANGE_FACT:
       if (!row.fact_new) return pg_.Exec(kUpdateFact, {origin, id.c_str(), row.data.c_str()});
-      if (!pg_.Exec(kInsertFact, {origin, g.c_str(), row.data.c_str()})) return false;
+      if (!pg_.Exec(kInsertFact, {origin, g.c_str(), row.data.c_str(), remainder ? "t" : "f"})) {
+        return false;
+      }
       return remainder || pg_.Exec(kSupersede, {g.c_str(), row.data.c_str()});
     case AGENTMEM_CHANGE_FORGET:
       return pg_.Exec(kForget, {row.data.c_str(), origin});

@@ -62,7 +62,7 @@ constexpr const char* kSchema =
     " subject text NOT NULL, predicate text NOT NULL, object text NOT NULL,"
     " confidence double precision NOT NULL, source_episode_ids bigint[] NOT NULL,"
     " valid_from bigint NOT NULL, valid_to bigint NOT NULL, recorded_at bigint NOT NULL,"
-    " expired_at bigint NOT NULL, PRIMARY KEY (origin, id));"
+    " expired_at bigint NOT NULL, derived boolean NOT NULL, PRIMARY KEY (origin, id));"
     "CREATE INDEX IF NOT EXISTS facts_key ON facts (user_id, subject, predicate);"
     // The record (origin, origin_id) that `replica` holds as its local id
     // `local`: what it pulled, from agentmem_local_ids, else its own.
