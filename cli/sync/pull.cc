@@ -447,6 +447,17 @@ bool Puller::Run() {
 
 }  // namespace
 
-bool Pull(const Replica& r, PullReport* report) { return Puller(r, report).Run(); }
+bool Pull(const Replica& r, PullReport* report) {
+  if (!Puller(r, report).Run()) return false;
+  if (report->forgets == 0) return true;
+  // What another file forgot leaves this one's bytes too, as after a
+  // forget with PURGE here.
+  agentmem_receipt receipt{};
+  if (agentmem_vacuum(r.db, &receipt) != AGENTMEM_OK) {
+    return r.pg->Fail(DbError(r.db, "vacuum after the pulled forgets"));
+  }
+  report->purged = true;
+  return true;
+}
 
 }  // namespace agentmem::sync

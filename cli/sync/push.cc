@@ -121,6 +121,22 @@ constexpr const char* kAlreadyThere =
     "  AND local_id = $3)"
     " OR EXISTS (SELECT 1 FROM agentmem_changes WHERE origin = $1 AND kind = $2 AND id = $3)";
 
+// What this file ($1) held in PostgreSQL -- its own records and those it
+// pulled -- as (kind, id here, user, block name).
+constexpr const char* kHeld =
+    "SELECT 'episode', id, user_id, '' FROM episodes WHERE origin = $1"
+    " UNION ALL SELECT 'episode', m.local_id, e.user_id, '' FROM agentmem_local_ids m"
+    "  JOIN episodes e ON e.origin = m.origin AND e.id = m.origin_id"
+    "  WHERE m.replica = $1 AND m.kind = 'episode'"
+    " UNION ALL SELECT 'fact', id, user_id, '' FROM facts WHERE origin = $1"
+    " UNION ALL SELECT 'fact', m.local_id, f.user_id, '' FROM agentmem_local_ids m"
+    "  JOIN facts f ON f.origin = m.origin AND f.id = m.origin_id"
+    "  WHERE m.replica = $1 AND m.kind = 'fact'"
+    " UNION ALL SELECT 'block', version, user_id, name FROM blocks WHERE origin = $1"
+    " UNION ALL SELECT 'block', m.local_id, b.user_id, b.name FROM agentmem_local_ids m"
+    "  JOIN blocks b ON b.origin = m.origin AND b.version = m.origin_id"
+    "  WHERE m.replica = $1 AND m.kind = 'block'";
+
 class Pusher {
  public:
   Pusher(const Replica& r, PushReport* report) : r_(r), pg_(*r.pg), report_(report) {}
@@ -134,6 +150,10 @@ class Pusher {
   bool Insert(const Row& row, int pos, int64_t* gpos);
   bool Canonical(const Row& row, int64_t gpos, bool remainder);
   bool SavePosition(int64_t seq);
+  bool ForgetMissing();
+
+  // A read from the log's start: the records the file holds, (kind, id).
+  std::set<std::pair<int, int64_t>> held_;
 
   const Replica& r_;
   Pg& pg_;
@@ -197,6 +217,9 @@ bool Pusher::Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done) {
           row.fact_key += Member(j, f) + '\x1f';
         }
       }
+    }
+    if (report_->resync && c.kind >= AGENTMEM_CHANGE_EPISODE && c.kind <= AGENTMEM_CHANGE_FACT) {
+      held_.emplace(c.kind, c.id);
     }
     if (c.kind == AGENTMEM_CHANGE_COMMIT) return true;
   }
@@ -314,6 +337,61 @@ bool Pusher::SavePosition(int64_t seq) {
                   {r_.origin.c_str(), log_.c_str(), s.c_str()});
 }
 
+// After a VACUUM (a new log, read from its start): what PostgreSQL holds
+// of this file that the file no longer holds was forgotten here, and the
+// forget records went with the old log. Each becomes a forget row (seq 0 of
+// the new log: before its first commit) for one episode, one fact, or a
+// block of which no version is left, applied like any other.
+bool Pusher::ForgetMissing() {
+  Result res;
+  if (!pg_.Query(kHeld, {r_.origin.c_str()}, &res)) return false;
+  std::vector<nlohmann::json> forgets;
+  std::set<std::pair<std::string, std::string>> blocks_gone, blocks_kept;
+  std::string error, kind, user, name;
+  for (int i = 0; i < PQntuples(res.get()); i++) {
+    int64_t id = 0;
+    if (!ReadText(res.get(), i, 0, 16, &kind, &error) || !ReadInt(res.get(), i, 1, &id, &error) ||
+        !ReadText(res.get(), i, 2, kMaxTextBytes, &user, &error) ||
+        !ReadText(res.get(), i, 3, kMaxTextBytes, &name, &error)) {
+      return pg_.Fail(error);
+    }
+    const int k = kind == "episode" ? AGENTMEM_CHANGE_EPISODE
+                  : kind == "fact"  ? AGENTMEM_CHANGE_FACT
+                                    : AGENTMEM_CHANGE_BLOCK;
+    const bool held = held_.count({k, id}) > 0;
+    if (k == AGENTMEM_CHANGE_BLOCK) {
+      (held ? blocks_kept : blocks_gone).emplace(user, name);
+    } else if (!held) {
+      forgets.push_back({{"scope", kind}, {"user_id", user}, {"session_id", ""}, {"name", ""},
+                         {"before", 0}, {"id", id}});
+    }
+  }
+  for (const auto& [u, n] : blocks_gone) {
+    if (blocks_kept.count({u, n})) continue;
+    forgets.push_back({{"scope", "block"}, {"user_id", u}, {"session_id", ""}, {"name", n},
+                       {"before", 0}, {"id", 0}});
+  }
+  std::vector<Row> txn;
+  for (const nlohmann::json& f : forgets) {
+    Row& row = txn.emplace_back();
+    row.kind = AGENTMEM_CHANGE_FORGET;
+    row.kind_name = "forget";
+    row.user_id = f["user_id"].get<std::string>();
+    row.data = f.dump();
+    row.id = f["id"].get<int64_t>();
+  }
+  if (txn.empty()) return true;
+  Row& commit = txn.emplace_back();
+  commit.kind = AGENTMEM_CHANGE_COMMIT;
+  commit.kind_name = "commit";
+  commit.data = "{}";
+  const bool resync = report_->resync;
+  report_->resync = false;  // these rows are new, not records to look for
+  const bool ok = PushTxn(txn);
+  report_->resync = resync;
+  return ok;
+}
+
 bool Pusher::Run() {
   agentmem_cursor* cur = nullptr;
   if (!OpenFeed(&cur)) return false;
@@ -333,6 +411,7 @@ bool Pusher::Run() {
       in_batch_ = 0;
     }
   }
+  if (report_->resync && !ForgetMissing()) return false;
   if (last != 0 && !SavePosition(last)) return false;
   report_->log = log_;
   return pg_.Exec("COMMIT", {});

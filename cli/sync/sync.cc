@@ -131,8 +131,8 @@ bool Run(agentmem_db* db, Pg* pg) {
     std::printf(" (log %s, commits %" PRId64 " to %" PRId64 "%s)", push.log.c_str(), push.first,
                 push.last, push.resync ? ", from the start of the log" : "");
   }
-  std::printf("; pulled %" PRId64 " changes, %" PRId64 " forgets, to position %" PRId64 "\n",
-              pull.changes, pull.forgets, pull.position);
+  std::printf("; pulled %" PRId64 " changes, %" PRId64 " forgets%s, to position %" PRId64 "\n",
+              pull.changes, pull.forgets, pull.purged ? " (purged)" : "", pull.position);
   return true;
 }
 

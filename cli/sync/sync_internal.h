@@ -42,6 +42,7 @@ struct PullReport {
   int64_t changes = 0;   // change rows of other origins read
   int64_t position = 0;  // the global position the file has applied
   int64_t forgets = 0;   // forget rows applied
+  bool purged = false;   // and then the file was vacuumed
 };
 
 // Creates the tables, indexes and functions of docs/replication.md when
