@@ -1,8 +1,6 @@
 // engine/capi/capi_replica.cc -- the C ABI of the replica writes
 // (include/agentmem.h, "replica writes"): an episode or a fact written with
 // every field as given, and the sync.* settings, over engine::Database.
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "agentmem.h"
@@ -11,6 +9,7 @@
 using agentmem::Status;
 namespace eng = agentmem::engine;
 namespace fmt = agentmem::format;
+using agentmem::capi::CopyOut;
 using agentmem::capi::Guard;
 using agentmem::capi::Need;
 
@@ -99,11 +98,7 @@ int agentmem_meta_get(agentmem_db* db, const char* key, char** pzValue) {
     AGENTMEM_RETURN_IF_ERROR(Need(pzValue, "pzValue"));
     std::string value;
     AGENTMEM_RETURN_IF_ERROR(d.GetMeta(key, &value));
-    char* out = static_cast<char*>(std::malloc(value.size() + 1));
-    if (!out) return Status(agentmem::kNoMem, "out of memory");
-    std::memcpy(out, value.c_str(), value.size() + 1);
-    *pzValue = out;
-    return Status::OK();
+    return CopyOut(value, pzValue);
   });
 }
 

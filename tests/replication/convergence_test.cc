@@ -46,10 +46,7 @@ struct Op {
 };
 
 agentmem_db* Open(const TempDir& dir, const std::string& name) {
-  agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open_v2(dir.File(name).c_str(), &db,
-                           AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                           "vector_dim=4&embedder=mine") == AGENTMEM_OK);
+  agentmem_db* db = OpenReplica(dir, name);
   REQUIRE(agentmem_predicate_declare(db, "lives_in", 1) == AGENTMEM_OK);
   return db;
 }

@@ -18,22 +18,6 @@ constexpr const char* kNeedleA = "Bob's diary on file a: the locker code is 4417
 constexpr const char* kNeedleB = "Bob told file b about his sister's surgery";
 constexpr const char* kNeedleBlock = "bob prefers to be called Robert in private";
 
-agentmem_db* Open(const TempDir& dir, const std::string& name) {
-  agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open_v2(dir.File(name).c_str(), &db,
-                           AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                           "vector_dim=4&embedder=mine") == AGENTMEM_OK);
-  return db;
-}
-
-// (Each episode's vector is its own: a PURGE also looks for the forgotten
-// vectors, and would find one that another user's episode shares.)
-void Remember(agentmem_db* db, const char* user, const char* text, float x) {
-  const float v[4] = {1, x, 0, 0};
-  REQUIRE(agentmem_remember(db, user, "s", "user", text, 0, nullptr, v, 4, nullptr) ==
-          AGENTMEM_OK);
-}
-
 // How many times `needle` occurs in file `name`, raw or in a decompressed
 // page.
 int Occurrences(const TempDir& dir, const std::string& name, const std::string& needle) {
@@ -56,9 +40,9 @@ TEST_CASE("a user forgotten with PURGE on one file is purged from PostgreSQL and
   TempDir dir;
   Conn pg = Fresh();
   const char* names[] = {"a.agentmem", "b.agentmem", "c.agentmem"};
-  agentmem_db* a = Open(dir, names[0]);
-  agentmem_db* b = Open(dir, names[1]);
-  agentmem_close(Open(dir, names[2]));
+  agentmem_db* a = OpenReplica(dir, names[0]);
+  agentmem_db* b = OpenReplica(dir, names[1]);
+  agentmem_close(OpenReplica(dir, names[2]));
   Remember(a, "bob", kNeedleA, 0.25f);
   Remember(a, "alice", "alice keeps this one", 0.5f);
   Remember(b, "bob", kNeedleB, 0.75f);

@@ -3,6 +3,7 @@
 // read back as text, and files run through the `agentmem` program.
 #pragma once
 
+#include <agentmem.h>
 #include <doctest/doctest.h>
 #include <libpq-fe.h>
 
@@ -73,6 +74,25 @@ inline std::string Shell(const TempDir& dir, const std::string& name, const std:
       RunShell(dir.path(), {"-options", "vector_dim=4&embedder=mine", name, sql});
   REQUIRE_MESSAGE(r.status == 0, sql << ": " << r.err);
   return r.out;
+}
+
+// File `name` in dir, created when missing with 4-d vectors the cases give,
+// open read-write.
+inline agentmem_db* OpenReplica(const TempDir& dir, const std::string& name) {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(dir.File(name).c_str(), &db,
+                           AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           "vector_dim=4&embedder=mine") == AGENTMEM_OK);
+  return db;
+}
+
+// Remembers `text` in session s1 with the vector {1, x, 0, 0}. (Give each
+// episode its own x: a PURGE also looks for the forgotten vectors, and would
+// find one that another user's episode shares.)
+inline void Remember(agentmem_db* db, const char* user, const char* text, float x) {
+  const float v[4] = {1, x, 0, 0};
+  REQUIRE(agentmem_remember(db, user, "s1", "user", text, 0, nullptr, v, 4, nullptr) ==
+          AGENTMEM_OK);
 }
 
 // `agentmem sync name URL`, which must succeed.

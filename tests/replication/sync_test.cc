@@ -15,29 +15,26 @@ using namespace agentmem::test;
 
 namespace {
 
-// A file of dir with 4-d vectors the cases give, open read-write.
-agentmem_db* Open(const TempDir& dir, const std::string& name) {
-  agentmem_db* db = nullptr;
-  REQUIRE(agentmem_open_v2(dir.File(name).c_str(), &db,
-                           AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
-                           "vector_dim=4&embedder=mine") == AGENTMEM_OK);
-  return db;
-}
-
-void Remember(agentmem_db* db, const char* user, const char* text, float x) {
-  const float v[4] = {x, 1, 0, 0};
-  REQUIRE(agentmem_remember(db, user, "s1", "user", text, 0, nullptr, v, 4, nullptr) ==
-          AGENTMEM_OK);
-}
-
 std::string Meta(const TempDir& dir, const std::string& name, const char* key) {
-  agentmem_db* db = Open(dir, name);
+  agentmem_db* db = OpenReplica(dir, name);
   char* v = nullptr;
   std::string out = agentmem_meta_get(db, key, &v) == AGENTMEM_OK ? v : "";
   agentmem_free(v);
   agentmem_close(db);
   return out;
 }
+
+// Two files, a and b, open, and an empty database.
+struct TwoFiles {
+  TempDir dir;
+  Conn pg = Fresh();
+  agentmem_db* a = OpenReplica(dir, "a.agentmem");
+  agentmem_db* b = OpenReplica(dir, "b.agentmem");
+  ~TwoFiles() {
+    agentmem_close(a);
+    agentmem_close(b);
+  }
+};
 
 // The current objects of a user's facts on (subject, predicate).
 std::string Current(agentmem_db* db, const char* user, const char* subject, const char* pred) {
@@ -77,11 +74,7 @@ TEST_CASE("sync pushes a file's changes under its origin id, and a second run wr
   CHECK(One(pg.get(), "SELECT count(*) FROM agentmem_changes") == changes);
 }
 
-TEST_CASE("a second file pulls the first's episodes with their times and vectors, under new ids") {
-  TempDir dir;
-  Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
-  agentmem_db* b = Open(dir, "b.agentmem");
+TEST_CASE_FIXTURE(TwoFiles, "a second file pulls the first's episodes with their times and vectors, under new ids") {
   Remember(a, "alice", "alice wrote this on file a", 0.5f);
   Remember(b, "bob", "bob wrote this on file b", 0.25f);
   Remember(b, "bob", "and this too", 0.75f);
@@ -95,7 +88,7 @@ TEST_CASE("a second file pulls the first's episodes with their times and vectors
   agentmem_episode* e = nullptr;
   REQUIRE(agentmem_episode_get(a, 2, &e) == AGENTMEM_OK);
   CHECK(std::string(e->text) == "bob wrote this on file b");
-  CHECK(e->vector[0] == 0.25f);
+  CHECK(e->vector[1] == 0.25f);
   agentmem_episode* there = nullptr;
   REQUIRE(agentmem_episode_get(b, 1, &there) == AGENTMEM_OK);
   CHECK(e->ts == there->ts);
@@ -112,15 +105,9 @@ TEST_CASE("a second file pulls the first's episodes with their times and vectors
                       " FROM agentmem_local_ids WHERE replica = '" + oa +
                           "' AND kind = 'episode' AND origin = '" + ob + "'") == "1->2 2->3");
   CHECK(One(pg.get(), "SELECT count(*) FROM episodes") == "3");
-  agentmem_close(a);
-  agentmem_close(b);
 }
 
-TEST_CASE("a block written on two files keeps both versions and the later global order is current") {
-  TempDir dir;
-  Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
-  agentmem_db* b = Open(dir, "b.agentmem");
+TEST_CASE_FIXTURE(TwoFiles, "a block written on two files keeps both versions and the later global order is current") {
   REQUIRE(agentmem_block_set(a, "u", "persona", "from a", 0, -1) == AGENTMEM_OK);
   REQUIRE(agentmem_block_set(b, "u", "persona", "from b", 0, -1) == AGENTMEM_OK);
   SyncRun(dir, "a.agentmem");  // a's version first in the global order
@@ -142,15 +129,9 @@ TEST_CASE("a block written on two files keeps both versions and the later global
   CHECK(One(pg.get(), "SELECT string_agg(value, ',' ORDER BY gpos) FROM blocks") ==
         "from a,from b");
   CHECK(One(pg.get(), "SELECT value FROM blocks_current WHERE name = 'persona'") == "from b");
-  agentmem_close(a);
-  agentmem_close(b);
 }
 
-TEST_CASE("a single-valued fact asserted on two files: the later global order is current") {
-  TempDir dir;
-  Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
-  agentmem_db* b = Open(dir, "b.agentmem");
+TEST_CASE_FIXTURE(TwoFiles, "a single-valued fact asserted on two files: the later global order is current") {
   for (agentmem_db* db : {a, b}) {
     REQUIRE(agentmem_predicate_declare(db, "lives_in", 1) == AGENTMEM_OK);
   }
@@ -174,15 +155,9 @@ TEST_CASE("a single-valued fact asserted on two files: the later global order is
     CHECK(agentmem_cursor_fact(cur)->expired_at < INT64_MAX);
     agentmem_cursor_close(cur);
   }
-  agentmem_close(a);
-  agentmem_close(b);
 }
 
-TEST_CASE("a forget synced removes the records from PostgreSQL and from the other file") {
-  TempDir dir;
-  Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
-  agentmem_db* b = Open(dir, "b.agentmem");
+TEST_CASE_FIXTURE(TwoFiles, "a forget synced removes the records from PostgreSQL and from the other file") {
   Remember(a, "bob", "Bob keeps a private diary entry here.", 1);
   Remember(a, "alice", "Alice stays.", 1);
   REQUIRE(agentmem_block_set(b, "bob", "notes", "bob private notes", 0, -1) == AGENTMEM_OK);
@@ -200,14 +175,12 @@ TEST_CASE("a forget synced removes the records from PostgreSQL and from the othe
   agentmem_block* blk = nullptr;
   CHECK(agentmem_block_get(b, "bob", "notes", &blk) == AGENTMEM_NOTFOUND);
   CHECK(Shell(dir, "b.agentmem", "SELECT user_id, text FROM episodes") == "alice|Alice stays.\n");
-  agentmem_close(a);
-  agentmem_close(b);
 }
 
 TEST_CASE("a bad row stops the pull after the batches before it, and the next run resumes") {
   TempDir dir;
   Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
+  agentmem_db* a = OpenReplica(dir, "a.agentmem");
   for (int txn = 0; txn < 2; txn++) {  // two transactions of 600 episodes: two batches
     REQUIRE(agentmem_begin(a) == AGENTMEM_OK);
     for (int i = 0; i < 600; i++) {
@@ -220,7 +193,7 @@ TEST_CASE("a bad row stops the pull after the batches before it, and the next ru
   SyncRun(dir, "a.agentmem");
   Run(pg.get(), "UPDATE agentmem_changes SET data = jsonb_set(data, '{ts}', '\"soon\"')"
                 " WHERE kind = 'episode' AND id = 1100");
-  agentmem_close(Open(dir, "b.agentmem"));
+  agentmem_close(OpenReplica(dir, "b.agentmem"));
   ShellResult r = RunShell(dir.path(), {"sync", "b.agentmem", Url()});
   CHECK(r.status == 1);
   CHECK(r.err.find("(episode): ts is not an integer") != std::string::npos);
@@ -236,8 +209,8 @@ TEST_CASE("a bad row stops the pull after the batches before it, and the next ru
 TEST_CASE("after VACUUM sync reads the new log and writes nothing twice") {
   TempDir dir;
   Conn pg = Fresh();
-  agentmem_db* a = Open(dir, "a.agentmem");
-  agentmem_db* b = Open(dir, "b.agentmem");
+  agentmem_db* a = OpenReplica(dir, "a.agentmem");
+  agentmem_db* b = OpenReplica(dir, "b.agentmem");
   Remember(a, "alice", "alice on a", 1);
   Remember(b, "bob", "bob on b", 1);
   agentmem_close(b);
@@ -257,7 +230,7 @@ TEST_CASE("after VACUUM sync reads the new log and writes nothing twice") {
 
 TEST_CASE("sync refuses a wrong command line, a server it cannot reach and old tables") {
   TempDir dir;
-  agentmem_close(Open(dir, "m.agentmem"));
+  agentmem_close(OpenReplica(dir, "m.agentmem"));
   ShellResult r = RunShell(dir.path(), {"sync", "m.agentmem"});
   CHECK(r.status == 1);
   CHECK(r.err.find("Usage: agentmem sync FILE CONNINFO") != std::string::npos);
