@@ -230,8 +230,12 @@ bool Puller::Block(const Pulled& p) {
               &own_later)) {
     return false;
   }
-  agentmem_block* keep = nullptr;  // this file's later version, current again after
-  if (own_later && !CurrentBlock(r_.db, user, name, &keep)) {
+  // This file's later version, current again after (none when the block
+  // was forgotten here since).
+  agentmem_block* keep = nullptr;
+  const int rc = own_later ? agentmem_block_get(r_.db, user.c_str(), name.c_str(), &keep)
+                           : AGENTMEM_NOTFOUND;
+  if (rc != AGENTMEM_OK && rc != AGENTMEM_NOTFOUND) {
     return pg_.Fail(DbError(r_.db, "reading the current block"));
   }
   std::unique_ptr<agentmem_block, void (*)(void*)> free_keep(keep, agentmem_free);
