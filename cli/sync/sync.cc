@@ -9,6 +9,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -27,6 +28,11 @@ constexpr const char* kUsage =
 
 // Every table, index and function of docs/replication.md.
 constexpr const char* kSchema =
+    // The database's id: a file synced with one database is refused by another.
+    "CREATE TABLE IF NOT EXISTS agentmem_database ("
+    " one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);"
+    "INSERT INTO agentmem_database (id) SELECT substr(md5(random()::text"
+    " || clock_timestamp()::text), 1, 16) WHERE NOT EXISTS (SELECT 1 FROM agentmem_database);"
     "CREATE TABLE IF NOT EXISTS agentmem_changes ("
     " gpos bigserial PRIMARY KEY, origin text NOT NULL, log text NOT NULL, seq bigint NOT NULL,"
     " pos integer NOT NULL, kind text NOT NULL, id bigint NOT NULL, user_id text NOT NULL,"
@@ -110,6 +116,48 @@ bool EnsureOrigin(agentmem_db* db, std::string* origin, std::string* error) {
   return true;
 }
 
+// The file's sync.database must be this database's id (it is written on the
+// first sync), and the file's pulled position must be in its change log: a
+// file cannot follow a database that was replaced or restored to a point
+// before what the file applied.
+bool CheckDatabase(agentmem_db* db, Pg* pg) {
+  Result r;
+  if (!pg->Query("SELECT id, (SELECT COALESCE(max(gpos), 0) FROM agentmem_changes)"
+                 " FROM agentmem_database",
+                 {}, &r)) {
+    return false;
+  }
+  std::string id, error;
+  int64_t last = 0;
+  if (PQntuples(r.get()) != 1 || !ReadText(r.get(), 0, 0, 64, &id, &error) ||
+      !ReadInt(r.get(), 0, 1, &last, &error)) {
+    return pg->Fail("PostgreSQL: agentmem_database holds no id " + error);
+  }
+  char* v = nullptr;
+  int rc = agentmem_meta_get(db, "sync.database", &v);
+  if (rc == AGENTMEM_NOTFOUND) {
+    if (agentmem_meta_set(db, "sync.database", id.c_str()) == AGENTMEM_OK) return true;
+    return pg->Fail(DbError(db, "writing sync.database"));
+  }
+  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.database"));
+  const std::string mine = v;
+  agentmem_free(v);
+  if (mine != id) {
+    return pg->Fail("the file was synced with another PostgreSQL database (" + mine +
+                    "; this one is " + id + "): its positions mean nothing here");
+  }
+  rc = agentmem_meta_get(db, "sync.pulled", &v);
+  if (rc == AGENTMEM_NOTFOUND) return true;
+  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.pulled"));
+  const int64_t pulled = std::strtoll(v, nullptr, 10);
+  agentmem_free(v);
+  if (pulled <= last) return true;
+  return pg->Fail("the file has applied PostgreSQL's changes up to " + std::to_string(pulled) +
+                  ", but agentmem_changes ends at " + std::to_string(last) +
+                  ": the database was restored to an earlier point, and syncing would "
+                  "apply changes twice");
+}
+
 bool Run(agentmem_db* db, Pg* pg) {
   Result r;
   if (!pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r)) return false;
@@ -117,6 +165,7 @@ bool Run(agentmem_db* db, Pg* pg) {
   Replica rep{db, pg, ""};
   std::string error;
   if (!EnsureOrigin(db, &rep.origin, &error)) return pg->Fail(error);
+  if (!CheckDatabase(db, pg)) return false;
   PushReport push;
   if (!Push(rep, &push)) return false;
   PullReport pull;

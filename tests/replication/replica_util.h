@@ -43,8 +43,8 @@ inline Conn Fresh() {
   REQUIRE_MESSAGE(PQstatus(c.get()) == CONNECTION_OK, PQerrorMessage(c.get()));
   PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);
   Run(c.get(), "DROP VIEW IF EXISTS blocks_current; DROP TABLE IF EXISTS agentmem_changes,"
-               " agentmem_origins, agentmem_local_ids, agentmem_predicates, episodes, blocks,"
-               " facts CASCADE");
+               " agentmem_origins, agentmem_local_ids, agentmem_predicates, agentmem_database,"
+               " episodes, blocks, facts CASCADE");
   return c;
 }
 

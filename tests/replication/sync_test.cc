@@ -228,6 +228,22 @@ TEST_CASE("after VACUUM sync reads the new log and writes nothing twice") {
   agentmem_close(a);
 }
 
+TEST_CASE_FIXTURE(TwoFiles, "a file is refused by another database and by one restored to before it") {
+  Remember(a, "u", "one", 0.5f);
+  Remember(b, "v", "two", 0.25f);
+  SyncRun(dir, "a.agentmem");
+  SyncRun(dir, "b.agentmem");  // b has applied a's changes
+  Run(pg.get(), "DELETE FROM agentmem_changes WHERE origin = (SELECT origin FROM agentmem_changes"
+                " ORDER BY gpos DESC LIMIT 1)");  // as if restored to before b's push
+  ShellResult r = RunShell(dir.path(), {"sync", "b.agentmem", Url()});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("the database was restored to an earlier point") != std::string::npos);
+  Conn fresh = Fresh();  // another database
+  r = RunShell(dir.path(), {"sync", "a.agentmem", Url()});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("the file was synced with another PostgreSQL database") != std::string::npos);
+}
+
 TEST_CASE("sync refuses a wrong command line, a server it cannot reach and old tables") {
   TempDir dir;
   agentmem_close(OpenReplica(dir, "m.agentmem"));
