@@ -89,6 +89,13 @@ double Num(const json& j, const char* name) {
   return it->get<double>();
 }
 
+// A fact row's "new": a new fact, not a new version of one.
+bool IsNew(const json& j) {
+  auto it = j.find("new");
+  if (it == j.end() || !it->is_boolean()) throw FieldError{"new is not a boolean"};
+  return it->get<bool>();
+}
+
 // One pulled row.
 struct Pulled {
   int64_t gpos = 0, id = 0;
@@ -368,9 +375,7 @@ bool Puller::Apply(const Pulled& p, bool remainder) {
   if (p.kind == "fact") {
     // A supersession's new version of a fact, and the rest of its valid
     // time, are derived: this file supersedes by its own assertions.
-    auto is_new = p.data.find("new");
-    if (is_new == p.data.end() || !is_new->is_boolean()) throw FieldError{"new is not a boolean"};
-    return !is_new->get<bool>() || remainder || Fact(p);
+    return !IsNew(p.data) || remainder || Fact(p);
   }
   if (p.kind == "forget") return Forget(p);
   if (p.kind == "meta") {
@@ -395,18 +400,28 @@ std::string FactKey(const Pulled& p) {
 bool Puller::ApplyBatch(int64_t end, const std::vector<Pulled>& rows) {
   new_ids_.clear();
   std::set<std::string> superseded;
-  for (const Pulled& p : rows) {
-    if (p.kind == "fact" && p.data.value("new", true) == false) superseded.insert(FactKey(p));
-  }
-  if (!Check(agentmem_begin(r_.db), "beginning the pull transaction")) return false;
-  for (const Pulled& p : rows) {
-    try {
+  const Pulled* at = nullptr;  // the row being read, for the message
+  try {
+    for (const Pulled& p : rows) {
+      at = &p;
+      if (p.kind == "fact" && !IsNew(p.data)) superseded.insert(FactKey(p));
+    }
+    if (!Check(agentmem_begin(r_.db), "beginning the pull transaction")) return false;
+    const int64_t forgets = report_->forgets;
+    for (const Pulled& p : rows) {
+      at = &p;
       const bool remainder = p.kind == "fact" && superseded.count(FactKey(p));
       if (!Apply(p, remainder)) return false;
-    } catch (const FieldError& e) {
-      return pg_.Fail("PostgreSQL: change " + std::to_string(p.gpos) + " (" + p.kind +
-                      "): " + e.what);
     }
+    // The file is vacuumed at the end of this run, or of the next one if
+    // this one stops first.
+    if (report_->forgets > forgets &&
+        !Check(agentmem_meta_set(r_.db, "sync.purge", "1"), "writing sync.purge")) {
+      return false;
+    }
+  } catch (const FieldError& e) {
+    return pg_.Fail("PostgreSQL: change " + std::to_string(at->gpos) + " (" + at->kind +
+                    "): " + e.what);
   }
   const std::string position = std::to_string(end);
   if (!Check(agentmem_meta_set(r_.db, "sync.pulled", position.c_str()), "writing sync.pulled")) {
@@ -453,12 +468,22 @@ bool Puller::Run() {
 
 bool Pull(const Replica& r, PullReport* report) {
   if (!Puller(r, report).Run()) return false;
-  if (report->forgets == 0) return true;
-  // What another file forgot leaves this one's bytes too, as after a
-  // forget with PURGE here.
+  // What another file forgot leaves this one's bytes too, as after a forget
+  // with PURGE here: sync.purge, set with the forgets, asks for it.
+  char* v = nullptr;
+  const int rc = agentmem_meta_get(r.db, "sync.purge", &v);
+  const bool due = rc == AGENTMEM_OK && std::string(v) == "1";
+  agentmem_free(v);
+  if (rc != AGENTMEM_OK && rc != AGENTMEM_NOTFOUND) {
+    return r.pg->Fail(DbError(r.db, "reading sync.purge"));
+  }
+  if (!due) return true;
   agentmem_receipt receipt{};
   if (agentmem_vacuum(r.db, &receipt) != AGENTMEM_OK) {
     return r.pg->Fail(DbError(r.db, "vacuum after the pulled forgets"));
+  }
+  if (agentmem_meta_set(r.db, "sync.purge", "0") != AGENTMEM_OK) {
+    return r.pg->Fail(DbError(r.db, "writing sync.purge"));
   }
   report->purged = true;
   return true;

@@ -406,7 +406,10 @@ bool Pusher::Run() {
     if (report_->first == 0) report_->first = txn.front().seq;
     last = report_->last = txn.front().seq;
     if (!PushTxn(txn)) return false;
-    if (in_batch_ >= kChangesPerBatch) {
+    // A read from the log's start is written in one PostgreSQL transaction
+    // with the forgets it finds at its end (ForgetMissing): a run stopped
+    // half-way must not leave the position in the new log without them.
+    if (in_batch_ >= kChangesPerBatch && !report_->resync) {
       if (!SavePosition(last) || !pg_.Exec("COMMIT", {}) || !pg_.Exec("BEGIN", {})) return false;
       in_batch_ = 0;
     }

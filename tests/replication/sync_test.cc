@@ -206,6 +206,24 @@ TEST_CASE("a bad row stops the pull after the batches before it, and the next ru
   CHECK(SyncRun(dir, "b.agentmem").out.rfind("up to date", 0) == 0);
 }
 
+TEST_CASE_FIXTURE(TwoFiles, "rows of the wrong type are refused with the change they are in") {
+  REQUIRE(agentmem_fact_assert(a, "u", "ann", "likes", "tea", 1, 0, 0, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  SyncRun(dir, "a.agentmem");
+  const std::string gpos = One(pg.get(), "SELECT gpos FROM agentmem_changes WHERE kind = 'fact'");
+  for (const char* bad : {"'{new}', '\"yes\"'", "'{object}', '7'", "'{source_episode_ids}', '{}'"}) {
+    Run(pg.get(), std::string("UPDATE agentmem_changes SET data = jsonb_set(data, ") + bad +
+                      ") WHERE kind = 'fact'");
+    ShellResult r = RunShell(dir.path(), {"sync", "b.agentmem", Url()});
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(r.err.find("change " + gpos + " (fact): ") != std::string::npos, r.err);
+    Run(pg.get(), "UPDATE agentmem_changes SET data = data || '{\"new\": true, \"object\":"
+                  " \"tea\", \"source_episode_ids\": []}' WHERE kind = 'fact'");
+  }
+  SyncRun(dir, "b.agentmem");
+  CHECK(Current(b, "u", "ann", "likes") == "tea");
+}
+
 TEST_CASE("after VACUUM sync reads the new log and writes nothing twice") {
   TempDir dir;
   Conn pg = Fresh();
