@@ -13,7 +13,9 @@ bool Pg::Exec(const char* sql, const std::vector<const char*>& values, Result* o
               ExecStatusType want) {
   Result r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(),
                         nullptr, nullptr, 0));
-  if (PQresultStatus(r.get()) != want) return Fail(std::string("PostgreSQL: ") + PQerrorMessage(conn_));
+  if (PQresultStatus(r.get()) != want) {
+    return Fail(std::string("PostgreSQL: ") + PQerrorMessage(conn_));
+  }
   if (out) *out = std::move(r);
   return true;
 }
@@ -42,7 +44,9 @@ bool ReadInt(const PGresult* r, int row, int col, int64_t* out, std::string* err
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0') return Bad(r, col, "a value that is not an integer", error);
+  if (errno != 0 || end == s || *end != '\0') {
+    return Bad(r, col, "a value that is not an integer", error);
+  }
   *out = v;
   return true;
 }

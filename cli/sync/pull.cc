@@ -163,7 +163,8 @@ bool Puller::Fetch(int64_t end, std::vector<Pulled>* rows) {
     }
     p.data = json::parse(data, nullptr, false);
     if (!p.data.is_object()) {
-      return pg_.Fail("PostgreSQL: change " + std::to_string(p.gpos) + ": data is not a JSON object");
+      return pg_.Fail("PostgreSQL: change " + std::to_string(p.gpos) +
+                      ": data is not a JSON object");
     }
   }
   return true;
@@ -393,7 +394,9 @@ bool Puller::Apply(const Pulled& p, bool remainder) {
 // transaction.
 std::string FactKey(const Pulled& p) {
   std::string key = p.txn;
-  for (const char* f : {"user_id", "subject", "predicate", "object"}) key += '\x1f' + Str(p.data, f);
+  for (const char* f : {"user_id", "subject", "predicate", "object"}) {
+    key += '\x1f' + Str(p.data, f);
+  }
   return key;
 }
 

@@ -95,8 +95,10 @@ constexpr const char* kPredicate =
 // that carried them. Retention is per file and not applied here.
 constexpr const char* kForget =
     "WITH x AS (SELECT $1::jsonb AS d),"
-    " ep AS (SELECT * FROM agentmem_canonical($2, 'episode', COALESCE(($1::jsonb->>'id')::bigint, 0))),"
-    " fa AS (SELECT * FROM agentmem_canonical($2, 'fact', COALESCE(($1::jsonb->>'id')::bigint, 0))),"
+    " ep AS (SELECT * FROM agentmem_canonical($2, 'episode',"
+    "  COALESCE(($1::jsonb->>'id')::bigint, 0))),"
+    " fa AS (SELECT * FROM agentmem_canonical($2, 'fact',"
+    "  COALESCE(($1::jsonb->>'id')::bigint, 0))),"
     " e AS (DELETE FROM episodes e USING x WHERE CASE d->>'scope'"
     "  WHEN 'user' THEN e.user_id = d->>'user_id'"
     "  WHEN 'session' THEN e.user_id = d->>'user_id' AND e.session_id = d->>'session_id'"
@@ -263,9 +265,9 @@ bool Pusher::Canonical(const Row& row, int64_t gpos, bool remainder) {
   const char* origin = r_.origin.c_str();
   switch (row.kind) {
     case AGENTMEM_CHANGE_EPISODE: {
-      const std::string vec = row.vector.empty()
-                                  ? ""
-                                  : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
+      const std::string vec =
+          row.vector.empty() ? ""
+                             : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
       return pg_.Exec(kInsertEpisode, {origin, g.c_str(), row.data.c_str(),
                                        row.vector.empty() ? nullptr : vec.c_str()});
     }

@@ -74,7 +74,9 @@ TEST_CASE("sync pushes a file's changes under its origin id, and a second run wr
   CHECK(One(pg.get(), "SELECT count(*) FROM agentmem_changes") == changes);
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "a second file pulls the first's episodes with their times and vectors, under new ids") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "a second file pulls the first's episodes with their times and vectors, "
+                  "under new ids") {
   Remember(a, "alice", "alice wrote this on file a", 0.5f);
   Remember(b, "bob", "bob wrote this on file b", 0.25f);
   Remember(b, "bob", "and this too", 0.75f);
@@ -107,7 +109,9 @@ TEST_CASE_FIXTURE(TwoFiles, "a second file pulls the first's episodes with their
   CHECK(One(pg.get(), "SELECT count(*) FROM episodes") == "3");
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "a block written on two files keeps both versions and the later global order is current") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "a block written on two files keeps both versions and the later global "
+                  "order is current") {
   REQUIRE(agentmem_block_set(a, "u", "persona", "from a", 0, -1) == AGENTMEM_OK);
   REQUIRE(agentmem_block_set(b, "u", "persona", "from b", 0, -1) == AGENTMEM_OK);
   SyncRun(dir, "a.agentmem");  // a's version first in the global order
@@ -131,7 +135,8 @@ TEST_CASE_FIXTURE(TwoFiles, "a block written on two files keeps both versions an
   CHECK(One(pg.get(), "SELECT value FROM blocks_current WHERE name = 'persona'") == "from b");
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "a single-valued fact asserted on two files: the later global order is current") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "a single-valued fact asserted on two files: the later global order is current") {
   for (agentmem_db* db : {a, b}) {
     REQUIRE(agentmem_predicate_declare(db, "lives_in", 1) == AGENTMEM_OK);
   }
@@ -157,7 +162,8 @@ TEST_CASE_FIXTURE(TwoFiles, "a single-valued fact asserted on two files: the lat
   }
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "a forget synced removes the records from PostgreSQL and from the other file") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "a forget synced removes the records from PostgreSQL and from the other file") {
   Remember(a, "bob", "Bob keeps a private diary entry here.", 1);
   Remember(a, "alice", "Alice stays.", 1);
   REQUIRE(agentmem_block_set(b, "bob", "notes", "bob private notes", 0, -1) == AGENTMEM_OK);
@@ -206,12 +212,14 @@ TEST_CASE("a bad row stops the pull after the batches before it, and the next ru
   CHECK(SyncRun(dir, "b.agentmem").out.rfind("up to date", 0) == 0);
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "rows of the wrong type are refused with the change they are in") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "rows of the wrong type are refused with the change they are in") {
   REQUIRE(agentmem_fact_assert(a, "u", "ann", "likes", "tea", 1, 0, 0, nullptr, 0, nullptr) ==
           AGENTMEM_OK);
   SyncRun(dir, "a.agentmem");
   const std::string gpos = One(pg.get(), "SELECT gpos FROM agentmem_changes WHERE kind = 'fact'");
-  for (const char* bad : {"'{new}', '\"yes\"'", "'{object}', '7'", "'{source_episode_ids}', '{}'"}) {
+  for (const char* bad :
+       {"'{new}', '\"yes\"'", "'{object}', '7'", "'{source_episode_ids}', '{}'"}) {
     Run(pg.get(), std::string("UPDATE agentmem_changes SET data = jsonb_set(data, ") + bad +
                       ") WHERE kind = 'fact'");
     ShellResult r = RunShell(dir.path(), {"sync", "b.agentmem", Url()});
@@ -246,7 +254,8 @@ TEST_CASE("after VACUUM sync reads the new log and writes nothing twice") {
   agentmem_close(a);
 }
 
-TEST_CASE_FIXTURE(TwoFiles, "a file is refused by another database and by one restored to before it") {
+TEST_CASE_FIXTURE(TwoFiles,
+                  "a file is refused by another database and by one restored to before it") {
   Remember(a, "u", "one", 0.5f);
   Remember(b, "v", "two", 0.25f);
   SyncRun(dir, "a.agentmem");
