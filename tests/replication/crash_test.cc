@@ -3,6 +3,7 @@
 // is lost and nothing is applied twice, in PostgreSQL or in the files
 // (docs/replication.md, "One run": each PostgreSQL transaction records its
 // position, each pull batch is one local transaction with its position).
+// Likewise with PostgreSQL restarted (an immediate stop) in the middle.
 #include <agentmem.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -33,9 +35,8 @@ constexpr int kMaxDelayUs[4] = {250000, 150000, 150000, 60000};
 constexpr int kTransactionsOnA = 3, kEpisodesPerTransaction = 400;  // pulled in 3 batches
 constexpr int kEpisodesOnB = 150;
 
-// Starts `agentmem sync name URL` in dir and kills it with SIGKILL after
-// `delay` (or lets it finish first). Returns whether it was killed.
-bool SyncKilledAfter(const TempDir& dir, const std::string& name, std::chrono::microseconds delay) {
+// Starts `agentmem sync name URL` in dir; its output goes nowhere.
+pid_t StartSync(const TempDir& dir, const std::string& name) {
   const std::string path = dir.File(name), url = Url();
   std::vector<char*> argv = {const_cast<char*>(AGENTMEM_SHELL_PATH), const_cast<char*>("sync"),
                              const_cast<char*>(path.c_str()), const_cast<char*>(url.c_str()),
@@ -48,11 +49,36 @@ bool SyncKilledAfter(const TempDir& dir, const std::string& name, std::chrono::m
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   REQUIRE(rc == 0);
-  std::this_thread::sleep_for(delay);
-  const bool killed = kill(pid, SIGKILL) == 0;
+  return pid;
+}
+
+// The sync's wait status.
+int Wait(pid_t pid) {
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
-  return killed && WIFSIGNALED(status);
+  return status;
+}
+
+// Runs the sync and kills it with SIGKILL after `delay` (or lets it finish
+// first). Returns whether it was killed.
+bool SyncKilledAfter(const TempDir& dir, const std::string& name, std::chrono::microseconds delay) {
+  const pid_t pid = StartSync(dir, name);
+  std::this_thread::sleep_for(delay);
+  const bool killed = kill(pid, SIGKILL) == 0;
+  return killed && WIFSIGNALED(Wait(pid));
+}
+
+// Runs the sync and restarts PostgreSQL at once (pg_run.sh's restart: an
+// immediate stop, as a crash) after `delay`. Returns whether the sync failed.
+bool SyncWithRestartAfter(const TempDir& dir, const std::string& name,
+                          std::chrono::microseconds delay) {
+  const char* restart = std::getenv("AGENTMEM_PG_RESTART");
+  REQUIRE_MESSAGE(restart != nullptr, "AGENTMEM_PG_RESTART is not set: run through pg_run.sh");
+  const pid_t pid = StartSync(dir, name);
+  std::this_thread::sleep_for(delay);
+  REQUIRE(std::system(restart) == 0);
+  const int status = Wait(pid);
+  return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
 void Fill(agentmem_db* db, const char* user, int transactions, int per_transaction) {
@@ -67,28 +93,25 @@ void Fill(agentmem_db* db, const char* user, int transactions, int per_transacti
   }
 }
 
-}  // namespace
-
-TEST_CASE("sync killed at random points loses nothing and applies nothing twice") {
-  std::mt19937_64 rng(20261127);
-  const int on_a = kTransactionsOnA * kEpisodesPerTransaction, all = on_a + kEpisodesOnB;
-  const std::string want = std::to_string(all) + "|" + std::to_string(all) + "\n";
-  int killed = 0;
-  for (int round = 0; round < kRounds; round++) {
-    INFO("round ", round);
-    TempDir dir;
-    Conn pg = Fresh();
+// Two fresh files: a with kTransactionsOnA x kEpisodesPerTransaction
+// episodes, b with kEpisodesOnB; an empty database.
+struct Files {
+  TempDir dir;
+  Conn pg = Fresh();
+  Files() {
     agentmem_db* a = OpenReplica(dir, "a.agentmem");
     agentmem_db* b = OpenReplica(dir, "b.agentmem");
     Fill(a, "u", kTransactionsOnA, kEpisodesPerTransaction);
     Fill(b, "v", 1, kEpisodesOnB);
     agentmem_close(a);
     agentmem_close(b);
-    // Kills while a pushes, b pushes and pulls, and a pulls.
-    const char* names[4] = {"a.agentmem", "b.agentmem", "b.agentmem", "a.agentmem"};
-    for (int k = 0; k < 4; k++) {
-      killed += SyncKilledAfter(dir, names[k], std::chrono::microseconds(rng() % kMaxDelayUs[k]));
-    }
+  }
+  // Runs the syncs to their end and checks that every episode is in
+  // PostgreSQL and in both files exactly once.
+  void Finish() {
+    pg = Connect();  // (a restart closed the first one)
+    const int all = kTransactionsOnA * kEpisodesPerTransaction + kEpisodesOnB;
+    const std::string want = std::to_string(all) + "|" + std::to_string(all) + "\n";
     for (const char* name : {"a.agentmem", "b.agentmem", "a.agentmem"}) SyncRun(dir, name);
     CHECK(One(pg.get(), "SELECT count(*) || '|' || count(DISTINCT text) FROM episodes") + "\n" ==
           want);
@@ -100,5 +123,38 @@ TEST_CASE("sync killed at random points loses nothing and applies nothing twice"
     CHECK(One(pg.get(), "SELECT count(*) FROM agentmem_local_ids WHERE kind = 'episode'") ==
           std::to_string(all));
   }
+};
+
+}  // namespace
+
+TEST_CASE("sync killed at random points loses nothing and applies nothing twice") {
+  std::mt19937_64 rng(20261127);
+  int killed = 0;
+  for (int round = 0; round < kRounds; round++) {
+    INFO("round ", round);
+    Files f;
+    // Kills while a pushes, b pushes and pulls, and a pulls.
+    const char* names[4] = {"a.agentmem", "b.agentmem", "b.agentmem", "a.agentmem"};
+    for (int k = 0; k < 4; k++) {
+      killed +=
+          SyncKilledAfter(f.dir, names[k], std::chrono::microseconds(rng() % kMaxDelayUs[k]));
+    }
+    f.Finish();
+  }
   MESSAGE(killed, " of ", 4 * kRounds, " syncs killed before they finished");
+}
+
+TEST_CASE("a PostgreSQL restart in the middle of syncs loses nothing and applies nothing twice") {
+  std::mt19937_64 rng(20261128);
+  int failed = 0;
+  for (int round = 0; round < 4; round++) {
+    INFO("round ", round);
+    Files f;
+    failed += SyncWithRestartAfter(f.dir, "a.agentmem",
+                                   std::chrono::microseconds(rng() % kMaxDelayUs[0]));
+    failed += SyncWithRestartAfter(f.dir, "b.agentmem",
+                                   std::chrono::microseconds(rng() % kMaxDelayUs[1]));
+    f.Finish();
+  }
+  MESSAGE(failed, " of 8 syncs stopped by the restart");
 }

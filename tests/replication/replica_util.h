@@ -36,12 +36,18 @@ inline void Run(PGconn* c, const std::string& sql) {
   REQUIRE_MESSAGE(ok, sql << ": " << PQerrorMessage(c));
 }
 
-// A connection to the harness's server with every table of the sync
-// dropped, so that each case starts from an empty database.
-inline Conn Fresh() {
+// A connection to the harness's server.
+inline Conn Connect() {
   Conn c(PQconnectdb(Url().c_str()));
   REQUIRE_MESSAGE(PQstatus(c.get()) == CONNECTION_OK, PQerrorMessage(c.get()));
   PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);
+  return c;
+}
+
+// A connection to the harness's server with every table of the sync
+// dropped, so that each case starts from an empty database.
+inline Conn Fresh() {
+  Conn c = Connect();
   Run(c.get(), "DROP VIEW IF EXISTS blocks_current; DROP TABLE IF EXISTS agentmem_changes,"
                " agentmem_origins, agentmem_local_ids, agentmem_predicates, agentmem_database,"
                " episodes, blocks, facts CASCADE");
