@@ -119,7 +119,7 @@ class Puller {
   bool Fact(const Pulled& p);
   bool Forget(const Pulled& p);
   bool ValidFloor(const std::string& user, const std::string& subject,
-                  const std::string& predicate, int64_t* floor);
+                  const std::string& predicate, const std::string& object, int64_t* floor);
   bool Exists(const char* sql, const std::vector<const char*>& values, bool* yes);
   // This file's id of the record (kind, local id at `origin`); 0 when it
   // holds none.
@@ -269,13 +269,13 @@ bool Puller::Block(const Pulled& p) {
   return true;
 }
 
-// The earliest valid_from a fact of the key can be asserted with here and
-// still be the key's latest assertion: past the valid time every current
-// row of the key closes, and not before one still open. (The engine takes
-// an assertion whose valid_from falls inside a current row with the same
-// object as already known.)
+// The earliest valid_from a fact can be asserted with here and still be
+// written: past the valid time every current row of its key with the same
+// object closes, and not before one still open. (The engine takes an
+// assertion whose valid_from falls inside such a row as already known.)
 bool Puller::ValidFloor(const std::string& user, const std::string& subject,
-                        const std::string& predicate, int64_t* floor) {
+                        const std::string& predicate, const std::string& object,
+                        int64_t* floor) {
   agentmem_cursor* cur = nullptr;
   if (!Check(agentmem_facts_v2(r_.db, user.c_str(), subject.c_str(), predicate.c_str(), nullptr,
                                0, 0, AGENTMEM_FACTS_ALL_VERSIONS, &cur),
@@ -286,7 +286,7 @@ bool Puller::ValidFloor(const std::string& user, const std::string& subject,
   int rc;
   while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
     const agentmem_fact* f = agentmem_cursor_fact(cur);
-    if (f->expired_at != kForever) continue;
+    if (f->expired_at != kForever || object != f->object) continue;
     *floor = std::max(*floor, f->valid_to == kForever ? f->valid_from : f->valid_to);
   }
   agentmem_cursor_close(cur);
@@ -330,7 +330,7 @@ bool Puller::Fact(const Pulled& p) {
   f.recorded_at = Int(d, "recorded_at");
   f.expired_at = f.recorded_at;  // superseded here before it arrived: never current
   int64_t local = 0, floor = 0;
-  if (!own_later && !ValidFloor(user, subject, predicate, &floor)) return false;
+  if (!own_later && !ValidFloor(user, subject, predicate, object, &floor)) return false;
   const int64_t valid_from = std::max(f.valid_from, floor);
   const int64_t valid_to = f.valid_to == kForever ? 0 : f.valid_to;
   if (valid_to != 0 && valid_to <= valid_from) return true;  // over before it would start here
