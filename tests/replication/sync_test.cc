@@ -109,6 +109,56 @@ TEST_CASE_FIXTURE(TwoFiles,
   CHECK(One(pg.get(), "SELECT count(*) FROM episodes") == "3");
 }
 
+// The texts of the episodes the user's facts with `object` cite.
+std::string Sources(agentmem_db* db, const char* user, const char* object) {
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_facts_v2(db, user, nullptr, nullptr, object, 0, 0, 0, &cur) == AGENTMEM_OK);
+  std::string out;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    const agentmem_fact* f = agentmem_cursor_fact(cur);
+    for (int i = 0; i < f->n_sources; i++) {
+      agentmem_episode* e = nullptr;
+      REQUIRE(agentmem_episode_get(db, f->source_episode_ids[i], &e) == AGENTMEM_OK);
+      out += std::string(out.empty() ? "" : ",") + e->text;
+      agentmem_free(e);
+    }
+  }
+  agentmem_cursor_close(cur);
+  return out;
+}
+
+TEST_CASE_FIXTURE(TwoFiles, "a pulled fact cites the episodes it cited, by their ids here") {
+  agentmem_db* c = OpenReplica(dir, "c.agentmem");
+  Remember(b, "u", "b's own first episode", 0.1f);  // so that ids differ between files
+  Remember(c, "u", "c's own first episode", 0.2f);
+  Remember(c, "u", "c's own second episode", 0.3f);
+  Remember(a, "u", "ann said she moved to Oslo", 0.4f);
+  const int64_t cited = 1;
+  REQUIRE(agentmem_fact_assert(a, "u", "ann", "lives_in", "Oslo", 1, 0, 0, &cited, 1, nullptr) ==
+          AGENTMEM_OK);
+  SyncRun(dir, "a.agentmem");
+  SyncRun(dir, "b.agentmem");
+  // b cites a's episode in a fact of its own: c gets it through b's ids.
+  agentmem_cursor* cur = nullptr;
+  REQUIRE(agentmem_episodes(b, "u", nullptr, &cur) == AGENTMEM_OK);
+  std::vector<int64_t> ids;
+  while (agentmem_cursor_step(cur) == AGENTMEM_ROW) {
+    ids.push_back(agentmem_cursor_episode(cur)->id);
+  }
+  agentmem_cursor_close(cur);
+  REQUIRE(ids.size() == 2);
+  REQUIRE(agentmem_fact_assert(b, "u", "ann", "likes", "snow", 1, 0, 0, ids.data(), 2, nullptr) ==
+          AGENTMEM_OK);
+  SyncRun(dir, "b.agentmem");
+  SyncRun(dir, "c.agentmem");
+  CHECK(Sources(b, "u", "Oslo") == "ann said she moved to Oslo");
+  CHECK(Sources(c, "u", "Oslo") == "ann said she moved to Oslo");
+  const std::string both = Sources(c, "u", "snow");
+  CHECK((both == "b's own first episode,ann said she moved to Oslo" ||
+         both == "ann said she moved to Oslo,b's own first episode"));
+  agentmem_close(c);
+}
+
 TEST_CASE_FIXTURE(TwoFiles,
                   "a block written on two files keeps both versions and the later global "
                   "order is current") {
