@@ -106,11 +106,14 @@ struct Pulled {
 
 class Puller {
  public:
-  Puller(const Replica& r, PullReport* report) : r_(r), pg_(*r.pg), report_(report) {}
+  Puller(const Replica& r, const PushReport& push, PullReport* report)
+      : r_(r), pg_(*r.pg), report_(report), unread_log_(push.pushed_log),
+        unread_seq_(push.pushed_seq) {}
   bool Run();
 
  private:
   bool ReadPosition();
+  bool ReadUnpushed();
   bool Fetch(int64_t end, std::vector<Pulled>* rows);
   bool ApplyBatch(int64_t end, const std::vector<Pulled>& rows);
   bool Apply(const Pulled& p, bool remainder);
@@ -131,6 +134,16 @@ class Puller {
   const Replica& r_;
   Pg& pg_;
   PullReport* report_;
+  // Where the file's feed has been read to for them.
+  uint64_t unread_log_;
+  int64_t unread_seq_;
+  // What the file wrote after what PostgreSQL holds of it (a write made
+  // while this sync runs): blocks (user, name) and facts (user, subject,
+  // predicate) -> their objects. Later in the global order than anything
+  // pulled now, so what they name stays current here.
+  std::set<std::pair<std::string, std::string>> unpushed_blocks_;
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>>
+      unpushed_facts_;
   // The batch's new ids: (kind, origin, id there) -> id here.
   std::map<std::tuple<std::string, std::string, int64_t>, int64_t> new_ids_;
 };
@@ -145,6 +158,59 @@ bool Puller::ReadPosition() {
   const bool ok = end != v && *end == '\0' && report_->position >= 0;
   agentmem_free(v);
   return ok || pg_.Fail("the file's sync.pulled is not a position");
+}
+
+// Reads the file's own changes after what PostgreSQL holds, and after what
+// the batches before read (in the batch's transaction, whose write lock
+// keeps the application's writes out until it commits), leaving out the
+// transactions a pull wrote.
+bool Puller::ReadUnpushed() {
+  agentmem_cursor* cur = nullptr;
+  const int rc = agentmem_changes_since(r_.db, unread_log_, unread_seq_, &cur);
+  if (rc == AGENTMEM_NOTFOUND_CHANGES) return true;  // a new log: all of it is pushed next time
+  if (!Check(rc, "change feed")) return false;
+  std::unique_ptr<agentmem_cursor, int (*)(agentmem_cursor*)> close(cur, agentmem_cursor_close);
+  std::vector<json> txn;
+  bool pulled = false, origin = false;
+  int step;
+  while ((step = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
+    const agentmem_change& c = *agentmem_cursor_change(cur);
+    json j = json::parse(c.data, nullptr, false);
+    if (!j.is_object()) return pg_.Fail("change feed: a row's data is not a JSON object");
+    if (c.kind == AGENTMEM_CHANGE_META) {
+      pulled |= j.value("key", "") == "sync.pulled";
+      origin |= j.value("key", "") == "sync.origin";
+    }
+    if (c.kind == AGENTMEM_CHANGE_BLOCK || c.kind == AGENTMEM_CHANGE_FACT) {
+      j["kind"] = c.kind;
+      txn.push_back(std::move(j));
+    }
+    if (c.kind != AGENTMEM_CHANGE_COMMIT) continue;
+    unread_log_ = c.log_id;
+    unread_seq_ = c.seq;
+    for (const json& r : txn) {
+      if (pulled && !origin) break;
+      if (r["kind"] == AGENTMEM_CHANGE_BLOCK) {
+        unpushed_blocks_.emplace(r.value("user_id", ""), r.value("name", ""));
+      } else if (r.value("new", false)) {
+        unpushed_facts_[{r.value("user_id", ""), r.value("subject", ""), r.value("predicate", "")}]
+            .insert(r.value("object", ""));
+      }
+    }
+    txn.clear();
+    pulled = origin = false;
+  }
+  return Check(step == AGENTMEM_DONE ? AGENTMEM_OK : step, "change feed");
+}
+
+// Whether the file declares `predicate` single-valued.
+bool SingleValued(agentmem_db* db, const std::string& predicate) {
+  char* v = nullptr;
+  const bool single =
+      agentmem_meta_get(db, ("fact.single_valued." + predicate).c_str(), &v) == AGENTMEM_OK &&
+      std::string(v) == "1";
+  agentmem_free(v);
+  return single;
 }
 
 bool Puller::Fetch(int64_t end, std::vector<Pulled>* rows) {
@@ -233,8 +299,9 @@ bool Puller::Block(const Pulled& p) {
     throw FieldError{"limit or pinned_order is out of range"};
   }
   const std::string g = std::to_string(p.gpos);
-  bool own_later = false;
-  if (!Exists(kOwnLaterBlock, {r_.origin.c_str(), g.c_str(), user.c_str(), name.c_str()},
+  bool own_later = unpushed_blocks_.count({user, name}) > 0;
+  if (!own_later &&
+      !Exists(kOwnLaterBlock, {r_.origin.c_str(), g.c_str(), user.c_str(), name.c_str()},
               &own_later)) {
     return false;
   }
@@ -310,8 +377,11 @@ bool Puller::Fact(const Pulled& p) {
     if (local > 0) sources.push_back(local);  // a source forgotten here stays forgotten
   }
   const std::string g = std::to_string(p.gpos);
-  bool own_later = false;
-  if (!Exists(kOwnLaterFact,
+  auto unpushed = unpushed_facts_.find({user, subject, predicate});
+  bool own_later = unpushed != unpushed_facts_.end() &&
+                   (unpushed->second.size() > 1 || !unpushed->second.count(object)) &&
+                   SingleValued(r_.db, predicate);
+  if (!own_later && !Exists(kOwnLaterFact,
               {r_.origin.c_str(), g.c_str(), user.c_str(), subject.c_str(), predicate.c_str(),
                object.c_str()},
               &own_later)) {
@@ -409,7 +479,14 @@ bool Puller::ApplyBatch(int64_t end, const std::vector<Pulled>& rows) {
       at = &p;
       if (p.kind == "fact" && !IsNew(p.data)) superseded.insert(FactKey(p));
     }
-    if (!Check(agentmem_begin(r_.db), "beginning the pull transaction")) return false;
+    // The position first: it takes the write lock before the file's own
+    // unpushed writes are read.
+    const std::string position = std::to_string(end);
+    if (!Check(agentmem_begin(r_.db), "beginning the pull transaction") ||
+        !Check(agentmem_meta_set(r_.db, "sync.pulled", position.c_str()), "writing sync.pulled") ||
+        !ReadUnpushed()) {
+      return false;
+    }
     const int64_t forgets = report_->forgets;
     for (const Pulled& p : rows) {
       at = &p;
@@ -425,10 +502,6 @@ bool Puller::ApplyBatch(int64_t end, const std::vector<Pulled>& rows) {
   } catch (const FieldError& e) {
     return pg_.Fail("PostgreSQL: change " + std::to_string(at->gpos) + " (" + at->kind +
                     "): " + e.what);
-  }
-  const std::string position = std::to_string(end);
-  if (!Check(agentmem_meta_set(r_.db, "sync.pulled", position.c_str()), "writing sync.pulled")) {
-    return false;
   }
   std::string kinds = "{", origins = "{";
   std::vector<int64_t> ids, locals;
@@ -469,8 +542,8 @@ bool Puller::Run() {
 
 }  // namespace
 
-bool Pull(const Replica& r, PullReport* report) {
-  if (!Puller(r, report).Run()) return false;
+bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
+  if (!Puller(r, push, report).Run()) return false;
   // What another file forgot leaves this one's bytes too, as after a forget
   // with PURGE here: sync.purge, set with the forgets, asks for it.
   char* v = nullptr;

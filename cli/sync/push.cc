@@ -178,8 +178,13 @@ bool Pusher::OpenFeed(agentmem_cursor** cur) {
     if (!ReadText(res.get(), 0, 0, 16, &log, &error) || !ReadInt(res.get(), 0, 1, &seq, &error)) {
       return pg_.Fail(error);
     }
-    const int rc = agentmem_changes_since(r_.db, std::strtoull(log.c_str(), nullptr, 16), seq, cur);
-    if (rc == AGENTMEM_OK) return true;
+    const uint64_t log_id = std::strtoull(log.c_str(), nullptr, 16);
+    const int rc = agentmem_changes_since(r_.db, log_id, seq, cur);
+    if (rc == AGENTMEM_OK) {
+      report_->pushed_log = log_id;
+      report_->pushed_seq = seq;
+      return true;
+    }
     if (rc != AGENTMEM_NOTFOUND_CHANGES) return pg_.Fail(DbError(r_.db, "change feed"));
     report_->resync = true;
   }
@@ -419,6 +424,10 @@ bool Pusher::Run() {
   if (report_->resync && !ForgetMissing()) return false;
   if (last != 0 && !SavePosition(last)) return false;
   report_->log = log_;
+  if (last != 0) {
+    report_->pushed_log = std::strtoull(log_.c_str(), nullptr, 16);
+    report_->pushed_seq = last;
+  }
   return pg_.Exec("COMMIT", {});
 }
 

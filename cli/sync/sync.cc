@@ -168,8 +168,15 @@ bool Run(agentmem_db* db, Pg* pg) {
   if (!CheckDatabase(db, pg)) return false;
   PushReport push;
   if (!Push(rep, &push)) return false;
+#ifdef AGENTMEM_TEST_HOOKS
+  // Test builds: a command run between the push and the pull, to write to
+  // the file as its application may meanwhile (tests/replication).
+  if (const char* between = std::getenv("AGENTMEM_TEST_SYNC_BETWEEN")) {
+    if (std::system(between) != 0) return pg->Fail("AGENTMEM_TEST_SYNC_BETWEEN failed");
+  }
+#endif
   PullReport pull;
-  if (!Pull(rep, &pull)) return false;
+  if (!Pull(rep, push, &pull)) return false;
   if (push.changes == 0 && pull.changes == 0) {
     std::printf("up to date (origin %s, position %" PRId64 ")\n", rep.origin.c_str(),
                 pull.position);

@@ -36,6 +36,10 @@ struct PushReport {
   int64_t changes = 0;      // change rows written
   int64_t skipped = 0;      // pulled transactions, and records already there
   bool resync = false;      // the log was read from its start (a VACUUM made a new one)
+  // Every change of the file's own up to this position of its feed is in
+  // PostgreSQL (0, 0: none).
+  uint64_t pushed_log = 0;
+  int64_t pushed_seq = 0;
 };
 
 struct PullReport {
@@ -55,8 +59,9 @@ bool Push(const Replica& r, PushReport* report);
 
 // Applies every other origin's changes after the file's pulled position
 // (meta key sync.pulled), one local transaction per batch that also moves
-// the position. false: pg->error().
-bool Pull(const Replica& r, PullReport* report);
+// the position. `push` says which of the file's own changes PostgreSQL
+// holds: those after it were written meanwhile. false: pg->error().
+bool Pull(const Replica& r, const PushReport& push, PullReport* report);
 
 // The message of the handle's last error, as "what: message".
 std::string DbError(agentmem_db* db, const char* what);

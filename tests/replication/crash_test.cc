@@ -21,8 +21,6 @@
 
 #include "tests/replication/replica_util.h"
 
-extern char** environ;
-
 using namespace agentmem::test;
 
 namespace {
@@ -34,30 +32,6 @@ constexpr int kRounds = 20;
 constexpr int kMaxDelayUs[4] = {250000, 150000, 150000, 60000};
 constexpr int kTransactionsOnA = 3, kEpisodesPerTransaction = 400;  // pulled in 3 batches
 constexpr int kEpisodesOnB = 150;
-
-// Starts `agentmem sync name URL` in dir; its output goes nowhere.
-pid_t StartSync(const TempDir& dir, const std::string& name) {
-  const std::string path = dir.File(name), url = Url();
-  std::vector<char*> argv = {const_cast<char*>(AGENTMEM_SHELL_PATH), const_cast<char*>("sync"),
-                             const_cast<char*>(path.c_str()), const_cast<char*>(url.c_str()),
-                             nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE(rc == 0);
-  return pid;
-}
-
-// The sync's wait status.
-int Wait(pid_t pid) {
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  return status;
-}
 
 // Runs the sync and kills it with SIGKILL after `delay` (or lets it finish
 // first). Returns whether it was killed.

@@ -5,7 +5,10 @@
 
 #include <agentmem.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <memory>
@@ -14,6 +17,8 @@
 
 #include "tests/cli/shell_runner.h"
 #include "tests/util/temp_dir.h"
+
+extern char** environ;
 
 namespace agentmem::test {
 
@@ -99,6 +104,31 @@ inline void Remember(agentmem_db* db, const char* user, const char* text, float 
   const float v[4] = {1, x, 0, 0};
   REQUIRE(agentmem_remember(db, user, "s1", "user", text, 0, nullptr, v, 4, nullptr) ==
           AGENTMEM_OK);
+}
+
+// Starts `agentmem sync name URL` in dir, with this process's environment;
+// its output goes nowhere.
+inline pid_t StartSync(const TempDir& dir, const std::string& name) {
+  const std::string path = dir.File(name), url = Url();
+  std::vector<char*> argv = {const_cast<char*>(AGENTMEM_SHELL_PATH), const_cast<char*>("sync"),
+                             const_cast<char*>(path.c_str()), const_cast<char*>(url.c_str()),
+                             nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+// The wait status of a process StartSync started.
+inline int Wait(pid_t pid) {
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
 }
 
 // `agentmem sync name URL`, which must succeed.

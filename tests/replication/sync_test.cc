@@ -185,6 +185,39 @@ TEST_CASE_FIXTURE(TwoFiles,
   CHECK(One(pg.get(), "SELECT value FROM blocks_current WHERE name = 'persona'") == "from b");
 }
 
+TEST_CASE_FIXTURE(TwoFiles, "what a file writes while its sync runs stays current there") {
+  for (agentmem_db* db : {a, b}) {
+    REQUIRE(agentmem_predicate_declare(db, "lives_in", 1) == AGENTMEM_OK);
+  }
+  REQUIRE(agentmem_block_set(a, "u", "persona", "from a", 0, -1) == AGENTMEM_OK);
+  REQUIRE(agentmem_fact_assert(a, "u", "ann", "lives_in", "Paris", 1, 0, 0, nullptr, 0, nullptr) ==
+          AGENTMEM_OK);
+  SyncRun(dir, "a.agentmem");
+  // b's sync pushes, then b's application writes, then the sync pulls a's
+  // older versions: b's writes are later in the global order (its next
+  // push), so they stay current on b, and become current on a.
+  const std::string write = std::string(AGENTMEM_SHELL_PATH) + " " + dir.File("b.agentmem") +
+                            " \"INSERT INTO blocks(user_id, name, value) VALUES ('u', 'persona',"
+                            " 'b meanwhile'); INSERT INTO facts(user_id, subject, predicate,"
+                            " object) VALUES ('u', 'ann', 'lives_in', 'Rome')\"";
+  REQUIRE(setenv("AGENTMEM_TEST_SYNC_BETWEEN", write.c_str(), 1) == 0);
+  const int status = Wait(StartSync(dir, "b.agentmem"));
+  unsetenv("AGENTMEM_TEST_SYNC_BETWEEN");
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  SyncRun(dir, "b.agentmem");
+  SyncRun(dir, "a.agentmem");
+  for (agentmem_db* db : {a, b}) {
+    agentmem_block* blk = nullptr;
+    REQUIRE(agentmem_block_get(db, "u", "persona", &blk) == AGENTMEM_OK);
+    CHECK(std::string(blk->value) == "b meanwhile");
+    agentmem_free(blk);
+    CHECK(Current(db, "u", "ann", "lives_in") == "Rome");
+  }
+  CHECK(One(pg.get(), "SELECT value FROM blocks_current WHERE name = 'persona'") ==
+        "b meanwhile");
+}
+
 TEST_CASE_FIXTURE(TwoFiles,
                   "a single-valued fact asserted on two files: the later global order is current") {
   for (agentmem_db* db : {a, b}) {
