@@ -36,6 +36,15 @@ struct TwoFiles {
   }
 };
 
+// The current value of user u's block "persona".
+std::string Persona(agentmem_db* db) {
+  agentmem_block* blk = nullptr;
+  REQUIRE(agentmem_block_get(db, "u", "persona", &blk) == AGENTMEM_OK);
+  std::string value = blk->value;
+  agentmem_free(blk);
+  return value;
+}
+
 // The current objects of a user's facts on (subject, predicate).
 std::string Current(agentmem_db* db, const char* user, const char* subject, const char* pred) {
   agentmem_cursor* cur = nullptr;
@@ -168,10 +177,7 @@ TEST_CASE_FIXTURE(TwoFiles,
   SyncRun(dir, "b.agentmem");  // b's after it: current
   SyncRun(dir, "a.agentmem");
   for (agentmem_db* db : {a, b}) {
-    agentmem_block* blk = nullptr;
-    REQUIRE(agentmem_block_get(db, "u", "persona", &blk) == AGENTMEM_OK);
-    CHECK(std::string(blk->value) == "from b");
-    agentmem_free(blk);
+    CHECK(Persona(db) == "from b");
   }
   CHECK(Shell(dir, "a.agentmem", "SELECT group_concat(value, ',') FROM "
                                   "(SELECT value FROM block_history('u', 'persona'))") ==
@@ -209,10 +215,7 @@ TEST_CASE_FIXTURE(TwoFiles, "what a file writes while its sync runs stays curren
   SyncRun(dir, "b.agentmem");
   SyncRun(dir, "a.agentmem");
   for (agentmem_db* db : {a, b}) {
-    agentmem_block* blk = nullptr;
-    REQUIRE(agentmem_block_get(db, "u", "persona", &blk) == AGENTMEM_OK);
-    CHECK(std::string(blk->value) == "b meanwhile");
-    agentmem_free(blk);
+    CHECK(Persona(db) == "b meanwhile");
     CHECK(Current(db, "u", "ann", "lives_in") == "Rome");
   }
   CHECK(One(pg.get(), "SELECT value FROM blocks_current WHERE name = 'persona'") ==
