@@ -116,12 +116,12 @@ constexpr const char* kForget =
     " OR (c.kind = 'block' AND (c.origin, c.id) IN (SELECT * FROM b))"
     " OR (c.kind = 'fact' AND (c.origin, c.id) IN (SELECT * FROM f))";
 
-// Whether the file's record (kind, local id) is in PostgreSQL already: one
-// it pulled, or one it pushed before a VACUUM gave it a new log.
+// The file's records (kind, local id) that PostgreSQL holds already: those
+// it pulled, and those it pushed before a VACUUM gave it a new log.
 constexpr const char* kAlreadyThere =
-    "SELECT EXISTS (SELECT 1 FROM agentmem_local_ids WHERE replica = $1 AND kind = $2"
-    "  AND local_id = $3)"
-    " OR EXISTS (SELECT 1 FROM agentmem_changes WHERE origin = $1 AND kind = $2 AND id = $3)";
+    "SELECT kind, local_id FROM agentmem_local_ids WHERE replica = $1"
+    " UNION SELECT kind, id FROM agentmem_changes WHERE origin = $1"
+    "  AND kind IN ('episode', 'block', 'fact')";
 
 // What this file ($1) held in PostgreSQL -- its own records and those it
 // pulled -- as (kind, id here, user, block name).
@@ -148,14 +148,16 @@ class Pusher {
   bool OpenFeed(agentmem_cursor** cur);
   bool Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done);
   bool PushTxn(const std::vector<Row>& txn);
-  bool AlreadyThere(const Row& row, bool* there);
+  bool ReadThere();
   bool Insert(const Row& row, int pos, int64_t* gpos);
   bool Canonical(const Row& row, int64_t gpos, bool remainder);
   bool SavePosition(int64_t seq);
   bool ForgetMissing();
 
-  // A read from the log's start: the records the file holds, (kind, id).
+  // A read from the log's start: the records the file holds, (kind, id),
+  // and those of them PostgreSQL holds already, (kind name, id).
   std::set<std::pair<int, int64_t>> held_;
+  std::set<std::pair<std::string, int64_t>> there_;
 
   const Replica& r_;
   Pg& pg_;
@@ -235,13 +237,18 @@ bool Pusher::Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done) {
   return true;
 }
 
-bool Pusher::AlreadyThere(const Row& row, bool* there) {
-  const std::string id = std::to_string(row.id);
+// Reads kAlreadyThere into there_ (once, for a read from the log's start).
+bool Pusher::ReadThere() {
   Result res;
-  if (!pg_.Query(kAlreadyThere, {r_.origin.c_str(), row.kind_name.c_str(), id.c_str()}, &res)) {
-    return false;
+  if (!pg_.Query(kAlreadyThere, {r_.origin.c_str()}, &res)) return false;
+  std::string kind, error;
+  for (int i = 0; i < PQntuples(res.get()); i++) {
+    int64_t id = 0;
+    if (!ReadText(res.get(), i, 0, 16, &kind, &error) || !ReadInt(res.get(), i, 1, &id, &error)) {
+      return pg_.Fail(error);
+    }
+    there_.emplace(kind, id);
   }
-  *there = PQntuples(res.get()) == 1 && PQgetvalue(res.get(), 0, 0)[0] == 't';
   return true;
 }
 
@@ -317,13 +324,9 @@ bool Pusher::PushTxn(const std::vector<Row>& txn) {
                         (row.kind == AGENTMEM_CHANGE_FACT && row.fact_new);
     if (row.kind == AGENTMEM_CHANGE_META && row.meta_key.rfind("sync.", 0) == 0) continue;
     if (row.kind == AGENTMEM_CHANGE_COMMIT && written == 0) continue;
-    if (report_->resync && record) {
-      bool there = false;
-      if (!AlreadyThere(row, &there)) return false;
-      if (there) {
-        report_->skipped++;
-        continue;
-      }
+    if (report_->resync && record && there_.count({row.kind_name, row.id})) {
+      report_->skipped++;
+      continue;
     }
     int64_t gpos = 0;
     if (!Insert(row, pos++, &gpos)) return false;
@@ -403,7 +406,7 @@ bool Pusher::Run() {
   agentmem_cursor* cur = nullptr;
   if (!OpenFeed(&cur)) return false;
   std::unique_ptr<agentmem_cursor, int (*)(agentmem_cursor*)> close(cur, agentmem_cursor_close);
-  if (!pg_.Exec("BEGIN", {})) return false;
+  if (!pg_.Exec("BEGIN", {}) || (report_->resync && !ReadThere())) return false;
   std::vector<Row> txn;
   bool done = false;
   int64_t last = 0;
