@@ -38,22 +38,33 @@ std::string Member(const nlohmann::json& j, const char* name) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-constexpr const char* kInsertChange =
+// A source transaction's rows ($4: a JSON array of {pos, kind, id, user_id,
+// data (the JSON as text), v (the vector, or null)}) in one statement, in
+// pos order, so that gpos follows it.
+constexpr const char* kInsertChanges =
     "INSERT INTO agentmem_changes (origin, log, seq, pos, kind, id, user_id, data, vector,"
-    " commit_ts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::real[], $10)"
-    " ON CONFLICT DO NOTHING RETURNING gpos";
+    " commit_ts) SELECT $1, $2, $3, r.pos, r.kind, r.id, r.user_id, r.data::jsonb,"
+    " CASE WHEN r.v IS NULL THEN NULL"
+    "  ELSE ARRAY(SELECT jsonb_array_elements_text(r.v)::real) END, $5"
+    " FROM jsonb_to_recordset($4::jsonb) AS r(pos integer, kind text, id bigint, user_id text,"
+    "  data text, v jsonb) ORDER BY r.pos ON CONFLICT DO NOTHING RETURNING gpos, pos";
 
-constexpr const char* kInsertEpisode =
+// The episodes and block versions among the change rows just written ($1
+// the origin, $2 their gpos).
+constexpr const char* kInsertEpisodes =
     "INSERT INTO episodes (origin, id, gpos, user_id, session_id, role, text, ts, created_at,"
-    " metadata, embedding) SELECT $1, (d->>'id')::bigint, $2, d->>'user_id', d->>'session_id',"
-    " d->>'role', d->>'text', (d->>'ts')::bigint, (d->>'created_at')::bigint, d->>'metadata',"
-    " $4::real[] FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+    " metadata, embedding) SELECT $1, (d->>'id')::bigint, c.gpos, d->>'user_id',"
+    " d->>'session_id', d->>'role', d->>'text', (d->>'ts')::bigint,"
+    " (d->>'created_at')::bigint, d->>'metadata', c.vector"
+    " FROM agentmem_changes c, LATERAL (SELECT c.data AS d) x"
+    " WHERE c.gpos = ANY($2::bigint[]) AND c.kind = 'episode' ON CONFLICT DO NOTHING";
 
-constexpr const char* kInsertBlock =
+constexpr const char* kInsertBlocks =
     "INSERT INTO blocks (origin, version, gpos, user_id, name, value, \"limit\", pinned_order,"
-    " updated_at) SELECT $1, (d->>'version')::bigint, $2, d->>'user_id', d->>'name',"
+    " updated_at) SELECT $1, (d->>'version')::bigint, c.gpos, d->>'user_id', d->>'name',"
     " d->>'value', (d->>'limit')::integer, (d->>'pinned_order')::integer,"
-    " (d->>'updated_at')::bigint FROM (SELECT $3::jsonb AS d) x ON CONFLICT DO NOTHING";
+    " (d->>'updated_at')::bigint FROM agentmem_changes c, LATERAL (SELECT c.data AS d) x"
+    " WHERE c.gpos = ANY($2::bigint[]) AND c.kind = 'block' ON CONFLICT DO NOTHING";
 
 constexpr const char* kInsertFact =
     "INSERT INTO facts (origin, id, gpos, user_id, subject, predicate, object, confidence,"
@@ -149,7 +160,7 @@ class Pusher {
   bool Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done);
   bool PushTxn(const std::vector<Row>& txn);
   bool ReadThere();
-  bool Insert(const Row& row, int pos, int64_t* gpos);
+  bool Insert(const std::vector<const Row*>& rows, std::vector<int64_t>* gpos);
   bool Canonical(const Row& row, int64_t gpos, bool remainder);
   bool SavePosition(int64_t seq);
   bool ForgetMissing();
@@ -252,22 +263,36 @@ bool Pusher::ReadThere() {
   return true;
 }
 
-bool Pusher::Insert(const Row& row, int pos, int64_t* gpos) {
-  const std::string seq = std::to_string(row.seq), at = std::to_string(pos),
-                    id = std::to_string(row.id), ts = std::to_string(row.commit_ts);
-  const std::string vec =
-      row.vector.empty() ? "" : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
+// Writes `rows` (pos = their index) into agentmem_changes; gpos[i] is row
+// i's global position, 0 when it was there already (a run that stopped
+// after writing it).
+bool Pusher::Insert(const std::vector<const Row*>& rows, std::vector<int64_t>* gpos) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size(); i++) {
+    const Row& r = *rows[i];
+    nlohmann::json v = nullptr;
+    if (!r.vector.empty()) v = r.vector;
+    list.push_back({{"pos", i}, {"kind", r.kind_name}, {"id", r.id}, {"user_id", r.user_id},
+                    {"data", r.data}, {"v", v}});
+  }
+  const std::string json = list.dump(), seq = std::to_string(rows[0]->seq),
+                    ts = std::to_string(rows[0]->commit_ts);
   Result res;
-  if (!pg_.Query(kInsertChange,
-                 {r_.origin.c_str(), log_.c_str(), seq.c_str(), at.c_str(), row.kind_name.c_str(),
-                  id.c_str(), row.user_id.c_str(), row.data.c_str(),
-                  row.vector.empty() ? nullptr : vec.c_str(), ts.c_str()},
+  if (!pg_.Query(kInsertChanges,
+                 {r_.origin.c_str(), log_.c_str(), seq.c_str(), json.c_str(), ts.c_str()},
                  &res)) {
     return false;
   }
-  *gpos = 0;  // 0: the row was there (a run that stopped after writing it)
+  gpos->assign(rows.size(), 0);
   std::string error;
-  if (PQntuples(res.get()) == 1 && !ReadInt(res.get(), 0, 0, gpos, &error)) return pg_.Fail(error);
+  for (int i = 0; i < PQntuples(res.get()); i++) {
+    int64_t g = 0, pos = 0;
+    if (!ReadInt(res.get(), i, 0, &g, &error) || !ReadInt(res.get(), i, 1, &pos, &error)) {
+      return pg_.Fail(error);
+    }
+    if (pos < 0 || pos >= static_cast<int64_t>(rows.size())) return pg_.Fail("PostgreSQL: bad pos");
+    (*gpos)[pos] = g;
+  }
   return true;
 }
 
@@ -276,15 +301,6 @@ bool Pusher::Canonical(const Row& row, int64_t gpos, bool remainder) {
   const std::string g = std::to_string(gpos), id = std::to_string(row.id);
   const char* origin = r_.origin.c_str();
   switch (row.kind) {
-    case AGENTMEM_CHANGE_EPISODE: {
-      const std::string vec =
-          row.vector.empty() ? ""
-                             : FloatArray(row.vector.data(), static_cast<int>(row.vector.size()));
-      return pg_.Exec(kInsertEpisode, {origin, g.c_str(), row.data.c_str(),
-                                       row.vector.empty() ? nullptr : vec.c_str()});
-    }
-    case AGENTMEM_CHANGE_BLOCK:
-      return pg_.Exec(kInsertBlock, {origin, g.c_str(), row.data.c_str()});
     case AGENTMEM_CHANGE_FACT:
       if (!row.fact_new) return pg_.Exec(kUpdateFact, {origin, id.c_str(), row.data.c_str()});
       if (!pg_.Exec(kInsertFact, {origin, g.c_str(), row.data.c_str(), remainder ? "t" : "f"})) {
@@ -318,22 +334,44 @@ bool Pusher::PushTxn(const std::vector<Row>& txn) {
   for (const Row& row : txn) {
     if (row.kind == AGENTMEM_CHANGE_FACT && !row.fact_new) superseded.insert(row.fact_key);
   }
-  int pos = 0, written = 0;
+  std::vector<const Row*> rows;
   for (const Row& row : txn) {
     const bool record = row.kind == AGENTMEM_CHANGE_EPISODE || row.kind == AGENTMEM_CHANGE_BLOCK ||
                         (row.kind == AGENTMEM_CHANGE_FACT && row.fact_new);
     if (row.kind == AGENTMEM_CHANGE_META && row.meta_key.rfind("sync.", 0) == 0) continue;
-    if (row.kind == AGENTMEM_CHANGE_COMMIT && written == 0) continue;
+    if (row.kind == AGENTMEM_CHANGE_COMMIT && rows.empty()) continue;
     if (report_->resync && record && there_.count({row.kind_name, row.id})) {
       report_->skipped++;
       continue;
     }
-    int64_t gpos = 0;
-    if (!Insert(row, pos++, &gpos)) return false;
-    if (gpos == 0) continue;
-    written++;
+    rows.push_back(&row);
+  }
+  if (rows.empty()) return true;
+  std::vector<int64_t> gpos;
+  if (!Insert(rows, &gpos)) return false;
+  // Episodes and block versions first, in two statements: a transaction
+  // applies them before its facts and forgets.
+  std::vector<int64_t> records;
+  int written = 0;
+  for (size_t i = 0; i < rows.size(); i++) {
+    written += gpos[i] != 0;
+    const int kind = rows[i]->kind;
+    if (gpos[i] && (kind == AGENTMEM_CHANGE_EPISODE || kind == AGENTMEM_CHANGE_BLOCK)) {
+      records.push_back(gpos[i]);
+    }
+  }
+  const std::string list = IntArray(records);
+  if (!records.empty() && (!pg_.Exec(kInsertEpisodes, {r_.origin.c_str(), list.c_str()}) ||
+                           !pg_.Exec(kInsertBlocks, {r_.origin.c_str(), list.c_str()}))) {
+    return false;
+  }
+  for (size_t i = 0; i < rows.size(); i++) {
+    const Row& row = *rows[i];
+    if (gpos[i] == 0 || row.kind == AGENTMEM_CHANGE_EPISODE || row.kind == AGENTMEM_CHANGE_BLOCK) {
+      continue;
+    }
     const bool remainder = row.kind == AGENTMEM_CHANGE_FACT && superseded.count(row.fact_key);
-    if (!Canonical(row, gpos, remainder)) return false;
+    if (!Canonical(row, gpos[i], remainder)) return false;
   }
   report_->changes += written;
   in_batch_ += written;
