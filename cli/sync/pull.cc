@@ -89,6 +89,12 @@ double Num(const json& j, const char* name) {
   return it->get<double>();
 }
 
+// A string member of one of the file's own feed rows; "" when it is not one.
+std::string Text(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // A fact row's "new": a new fact, not a new version of one.
 bool IsNew(const json& j) {
   auto it = j.find("new");
@@ -178,23 +184,28 @@ bool Puller::ReadUnpushed() {
     json j = json::parse(c.data, nullptr, false);
     if (!j.is_object()) return pg_.Fail("change feed: a row's data is not a JSON object");
     if (c.kind == AGENTMEM_CHANGE_META) {
-      pulled |= j.value("key", "") == "sync.pulled";
-      origin |= j.value("key", "") == "sync.origin";
+      pulled |= Text(j, "key") == "sync.pulled";
+      origin |= Text(j, "key") == "sync.origin";
     }
     if (c.kind == AGENTMEM_CHANGE_BLOCK || c.kind == AGENTMEM_CHANGE_FACT) {
-      j["kind"] = c.kind;
-      txn.push_back(std::move(j));
+      auto is_new = j.find("new");
+      const bool fresh = is_new != j.end() && is_new->is_boolean() && is_new->get<bool>();
+      txn.push_back({{"block", c.kind == AGENTMEM_CHANGE_BLOCK}, {"new", fresh},
+                     {"user_id", Text(j, "user_id")}, {"name", Text(j, "name")},
+                     {"subject", Text(j, "subject")}, {"predicate", Text(j, "predicate")},
+                     {"object", Text(j, "object")}});
     }
     if (c.kind != AGENTMEM_CHANGE_COMMIT) continue;
     unread_log_ = c.log_id;
     unread_seq_ = c.seq;
     for (const json& r : txn) {
       if (pulled && !origin) break;
-      if (r["kind"] == AGENTMEM_CHANGE_BLOCK) {
-        unpushed_blocks_.emplace(r.value("user_id", ""), r.value("name", ""));
-      } else if (r.value("new", false)) {
-        unpushed_facts_[{r.value("user_id", ""), r.value("subject", ""), r.value("predicate", "")}]
-            .insert(r.value("object", ""));
+      const std::string user = r["user_id"];
+      if (r["block"]) {
+        unpushed_blocks_.emplace(user, r["name"]);
+      } else if (r["new"]) {
+        const std::string object = r["object"];
+        unpushed_facts_[{user, r["subject"], r["predicate"]}].insert(object);
       }
     }
     txn.clear();
