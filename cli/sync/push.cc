@@ -127,6 +127,22 @@ constexpr const char* kForget =
     " OR (c.kind = 'block' AND (c.origin, c.id) IN (SELECT * FROM b))"
     " OR (c.kind = 'fact' AND (c.origin, c.id) IN (SELECT * FROM f))";
 
+// The facts a forget of episodes ($1 its data) leaves with no source: with
+// at least one cited episode, and none of them in episodes any more, as the
+// engine forgets them with their episodes (docs/format.md §5.9); and their
+// change rows.
+constexpr const char* kForgetUnsourced =
+    "WITH gone AS (DELETE FROM facts f USING (SELECT $1::jsonb AS d) x"
+    " WHERE d->>'scope' IN ('session', 'before', 'episode')"
+    " AND (f.user_id = d->>'user_id' OR d->>'user_id' = '')"
+    " AND cardinality(f.source_episode_ids) > 0 AND NOT EXISTS (SELECT 1"
+    "  FROM unnest(f.source_episode_ids) AS s(id)"
+    "  CROSS JOIN LATERAL agentmem_canonical(f.origin, 'episode', s.id) AS c"
+    "  JOIN episodes e ON e.origin = c.origin AND e.id = c.origin_id)"
+    " RETURNING f.origin, f.id)"
+    " DELETE FROM agentmem_changes c WHERE c.kind = 'fact'"
+    " AND (c.origin, c.id) IN (SELECT * FROM gone)";
+
 // The file's records (kind, local id) that PostgreSQL holds already: those
 // it pulled, and those it pushed before a VACUUM gave it a new log.
 constexpr const char* kAlreadyThere =
@@ -308,7 +324,8 @@ bool Pusher::Canonical(const Row& row, int64_t gpos, bool remainder) {
       }
       return remainder || pg_.Exec(kSupersede, {g.c_str(), row.data.c_str()});
     case AGENTMEM_CHANGE_FORGET:
-      return pg_.Exec(kForget, {row.data.c_str(), origin});
+      return pg_.Exec(kForget, {row.data.c_str(), origin}) &&
+             pg_.Exec(kForgetUnsourced, {row.data.c_str()});
     case AGENTMEM_CHANGE_META:
       if (row.meta_key.rfind("fact.single_valued.", 0) != 0) return true;
       return pg_.Exec(kPredicate, {row.meta_key.c_str(), row.meta_value.c_str()});

@@ -269,6 +269,22 @@ TEST_CASE_FIXTURE(TwoFiles,
   agentmem_block* blk = nullptr;
   CHECK(agentmem_block_get(b, "bob", "notes", &blk) == AGENTMEM_NOTFOUND);
   CHECK(Shell(dir, "b.agentmem", "SELECT user_id, text FROM episodes") == "alice|Alice stays.\n");
+
+  // A fact whose only source is forgotten goes with it, in PostgreSQL too.
+  Remember(a, "alice", "Alice mentioned a passing remark.", 2);  // episode 3 on a
+  const int64_t source = 3;
+  REQUIRE(agentmem_fact_assert(a, "alice", "alice", "said", "a remark", 1, 0, 0, &source, 1,
+                               nullptr) == AGENTMEM_OK);
+  SyncRun(dir, "a.agentmem");
+  CHECK(One(pg.get(), "SELECT count(*) FROM facts WHERE user_id = 'alice'") == "1");
+  SyncRun(dir, "b.agentmem");
+  CHECK(Sources(b, "alice", "a remark") == "Alice mentioned a passing remark.");
+  REQUIRE(agentmem_forget_episode(a, source, 0, nullptr) == AGENTMEM_OK);
+  SyncRun(dir, "a.agentmem");
+  CHECK(One(pg.get(), "SELECT count(*) FROM facts WHERE user_id = 'alice'") == "0");
+  CHECK(One(pg.get(), "SELECT count(*) FROM agentmem_changes WHERE kind = 'fact'") == "0");
+  SyncRun(dir, "b.agentmem");
+  CHECK(Shell(dir, "b.agentmem", "SELECT count(*) FROM facts WHERE user_id = 'alice'") == "0\n");
 }
 
 TEST_CASE("a bad row stops the pull after the batches before it, and the next run resumes") {
