@@ -26,10 +26,10 @@ using namespace agentmem::test;
 namespace {
 
 // Four kills a round (a pushing, b pushing and pulling, b again, a
-// pulling): 80 in all. Each delay is drawn below how long that sync runs
+// pulling): 100 in all. Each delay is drawn below how long that sync runs
 // here, so most land mid-run; how many did is printed, not asserted.
-constexpr int kRounds = 20;
-constexpr int kMaxDelayUs[4] = {250000, 150000, 150000, 60000};
+constexpr int kRounds = 25;
+constexpr int kMaxDelayUs[4] = {150000, 100000, 100000, 50000};
 constexpr int kTransactionsOnA = 3, kEpisodesPerTransaction = 400;  // pulled in 3 batches
 constexpr int kEpisodesOnB = 150;
 
