@@ -681,6 +681,41 @@ const agentmem_change *agentmem_cursor_change(agentmem_cursor *cur);
 ** Returns AGENTMEM_OK, or AGENTMEM_MISUSE and the codes of a read. */
 int agentmem_changes_head(agentmem_db *db, uint64_t *pLogId, int64_t *pSeq);
 
+/* ---------------------------------------------------------------- replica writes */
+/*
+** What a replication client (agentmem sync, docs/replication.md) needs to
+** apply another file's changes through the engine: records written with
+** every field as the other file gave it, and settings of its own.
+*/
+
+/* Write ep as a new episode of this file: every field as given -- ts and
+** created_at (0 = now), metadata, the vector (NULL/0: embedded as
+** agentmem_remember() does) -- except ep->id, which is ignored: the episode
+** gets this file's next id, returned in *pId (if not NULL). Checks and codes
+** as agentmem_remember(); ep NULL is AGENTMEM_MISUSE. */
+int agentmem_episode_put(agentmem_db *db, const agentmem_episode *ep, int64_t *pId);
+
+/* Write f as a new fact of this file exactly as given, both time axes
+** included (recorded_at 0 = now, expired_at 0 = never; valid_from 0 = now,
+** valid_to 0 = open-ended), without superseding anything -- unlike
+** agentmem_fact_assert(). f->id is ignored: the fact gets this file's next
+** id, returned in *pId (if not NULL). source_episode_ids are this file's
+** episode ids. AGENTMEM_RANGE when valid_to <= valid_from, expired_at <
+** recorded_at or the confidence is outside [0, 1]; otherwise codes as
+** agentmem_fact_assert(). */
+int agentmem_fact_put(agentmem_db *db, const agentmem_fact *f, int64_t *pId);
+
+/* A file setting of the replication client: keys start with "sync." (others:
+** AGENTMEM_MISUSE), at most 256 bytes; values at most 64 KiB
+** (AGENTMEM_TOOBIG); both UTF-8 without NUL. agentmem_meta_set writes like
+** any write: in the open transaction, else committed at once; the setting
+** is kept by VACUUM. agentmem_meta_get reads any key of docs/format.md §5.4
+** as of a new snapshot (or the open transaction): on AGENTMEM_OK *pzValue is
+** freed with agentmem_free(); AGENTMEM_NOTFOUND when the file has no such
+** setting, and *pzValue is NULL on every failure. */
+int agentmem_meta_set(agentmem_db *db, const char *key, const char *value);
+int agentmem_meta_get(agentmem_db *db, const char *key, char **pzValue);
+
 /* ---------------------------------------------------------------- statistics */
 
 typedef struct agentmem_stats {

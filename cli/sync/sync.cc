@@ -1,8 +1,7 @@
-// cli/sync/sync.cc -- `agentmem sync FILE postgresql://...` (sync.h): reads the
-// file's change feed (agentmem_changes_since) after the position PostgreSQL
-// already holds and writes it there, in the tables of kSchema: every change
-// row into agentmem_changes, episodes into episodes, and forgets applied to
-// both. A pure client of agentmem.h and libpq.
+// cli/sync/sync.cc -- `agentmem sync FILE postgresql://...` (sync.h): gives
+// the file its origin id, creates the PostgreSQL schema, then pushes the
+// file's own changes (push.cc) and pulls every other origin's (pull.cc), all
+// under one advisory lock. A pure client of agentmem.h and libpq.
 #include "sync/sync.h"
 
 #include <agentmem.h>
@@ -10,284 +9,213 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <random>
 #include <string>
-#include <vector>
+
+#include "sync/sync_internal.h"
 
 namespace agentmem::sync {
 namespace {
 
 constexpr const char* kUsage =
     "Usage: agentmem sync FILE CONNINFO\n"
-    "Pushes FILE's change feed into PostgreSQL (CONNINFO: a libpq connection string or URI,\n"
-    "e.g. postgresql://user@host/db): tables agentmem_changes and episodes, created when\n"
-    "missing. Idempotent: a second run writes only the commits made since.\n";
+    "Pushes FILE's own changes into PostgreSQL (CONNINFO: a libpq connection string or URI,\n"
+    "e.g. postgresql://user@host/db) and applies every other file's changes found there.\n"
+    "Tables agentmem_changes, episodes, blocks and facts are created when missing.\n"
+    "Idempotent and resumable: a second run writes only what changed since.\n";
 
+// Every table, index and function of docs/replication.md.
 constexpr const char* kSchema =
+    // The database's id: a file synced with one database is refused by another.
+    "CREATE TABLE IF NOT EXISTS agentmem_database ("
+    " one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);"
+    "INSERT INTO agentmem_database (id) SELECT substr(md5(random()::text"
+    " || clock_timestamp()::text), 1, 16) WHERE NOT EXISTS (SELECT 1 FROM agentmem_database);"
     "CREATE TABLE IF NOT EXISTS agentmem_changes ("
-    " log text NOT NULL, seq bigint NOT NULL, pos integer NOT NULL, kind text NOT NULL,"
-    " id bigint NOT NULL, user_id text NOT NULL, data jsonb NOT NULL, vector real[],"
-    " commit_ts bigint NOT NULL, PRIMARY KEY (log, seq, pos));"
+    " gpos bigserial PRIMARY KEY, origin text NOT NULL, log text NOT NULL, seq bigint NOT NULL,"
+    " pos integer NOT NULL, kind text NOT NULL, id bigint NOT NULL, user_id text NOT NULL,"
+    " data jsonb NOT NULL, vector real[], commit_ts bigint NOT NULL,"
+    " UNIQUE (origin, log, seq, pos));"
+    "CREATE INDEX IF NOT EXISTS agentmem_changes_record ON agentmem_changes (origin, kind, id);"
+    "CREATE TABLE IF NOT EXISTS agentmem_origins ("
+    " origin text PRIMARY KEY, log text NOT NULL, seq bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS agentmem_local_ids ("
+    " replica text NOT NULL, kind text NOT NULL, origin text NOT NULL, origin_id bigint NOT NULL,"
+    " local_id bigint NOT NULL, PRIMARY KEY (replica, kind, origin, origin_id));"
+    "CREATE INDEX IF NOT EXISTS agentmem_local_ids_local"
+    " ON agentmem_local_ids (replica, kind, local_id);"
+    "CREATE TABLE IF NOT EXISTS agentmem_predicates ("
+    " predicate text PRIMARY KEY, single_valued boolean NOT NULL);"
     "CREATE TABLE IF NOT EXISTS episodes ("
-    " id bigint PRIMARY KEY, user_id text NOT NULL, session_id text NOT NULL,"
-    " role text NOT NULL, text text NOT NULL, ts bigint NOT NULL, created_at bigint NOT NULL,"
-    " metadata text NOT NULL, embedding real[],"
-    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED);"
+    " origin text NOT NULL, id bigint NOT NULL, gpos bigint NOT NULL, user_id text NOT NULL,"
+    " session_id text NOT NULL, role text NOT NULL, text text NOT NULL, ts bigint NOT NULL,"
+    " created_at bigint NOT NULL, metadata text NOT NULL, embedding real[],"
+    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,"
+    " PRIMARY KEY (origin, id));"
     "CREATE INDEX IF NOT EXISTS episodes_user ON episodes (user_id, session_id);"
-    "CREATE INDEX IF NOT EXISTS episodes_tsv ON episodes USING gin (tsv);";
+    "CREATE INDEX IF NOT EXISTS episodes_tsv ON episodes USING gin (tsv);"
+    "CREATE TABLE IF NOT EXISTS blocks ("
+    " origin text NOT NULL, version bigint NOT NULL, gpos bigint NOT NULL,"
+    " user_id text NOT NULL, name text NOT NULL, value text NOT NULL, \"limit\" integer NOT NULL,"
+    " pinned_order integer NOT NULL, updated_at bigint NOT NULL, PRIMARY KEY (origin, version));"
+    "CREATE INDEX IF NOT EXISTS blocks_name ON blocks (user_id, name, gpos);"
+    "CREATE OR REPLACE VIEW blocks_current AS SELECT DISTINCT ON (user_id, name) *"
+    " FROM blocks ORDER BY user_id, name, gpos DESC;"
+    "CREATE TABLE IF NOT EXISTS facts ("
+    " origin text NOT NULL, id bigint NOT NULL, gpos bigint NOT NULL, user_id text NOT NULL,"
+    " subject text NOT NULL, predicate text NOT NULL, object text NOT NULL,"
+    " confidence double precision NOT NULL, source_episode_ids bigint[] NOT NULL,"
+    " valid_from bigint NOT NULL, valid_to bigint NOT NULL, recorded_at bigint NOT NULL,"
+    " expired_at bigint NOT NULL, derived boolean NOT NULL, PRIMARY KEY (origin, id));"
+    "CREATE INDEX IF NOT EXISTS facts_key ON facts (user_id, subject, predicate);"
+    // The record (origin, origin_id) that `replica` holds as its local id
+    // `local`: what it pulled, from agentmem_local_ids, else its own.
+    "CREATE OR REPLACE FUNCTION agentmem_canonical(replica text, k text, local bigint,"
+    " OUT origin text, OUT origin_id bigint) LANGUAGE sql STABLE AS $$"
+    " SELECT COALESCE(m.origin, replica), COALESCE(m.origin_id, local) FROM (SELECT 1) one"
+    " LEFT JOIN LATERAL (SELECT l.origin, l.origin_id FROM agentmem_local_ids l"
+    "  WHERE l.replica = $1 AND l.kind = $2 AND l.local_id = $3"
+    "  ORDER BY l.origin, l.origin_id LIMIT 1) m ON true $$;";
 
-// The episodes a forget row names (its data as $1), by the rules of
-// docs/format.md §5.9; retention is decided by the file (ForgetRetention).
-constexpr const char* kForgetEpisodes =
-    "DELETE FROM episodes e USING (SELECT $1::jsonb AS d) x WHERE CASE x.d->>'scope'"
-    " WHEN 'user' THEN e.user_id = x.d->>'user_id'"
-    " WHEN 'session' THEN e.user_id = x.d->>'user_id' AND e.session_id = x.d->>'session_id'"
-    " WHEN 'before' THEN e.user_id = x.d->>'user_id' AND e.ts < (x.d->>'before')::bigint"
-    " WHEN 'episode' THEN e.id = (x.d->>'id')::bigint ELSE false END RETURNING e.id";
-
-// The change rows that carry what a forget removed ($1 its data, $2 the
-// episode ids it removed): nothing forgotten stays in the change log either.
-constexpr const char* kForgetChanges =
-    "DELETE FROM agentmem_changes c USING (SELECT $1::jsonb AS d) x WHERE"
-    " (c.kind = 'episode' AND c.id = ANY($2::bigint[]))"
-    " OR (x.d->>'scope' = 'user' AND c.user_id = x.d->>'user_id'"
-    "     AND c.kind IN ('episode', 'block', 'fact'))"
-    " OR (x.d->>'scope' = 'block' AND c.kind = 'block' AND c.user_id = x.d->>'user_id'"
-    "     AND c.data->>'name' = x.d->>'name')"
-    " OR (x.d->>'scope' = 'fact' AND c.kind = 'fact' AND c.id = (x.d->>'id')::bigint)";
-
-// PostgreSQL transactions commit at a source transaction's end once this many
-// changes are in them.
-constexpr int kChangesPerCommit = 1000;
-
-struct ResultFree {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultFree>;
-
-std::string Hex(uint64_t v) {
+std::string Hex64(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
 }
 
-// A PostgreSQL array literal of floats, each written so that it reads back
-// exactly.
-std::string FloatArray(const float* v, int n) {
-  std::string out = "{";
-  char buf[32];
-  for (int i = 0; i < n; i++) {
-    std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", static_cast<double>(v[i]));
-    out += buf;
-  }
-  return out + "}";
+bool IsOriginId(const std::string& s) {
+  return s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string::npos &&
+         s != std::string(16, '0');
 }
 
-std::string IdArray(const std::vector<int64_t>& ids) {
-  std::string out = "{";
-  for (size_t i = 0; i < ids.size(); i++) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "}";
-}
-
-class Sync {
- public:
-  Sync(agentmem_db* db, PGconn* pg) : db_(db), pg_(pg) {}
-  bool Run();
-  const std::string& error() const { return error_; }
-
- private:
-  // One statement; values may hold nullptr for NULL. false (error_ set)
-  // unless it returned `want`.
-  bool Exec(const char* sql, const std::vector<const char*>& values, Result* out = nullptr,
-            ExecStatusType want = PGRES_COMMAND_OK);
-  bool Position(std::string* log, int64_t* seq, bool* found);
-  bool OpenFeed(agentmem_cursor** cur);
-  bool Apply(const agentmem_change& c, int pos);
-  bool AddEpisode(const agentmem_change& c);
-  bool Forget(const agentmem_change& c);
-  bool ForgetRetention(const agentmem_change& c, std::vector<int64_t>* ids);
-
-  agentmem_db* db_;
-  PGconn* pg_;
-  std::string error_;
-  bool resync_ = false;
-  int64_t changes_ = 0, added_ = 0, removed_ = 0;
-};
-
-bool Sync::Exec(const char* sql, const std::vector<const char*>& values, Result* out,
-                ExecStatusType want) {
-  Result r(PQexecParams(pg_, sql, static_cast<int>(values.size()), nullptr, values.data(),
-                        nullptr, nullptr, 0));
-  if (PQresultStatus(r.get()) != want) {
-    error_ = std::string("PostgreSQL: ") + PQerrorMessage(pg_);
+// The file's origin id, made (64 random bits) and stored on the first sync.
+bool EnsureOrigin(agentmem_db* db, std::string* origin, std::string* error) {
+  char* v = nullptr;
+  const int rc = agentmem_meta_get(db, "sync.origin", &v);
+  if (rc == AGENTMEM_OK) {
+    *origin = v;
+    agentmem_free(v);
+    if (IsOriginId(*origin)) return true;
+    *error = "the file's sync.origin \"" + *origin + "\" is not 16 hexadecimal digits";
     return false;
   }
-  if (out) *out = std::move(r);
+  if (rc != AGENTMEM_NOTFOUND) {
+    *error = DbError(db, "reading sync.origin");
+    return false;
+  }
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  *origin = Hex64(id);
+  if (agentmem_meta_set(db, "sync.origin", origin->c_str()) != AGENTMEM_OK) {
+    *error = DbError(db, "writing sync.origin");
+    return false;
+  }
   return true;
 }
 
-// The position PostgreSQL holds: the last commit of the one log in
-// agentmem_changes. *found is false when it holds none, or several logs.
-bool Sync::Position(std::string* log, int64_t* seq, bool* found) {
+// The file's sync.database must be this database's id (it is written on the
+// first sync), and the file's pulled position must be in its change log: a
+// file cannot follow a database that was replaced or restored to a point
+// before what the file applied.
+bool CheckDatabase(agentmem_db* db, Pg* pg) {
   Result r;
-  if (!Exec("SELECT log, max(seq) FROM agentmem_changes GROUP BY log", {}, &r, PGRES_TUPLES_OK)) {
+  if (!pg->Query("SELECT id, (SELECT COALESCE(max(gpos), 0) FROM agentmem_changes)"
+                 " FROM agentmem_database",
+                 {}, &r)) {
     return false;
   }
-  *found = PQntuples(r.get()) == 1;
-  if (*found) {
-    *log = PQgetvalue(r.get(), 0, 0);
-    *seq = std::strtoll(PQgetvalue(r.get(), 0, 1), nullptr, 10);
+  std::string id, error;
+  int64_t last = 0;
+  if (PQntuples(r.get()) != 1 || !ReadText(r.get(), 0, 0, 64, &id, &error) ||
+      !ReadInt(r.get(), 0, 1, &last, &error)) {
+    return pg->Fail("PostgreSQL: agentmem_database holds no id " + error);
   }
-  return true;
+  char* v = nullptr;
+  int rc = agentmem_meta_get(db, "sync.database", &v);
+  if (rc == AGENTMEM_NOTFOUND) {
+    if (agentmem_meta_set(db, "sync.database", id.c_str()) == AGENTMEM_OK) return true;
+    return pg->Fail(DbError(db, "writing sync.database"));
+  }
+  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.database"));
+  const std::string mine = v;
+  agentmem_free(v);
+  if (mine != id) {
+    return pg->Fail("the file was synced with another PostgreSQL database (" + mine +
+                    "; this one is " + id + "): its positions mean nothing here");
+  }
+  rc = agentmem_meta_get(db, "sync.pulled", &v);
+  if (rc == AGENTMEM_NOTFOUND) return true;
+  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.pulled"));
+  const int64_t pulled = std::strtoll(v, nullptr, 10);
+  agentmem_free(v);
+  if (pulled <= last) return true;
+  return pg->Fail("the file has applied PostgreSQL's changes up to " + std::to_string(pulled) +
+                  ", but agentmem_changes ends at " + std::to_string(last) +
+                  ": the database was restored to an earlier point, and syncing would "
+                  "apply changes twice");
 }
 
-// The feed after PostgreSQL's position, or from 0 (resync_) when it holds
-// none or one the file does not hold (a VACUUM made a new log).
-bool Sync::OpenFeed(agentmem_cursor** cur) {
-  std::string log;
-  int64_t seq = 0;
-  bool found = false;
-  if (!Position(&log, &seq, &found)) return false;
-  if (found) {
-    uint64_t log_id = std::strtoull(log.c_str(), nullptr, 16);
-    int rc = agentmem_changes_since(db_, log_id, seq, cur);
-    if (rc == AGENTMEM_OK) return true;
-    if (rc != AGENTMEM_NOTFOUND_CHANGES) {
-      error_ = agentmem_errmsg(db_);
-      return false;
-    }
-  }
-  resync_ = true;
-  if (agentmem_changes_since(db_, 0, 0, cur) != AGENTMEM_OK) {
-    error_ = agentmem_errmsg(db_);
-    return false;
-  }
-  return true;
-}
-
-bool Sync::AddEpisode(const agentmem_change& c) {
+bool Run(agentmem_db* db, Pg* pg) {
   Result r;
-  const std::string vec = c.vector ? FloatArray(c.vector, c.dim) : "";
-  const std::string data = c.data;
-  if (!Exec("INSERT INTO episodes (id, user_id, session_id, role, text, ts, created_at, "
-            "metadata, embedding) SELECT (d->>'id')::bigint, d->>'user_id', d->>'session_id', "
-            "d->>'role', d->>'text', (d->>'ts')::bigint, (d->>'created_at')::bigint, "
-            "d->>'metadata', $2::real[] FROM (SELECT $1::jsonb AS d) x "
-            "ON CONFLICT (id) DO NOTHING",
-            {data.c_str(), c.vector ? vec.c_str() : nullptr}, &r)) {
-    return false;
+  if (!pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r)) return false;
+  if (!CreateSchema(pg)) return false;
+  Replica rep{db, pg, ""};
+  std::string error;
+  if (!EnsureOrigin(db, &rep.origin, &error)) return pg->Fail(error);
+  if (!CheckDatabase(db, pg)) return false;
+  PushReport push;
+  if (!Push(rep, &push)) return false;
+#ifdef AGENTMEM_TEST_HOOKS
+  // Test builds: a command run between the push and the pull, to write to
+  // the file as its application may meanwhile (tests/replication).
+  if (const char* between = std::getenv("AGENTMEM_TEST_SYNC_BETWEEN")) {
+    if (std::system(between) != 0) return pg->Fail("AGENTMEM_TEST_SYNC_BETWEEN failed");
   }
-  added_ += std::strtoll(PQcmdTuples(r.get()), nullptr, 10);
-  return true;
-}
-
-// Retention: the episodes before the time that the file no longer holds
-// (with keep_cited it keeps those a fact cites; only the file knows which).
-bool Sync::ForgetRetention(const agentmem_change& c, std::vector<int64_t>* ids) {
-  Result r;
-  if (!Exec("SELECT id FROM episodes WHERE ts < ($1::jsonb->>'before')::bigint", {c.data}, &r,
-            PGRES_TUPLES_OK)) {
-    return false;
+#endif
+  PullReport pull;
+  if (!Pull(rep, push, &pull)) return false;
+  if (push.changes == 0 && pull.changes == 0) {
+    std::printf("up to date (origin %s, position %" PRId64 ")\n", rep.origin.c_str(),
+                pull.position);
+    return true;
   }
-  for (int i = 0; i < PQntuples(r.get()); i++) {
-    const int64_t id = std::strtoll(PQgetvalue(r.get(), i, 0), nullptr, 10);
-    agentmem_episode* e = nullptr;
-    const int rc = agentmem_episode_get(db_, id, &e);
-    agentmem_free(e);
-    if (rc == AGENTMEM_NOTFOUND) {
-      ids->push_back(id);
-    } else if (rc != AGENTMEM_OK) {
-      error_ = agentmem_errmsg(db_);
-      return false;
-    }
+  std::printf("origin %s: pushed %" PRId64 " changes", rep.origin.c_str(), push.changes);
+  if (push.first) {
+    std::printf(" (log %s, commits %" PRId64 " to %" PRId64 "%s)", push.log.c_str(), push.first,
+                push.last, push.resync ? ", from the start of the log" : "");
   }
-  const std::string list = IdArray(*ids);
-  return Exec("DELETE FROM episodes WHERE id = ANY($1::bigint[])", {list.c_str()});
-}
-
-bool Sync::Forget(const agentmem_change& c) {
-  std::vector<int64_t> ids;
-  if (c.kind == AGENTMEM_CHANGE_RETENTION) {
-    if (!ForgetRetention(c, &ids)) return false;
-  } else {
-    Result r;
-    if (!Exec(kForgetEpisodes, {c.data}, &r, PGRES_TUPLES_OK)) return false;
-    for (int i = 0; i < PQntuples(r.get()); i++) {
-      ids.push_back(std::strtoll(PQgetvalue(r.get(), i, 0), nullptr, 10));
-    }
-  }
-  removed_ += static_cast<int64_t>(ids.size());
-  const std::string list = IdArray(ids);
-  return Exec(kForgetChanges, {c.data, list.c_str()});
-}
-
-bool Sync::Apply(const agentmem_change& c, int pos) {
-  const std::string log = Hex(c.log_id), seq = std::to_string(c.seq), at = std::to_string(pos),
-                    id = std::to_string(c.id), ts = std::to_string(c.commit_ts);
-  const std::string vec = c.vector ? FloatArray(c.vector, c.dim) : "";
-  if (!Exec("INSERT INTO agentmem_changes (log, seq, pos, kind, id, user_id, data, vector, "
-            "commit_ts) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::real[], $9) "
-            "ON CONFLICT DO NOTHING",
-            {log.c_str(), seq.c_str(), at.c_str(), c.kind_name, id.c_str(), c.user_id, c.data,
-             c.vector ? vec.c_str() : nullptr, ts.c_str()})) {
-    return false;
-  }
-  changes_++;
-  if (c.kind == AGENTMEM_CHANGE_EPISODE) return AddEpisode(c);
-  if (c.kind == AGENTMEM_CHANGE_FORGET || c.kind == AGENTMEM_CHANGE_RETENTION) return Forget(c);
-  return true;
-}
-
-bool Sync::Run() {
-  Result r;
-  if (!Exec("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r, PGRES_TUPLES_OK)) {
-    return false;
-  }
-  if (PQresultStatus(Result(PQexec(pg_, kSchema)).get()) != PGRES_COMMAND_OK) {
-    error_ = std::string("PostgreSQL: ") + PQerrorMessage(pg_);
-    return false;
-  }
-  agentmem_cursor* cur = nullptr;
-  if (!OpenFeed(&cur)) return false;
-  std::unique_ptr<agentmem_cursor, int (*)(agentmem_cursor*)> close(cur, agentmem_cursor_close);
-  if (!Exec("BEGIN", {})) return false;
-  if (resync_ && (!Exec("DELETE FROM agentmem_changes", {}) || !Exec("DELETE FROM episodes", {}))) {
-    return false;
-  }
-  int64_t first = 0, last = 0, in_txn = 0;
-  uint64_t log_id = 0;
-  int pos = 0, rc;
-  while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
-    const agentmem_change& c = *agentmem_cursor_change(cur);
-    if (c.seq != last) pos = 0;
-    if (first == 0) first = c.seq;
-    last = c.seq;
-    log_id = c.log_id;
-    if (!Apply(c, pos++)) return false;
-    in_txn++;
-    if (c.kind == AGENTMEM_CHANGE_COMMIT && in_txn >= kChangesPerCommit) {
-      if (!Exec("COMMIT", {}) || !Exec("BEGIN", {})) return false;
-      in_txn = 0;
-    }
-  }
-  if (rc != AGENTMEM_DONE) {
-    error_ = agentmem_errmsg(db_);
-    return false;
-  }
-  if (!Exec("COMMIT", {})) return false;
-  if (first == 0) {
-    std::printf("up to date\n");
-  } else {
-    std::printf("log %s: commits %" PRId64 " to %" PRId64 ", %" PRId64 " changes, %" PRId64
-                " episodes added, %" PRId64 " removed%s\n",
-                Hex(log_id).c_str(), first, last, changes_, added_, removed_,
-                resync_ ? " (from the start of the log)" : "");
-  }
+  std::printf("; pulled %" PRId64 " changes, %" PRId64 " forgets%s, to position %" PRId64 "\n",
+              pull.changes, pull.forgets, pull.purged ? " (purged)" : "", pull.position);
   return true;
 }
 
 }  // namespace
+
+std::string DbError(agentmem_db* db, const char* what) {
+  return std::string(what) + ": " + agentmem_errmsg(db);
+}
+
+bool CreateSchema(Pg* pg) {
+  // A table of the earlier single-file sync has no gpos column.
+  Result r;
+  if (!pg->Query("SELECT count(*) FROM information_schema.columns WHERE table_schema ="
+                 " current_schema() AND table_name = 'agentmem_changes'"
+                 " AND column_name IN ('gpos', 'log')",
+                 {}, &r)) {
+    return false;
+  }
+  int64_t columns = 0;
+  std::string error;
+  if (!ReadInt(r.get(), 0, 0, &columns, &error)) return pg->Fail(error);
+  if (columns == 1) {
+    return pg->Fail("agentmem_changes was made by an earlier agentmem sync (no origins); "
+                    "drop it and its episodes table, then sync again");
+  }
+  return pg->Script(kSchema);
+}
 
 int RunSync(int argc, char** argv) {
   if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-help") == 0)) {
@@ -299,26 +227,27 @@ int RunSync(int argc, char** argv) {
     return 1;
   }
   agentmem_db* db = nullptr;
-  if (agentmem_open_v2(argv[1], &db, AGENTMEM_OPEN_READONLY, nullptr) != AGENTMEM_OK) {
+  if (agentmem_open_v2(argv[1], &db, AGENTMEM_OPEN_READWRITE, nullptr) != AGENTMEM_OK) {
     std::fprintf(stderr, "Error: %s: %s\n", argv[1], agentmem_errmsg(db));
     agentmem_close(db);
     return 1;
   }
-  PGconn* pg = PQconnectdb(argv[2]);
+  PGconn* conn = PQconnectdb(argv[2]);
   int status = 0;
-  if (PQstatus(pg) != CONNECTION_OK) {
-    std::fprintf(stderr, "Error: PostgreSQL: %s", PQerrorMessage(pg));
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::fprintf(stderr, "Error: PostgreSQL: %s", PQerrorMessage(conn));
     status = 1;
   } else {
     // CREATE ... IF NOT EXISTS notices are not the user's business.
-    PQsetNoticeProcessor(pg, [](void*, const char*) {}, nullptr);
-    Sync s(db, pg);
-    if (!s.Run()) {
-      std::fprintf(stderr, "Error: %s\n", s.error().c_str());
+    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+    Pg pg(conn);
+    if (!Run(db, &pg)) {
+      std::fprintf(stderr, "Error: %s\n", pg.error().c_str());
       status = 1;
     }
   }
-  PQfinish(pg);  // an open transaction is rolled back
+  PQfinish(conn);  // an open PostgreSQL transaction is rolled back
+  if (!agentmem_get_autocommit(db)) agentmem_rollback(db);
   agentmem_close(db);
   return status;
 }

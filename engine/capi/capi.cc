@@ -102,6 +102,13 @@ Status Need(const void* p, const char* what) {
   return agentmem::StatusF(agentmem::kMisuse, "%s must not be NULL", what);
 }
 
+Status CopyOut(const std::string& s, char** out) {
+  *out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!*out) return Status(kNoMem, "out of memory");
+  std::memcpy(*out, s.c_str(), s.size() + 1);
+  return Status::OK();
+}
+
 }  // namespace agentmem::capi
 
 using agentmem::capi::Guard;

@@ -96,4 +96,7 @@ int Guard(agentmem_db* db, F&& f) {
 
 Status Need(const void* p, const char* what);
 
+// A malloc'd, NUL-terminated copy of s in *out, for agentmem_free().
+Status CopyOut(const std::string& s, char** out);
+
 }  // namespace agentmem::capi

@@ -17,18 +17,11 @@
 
 using agentmem::Status;
 namespace eng = agentmem::engine;
+using agentmem::capi::CopyOut;
 using agentmem::capi::Guard;
 using agentmem::capi::Need;
 
 namespace {
-
-// A malloc'd copy of s, NUL-terminated.
-Status CopyOut(const std::string& s, char** out) {
-  *out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (!*out) return Status(agentmem::kNoMem, "out of memory");
-  std::memcpy(*out, s.c_str(), s.size() + 1);
-  return Status::OK();
-}
 
 // The items as one block: the array first, then every string after it.
 Status PackItems(const std::vector<eng::ContextItem>& items, agentmem_context_item** out) {

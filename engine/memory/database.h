@@ -161,6 +161,15 @@ class Database {
   // Declares `predicate` single-valued (or not) for every user of the file.
   Status DeclarePredicate(const std::string& predicate, bool single_valued);
   bool IsSingleValued(const std::string& predicate) const;
+  // Stages meta entry (key, value) (docs/format.md §5.4) like every write:
+  // in the open transaction, else committed at once. Only keys under
+  // "sync." are accepted (kMisuse otherwise): the engine's own settings are
+  // written by the calls that own them. Key at most 256 bytes, value at
+  // most 64 KiB (kTooBig), both UTF-8 without NUL.
+  Status SetSyncMeta(const std::string& key, const std::string& value);
+  // The value of meta key `key` as of a new snapshot, with the open
+  // transaction's entries applied; kNotFound when the file has none.
+  Status GetMeta(const std::string& key, std::string* value);
   // Forgets what `f` names (format/records.h, ForgetKind): at once invisible to
   // every read and recall of this handle once committed, and of every other
   // handle from its next read. The receipt's counts are filled when the

@@ -193,6 +193,35 @@ Status Database::DeclarePredicate(const std::string& predicate, bool single_valu
   return FinishWrite(Status::OK());
 }
 
+Status Database::SetSyncMeta(const std::string& key, const std::string& value) {
+  AGENTMEM_RETURN_IF_ERROR(CheckWritable());
+  if (!key.starts_with("sync.") || key.size() == 5) {
+    return StatusF(kMisuse, "meta key \"%s\" is not a sync.* key", key.c_str());
+  }
+  if (key.size() > 256 || value.size() > 65536) {
+    return Status(kTooBig, "meta keys are at most 256 bytes and values at most 64 KiB");
+  }
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(key, "meta key"));
+  AGENTMEM_RETURN_IF_ERROR(CheckUtf8Text(value, "meta value"));
+  AGENTMEM_RETURN_IF_ERROR(AcquireWriteLock());
+  pending_meta_.entries.emplace_back(key, value);
+  return FinishWrite(Status::OK());
+}
+
+Status Database::GetMeta(const std::string& key, std::string* value) {
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  for (auto it = pending_meta_.entries.rbegin(); it != pending_meta_.entries.rend(); ++it) {
+    if (it->first == key) {
+      *value = it->second;
+      return Status::OK();
+    }
+  }
+  const std::string* v = catalog_.Meta(key);
+  if (!v) return StatusF(kNotFound, "the file has no setting \"%s\"", key.c_str());
+  *value = *v;
+  return Status::OK();
+}
+
 bool Database::IsSingleValued(const std::string& predicate) const {
   const std::string key = "fact.single_valued." + predicate;
   for (auto it = pending_meta_.entries.rbegin(); it != pending_meta_.entries.rend(); ++it) {

@@ -23,6 +23,7 @@
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/open_helpers.h"
+#include "tests/util/page_bytes.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::Status;
@@ -341,29 +342,6 @@ TEST_CASE("forgotten records stay forgotten after reopen, from a checkpoint and 
   CHECK(Ids(db.get(), "bob") == bob_after);
 }
 
-namespace {
-
-// Every page payload of a file, decompressed, and the raw bytes: what a
-// byte scan for leftovers must look at.
-std::string AllBytes(const std::string& path) {
-  std::string raw = agentmem::test::ReadFileBytes(path);
-  agentmem::format::FileHeader h;
-  REQUIRE(agentmem::format::DecodeFileHeader(std::string_view(raw).substr(0, agentmem::format::kFirstPageOffset), &h).ok());
-  std::string out = raw;
-  for (uint64_t pos = agentmem::format::kFirstPageOffset; pos + agentmem::format::kPageHeaderSize <= raw.size();) {
-    agentmem::format::PageHeader ph;
-    std::string_view at = std::string_view(raw).substr(pos);
-    if (!agentmem::format::PeekPageHeader(at.substr(0, agentmem::format::kPageHeaderSize), pos, h.salt, &ph).ok()) break;
-    uint64_t padded = agentmem::format::PaddedPageSize(ph.length);
-    std::string payload;
-    if (agentmem::format::DecodePage(at.substr(0, padded), pos, h.salt, &ph, &payload).ok()) out += payload;
-    pos += padded;
-  }
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("PURGE of a user shrinks the file, leaves none of its texts or vectors, and changes no other user's recall") {
   TempDir dir;
   const std::string path = dir.File("f.agentmem");
@@ -405,7 +383,7 @@ TEST_CASE("PURGE of a user shrinks the file, leaves none of its texts or vectors
   CHECK(r.needles == 400);  // 200 texts, 200 vectors
   CHECK(r.residue == 0);
   CHECK(r.bytes_after < r.bytes_before);
-  const std::string bytes = AllBytes(path);
+  const std::string bytes = agentmem::test::AllPageBytes(path);
   CHECK(bytes.size() > 0);
   CHECK(agentmem::test::ReadFileBytes(path).size() < size_before);
   for (const std::string& t : bob_texts) CHECK(bytes.find(t) == std::string::npos);

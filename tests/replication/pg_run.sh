@@ -79,7 +79,17 @@ if ! as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
   exit 2
 fi
 
+# $dir/restart stops the server at once (as a crash would) and starts it again.
+as_prefix=""
+[ "$(id -u)" = 0 ] && as_prefix="setpriv --reuid=65534 --regid=65534 --clear-groups --"
+cat >"$dir/restart" <<EOF
+#!/bin/sh
+exec $as_prefix "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m immediate -w -t 60 restart >/dev/null
+EOF
+chmod 755 "$dir/restart"
+
 export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+export AGENTMEM_PG_RESTART=$dir/restart
 export AGENTMEM_PG_URL="postgresql://postgres@/postgres?host=$dir&port=$port"
 # In the background, so that a signal reaches the trap while COMMAND runs.
 "$@" &

@@ -1,0 +1,69 @@
+// cli/sync/sync_internal.h -- what the parts of `agentmem sync` share: the
+// PostgreSQL schema, the replica being synced, and the push (push.cc) and
+// pull (pull.cc) steps (docs/replication.md, "agentmem sync").
+#pragma once
+
+#include <agentmem.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sync/pg.h"
+
+namespace agentmem::sync {
+
+// Times in the feed and in PostgreSQL: INT64_MAX is "no end".
+constexpr int64_t kForever = INT64_MAX;
+// Bounds on what a row read from PostgreSQL may hold.
+constexpr size_t kMaxTextBytes = 64u << 20;
+constexpr size_t kMaxVectorFloats = 65536;
+// PostgreSQL transactions (push) and local transactions (pull) end at a
+// source transaction's end once they hold this many changes.
+constexpr int kChangesPerBatch = 1000;
+
+// The file being synced and the connection. origin is the file's origin id
+// (16 hexadecimal digits, meta key sync.origin), the name of its records in
+// PostgreSQL.
+struct Replica {
+  agentmem_db* db;
+  Pg* pg;
+  std::string origin;
+};
+
+struct PushReport {
+  std::string log;          // the file's log, hexadecimal
+  int64_t first = 0, last = 0;  // the commits read (0 when none)
+  int64_t changes = 0;      // change rows written
+  int64_t skipped = 0;      // pulled transactions, and records already there
+  bool resync = false;      // the log was read from its start (a VACUUM made a new one)
+  // Every change of the file's own up to this position of its feed is in
+  // PostgreSQL (0, 0: none).
+  uint64_t pushed_log = 0;
+  int64_t pushed_seq = 0;
+};
+
+struct PullReport {
+  int64_t changes = 0;   // change rows of other origins read
+  int64_t position = 0;  // the global position the file has applied
+  int64_t forgets = 0;   // forget rows applied
+  bool purged = false;   // and then the file was vacuumed
+};
+
+// Creates the tables, indexes and functions of docs/replication.md when
+// they are missing; refuses tables of the earlier single-file sync.
+bool CreateSchema(Pg* pg);
+
+// Writes the file's changes that PostgreSQL does not hold under the file's
+// origin, leaving out the transactions that pull wrote. false: pg->error().
+bool Push(const Replica& r, PushReport* report);
+
+// Applies every other origin's changes after the file's pulled position
+// (meta key sync.pulled), one local transaction per batch that also moves
+// the position. `push` says which of the file's own changes PostgreSQL
+// holds: those after it were written meanwhile. false: pg->error().
+bool Pull(const Replica& r, const PushReport& push, PullReport* report);
+
+// The message of the handle's last error, as "what: message".
+std::string DbError(agentmem_db* db, const char* what);
+
+}  // namespace agentmem::sync
