@@ -85,7 +85,7 @@ class MaxScoreSearch {
   };
 
   bool Exhausted(const Cursor& c) const { return c.pos >= c.q->list->size(); }
-  uint64_t DocOf(const Cursor& c) const { return c.q->list->postings()[c.pos].doc_id; }
+  uint64_t DocOf(const Cursor& c) const { return c.q->list->doc_id(c.pos); }
   bool AtDoc(const Cursor& c, uint64_t doc_id) const { return !Exhausted(c) && DocOf(c) == doc_id; }
   double BlockBound(Cursor* c);
   double NonEssentialBound() const;
@@ -253,7 +253,7 @@ bool MaxScoreSearch::ScoreCandidate(uint64_t doc_id, double* score) {
 // Scores the posting under the cursor into its slot and steps past it.
 double MaxScoreSearch::TakeContribution(Cursor* c) {
   const PostingList& list = *c->q->list;
-  double s = scorer_.Score(c->q->idf, list.postings()[c->pos].tf, list.doc_lens()[c->pos]);
+  double s = scorer_.Score(c->q->idf, list.tf(c->pos), list.doc_len(c->pos));
   contributions_[c->q->slot] = s;
   c->pos++;
   stats_.postings_scored++;
@@ -263,21 +263,18 @@ double MaxScoreSearch::TakeContribution(Cursor* c) {
 // Moves the cursor to the first posting with doc id >= doc_id: doubling steps
 // from the current position, then a binary search in the last step.
 void MaxScoreSearch::SeekTo(Cursor* c, uint64_t doc_id) {
-  std::span<const Posting> postings = c->q->list->postings();
+  const PostingList& list = *c->q->list;
+  const size_t n = list.size();
   size_t lo = c->pos;
-  if (lo >= postings.size() || postings[lo].doc_id >= doc_id) return;
+  if (lo >= n || list.doc_id(lo) >= doc_id) return;
   size_t step = 1;
   size_t hi = lo + 1;
-  while (hi < postings.size() && postings[hi].doc_id < doc_id) {
+  while (hi < n && list.doc_id(hi) < doc_id) {
     lo = hi;
     step *= 2;
     hi = lo + step;
   }
-  hi = std::min(hi, postings.size());
-  auto it = std::lower_bound(postings.begin() + static_cast<ptrdiff_t>(lo) + 1,
-                             postings.begin() + static_cast<ptrdiff_t>(hi), doc_id,
-                             [](const Posting& p, uint64_t id) { return p.doc_id < id; });
-  c->pos = static_cast<size_t>(it - postings.begin());
+  c->pos = list.LowerBound(doc_id, lo + 1, std::min(hi, n));
 }
 
 // The candidate's score in canonical (slot) order; resets the slots. Adding

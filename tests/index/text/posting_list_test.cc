@@ -22,9 +22,9 @@ void CheckSummaries(const PostingList& list,
   REQUIRE(list.size() == model.size());
   size_t i = 0;
   for (const auto& [doc_id, tf_len] : model) {
-    REQUIRE(list.postings()[i].doc_id == doc_id);
-    REQUIRE(list.postings()[i].tf == tf_len.first);
-    REQUIRE(list.doc_lens()[i] == tf_len.second);
+    REQUIRE(list.doc_id(i) == doc_id);
+    REQUIRE(list.tf(i) == tf_len.first);
+    REQUIRE(list.doc_len(i) == tf_len.second);
     i++;
   }
   // Blocks: one per kBlockSize postings, each with its last doc, max tf, min length.
@@ -36,10 +36,10 @@ void CheckSummaries(const PostingList& list,
     uint32_t max_tf = 0;
     uint32_t min_len = UINT32_MAX;
     for (size_t j = start; j < end; j++) {
-      max_tf = std::max(max_tf, list.postings()[j].tf);
-      min_len = std::min(min_len, list.doc_lens()[j]);
+      max_tf = std::max(max_tf, list.tf(j));
+      min_len = std::min(min_len, list.doc_len(j));
     }
-    REQUIRE(list.blocks()[b].last_doc == list.postings()[end - 1].doc_id);
+    REQUIRE(list.blocks()[b].last_doc == list.doc_id(end - 1));
     REQUIRE(list.blocks()[b].max_tf == max_tf);
     REQUIRE(list.blocks()[b].min_len == min_len);
   }
