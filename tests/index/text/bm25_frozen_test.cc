@@ -50,6 +50,15 @@ struct Image {
   }
 };
 
+// The same documents with bit-identical scores, in the same order.
+void CheckSameHits(const std::vector<ScoredDoc>& x, const std::vector<ScoredDoc>& y) {
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); i++) {
+    CHECK(x[i].doc_id == y[i].doc_id);
+    CHECK(x[i].score == y[i].score);
+  }
+}
+
 void CheckSame(const Bm25Index& a, const Bm25Index& b, std::mt19937_64& rng, size_t vocab) {
   CHECK(a.doc_count() == b.doc_count());
   CHECK(a.total_length() == b.total_length());
@@ -57,12 +66,8 @@ void CheckSame(const Bm25Index& a, const Bm25Index& b, std::mt19937_64& rng, siz
   for (int q = 0; q < 60; q++) {
     Tokens query = RandomDoc(rng, vocab + 20);  // some words no document has
     for (size_t k : {size_t{1}, size_t{10}, size_t{50}}) {
-      auto x = a.TopK(query, k), y = b.TopK(query, k);
-      REQUIRE(x.size() == y.size());
-      for (size_t i = 0; i < x.size(); i++) {
-        CHECK(x[i].doc_id == y[i].doc_id);
-        CHECK(x[i].score == y[i].score);
-      }
+      auto y = b.TopK(query, k);
+      CheckSameHits(a.TopK(query, k), y);
       auto z = b.TopKBruteForce(query, k);
       REQUIRE(z.size() == y.size());
       for (size_t i = 0; i < z.size(); i++) CHECK(z[i].doc_id == y[i].doc_id);
@@ -177,13 +182,8 @@ TEST_CASE("a version 2 image ranks bit-identically to its index and to its versi
   const std::vector<const Bm25Index*> live_part{&live}, v2_part{&attached2};
   for (int q = 0; q < 30; q++) {
     Tokens query = RandomDoc(rng, vocab);
-    auto want = Bm25Index::TopKAcross(live_part, query, 10);
-    auto got = Bm25Index::TopKAcross(v2_part, query, 10);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); i++) {
-      CHECK(got[i].doc_id == want[i].doc_id);
-      CHECK(got[i].score == want[i].score);
-    }
+    CheckSameHits(Bm25Index::TopKAcross(v2_part, query, 10),
+                  Bm25Index::TopKAcross(live_part, query, 10));
   }
 }
 
@@ -219,6 +219,17 @@ TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as
 
 namespace {
 
+template <class T>
+void Put(std::string* b, size_t at, T v) {
+  std::memcpy(b->data() + at, &v, sizeof v);
+}
+template <class T>
+T Get(const std::string& b, size_t at) {
+  T v;
+  std::memcpy(&v, b.data() + at, sizeof v);
+  return v;
+}
+
 // Where the arrays of a version 2 image start (docs/format.md §5.8).
 struct Layout {
   uint64_t docs, terms, postings, blocks, peaks;
@@ -253,18 +264,15 @@ struct Layout {
     FAIL("no such term");
     return 0;
   }
+  // In the first term with two or more entries by field `count`, makes the
+  // u32 that starts its second entry equal that of its first, in the array
+  // at `array_at` of `stride`-byte entries that field `first` indexes.
+  void RepeatFirst(std::string* b, size_t count, size_t first, size_t array_at, size_t stride) const {
+    const size_t t = TermWhere(*b, count, [](uint32_t n) { return n >= 2; });
+    const size_t at = array_at + stride * Term(*b, t, first);
+    Put<uint32_t>(b, at + stride, Get<uint32_t>(*b, at));
+  }
 };
-
-template <class T>
-void Put(std::string* b, size_t at, T v) {
-  std::memcpy(b->data() + at, &v, sizeof v);
-}
-template <class T>
-T Get(const std::string& b, size_t at) {
-  T v;
-  std::memcpy(&v, b.data() + at, sizeof v);
-  return v;
-}
 
 }  // namespace
 
@@ -301,12 +309,7 @@ TEST_CASE("a damaged version 2 image is refused, naming the check that failed") 
       {"a document index past the table",
        [&](std::string* b) { Put<uint32_t>(b, l.postings_at, static_cast<uint32_t>(l.docs)); },
        "a posting's document"},
-      {"a document twice in a term",
-       [&](std::string* b) {
-         const size_t t = l.TermWhere(*b, 16, [](uint32_t n) { return n >= 2; });
-         const size_t at = l.postings_at + 8 * l.Term(*b, t, 8);
-         Put<uint32_t>(b, at + 8, Get<uint32_t>(*b, at));
-       },
+      {"a document twice in a term", [&](std::string* b) { l.RepeatFirst(b, 16, 8, l.postings_at, 8); },
        "a posting's document"},
       {"a tf of 0", [&](std::string* b) { Put<uint32_t>(b, l.postings_at + 4, 0); }, "tf is 0"},
       {"the total length", [](std::string* b) { Put<uint64_t>(b, 16, Get<uint64_t>(*b, 16) + 1); },
@@ -322,12 +325,7 @@ TEST_CASE("a damaged version 2 image is refused, naming the check that failed") 
        "a block's summary"},
       {"a block's last document", [&](std::string* b) { Put<uint64_t>(b, l.blocks_at, 999); },
        "a block's summary"},
-      {"peaks out of order",
-       [&](std::string* b) {
-         const size_t t = l.TermWhere(*b, 28, [](uint32_t n) { return n >= 2; });
-         const size_t at = l.peaks_at + 8 * l.Term(*b, t, 24);
-         Put<uint32_t>(b, at + 8, Get<uint32_t>(*b, at));
-       },
+      {"peaks out of order", [&](std::string* b) { l.RepeatFirst(b, 28, 24, l.peaks_at, 8); },
        "peaks are not in order"},
       {"a peak below a posting",
        [&](std::string* b) {
@@ -428,13 +426,7 @@ TEST_CASE("a top-k across indexes attached to frozen images ranks like one index
     for (int q = 0; q < 100; q++) {
       Tokens query = RandomDoc(rng, vocab + 20);
       for (size_t k : {size_t{1}, size_t{10}, size_t{100}}) {
-        auto got = Bm25Index::TopKAcross(parts, query, k);
-        auto want = whole.TopK(query, k);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < got.size(); i++) {
-          CHECK(got[i].doc_id == want[i].doc_id);
-          CHECK(got[i].score == want[i].score);
-        }
+        CheckSameHits(Bm25Index::TopKAcross(parts, query, k), whole.TopK(query, k));
       }
     }
   };

@@ -112,5 +112,29 @@ TEST_CASE("peaks keep one entry per useful tf: higher tf only with a longer docu
   CHECK(list.peaks()[0].tf == 4);
 }
 
+TEST_CASE("an indexed view reads ids and lengths from its document table and copies on change") {
+  // Three documents; the list holds the first and the third.
+  const uint64_t doc_ids[] = {10, 20, 30};
+  const uint32_t doc_lens[] = {4, 7, 9};
+  const PostingList::IndexedPosting postings[] = {{0, 2}, {2, 5}};
+  const PostingList::Block blocks[] = {{30, 5, 4}};
+  const PostingList::Peak peaks[] = {{2, 4}, {5, 9}};
+  PostingList list = PostingList::ViewIndexed(postings, doc_ids, doc_lens, blocks, peaks);
+  CHECK(list.is_view());
+  REQUIRE(list.size() == 2);
+  CHECK(list.posting(1) == Posting{30, 5});
+  CHECK(list.doc_len(0) == 4);
+  CHECK(list.doc_len(1) == 9);
+  CHECK(list.LowerBound(11) == 1);
+  CHECK(list.LowerBound(31) == 2);
+  CHECK_FALSE(list.Erase(20));
+  CHECK(list.is_view());
+  list.Insert({20, 1}, 7);
+  CHECK_FALSE(list.is_view());
+  CheckSummaries(list, {{10, {2, 4}}, {20, {1, 7}}, {30, {5, 9}}});
+  REQUIRE(list.Erase(10));
+  CheckSummaries(list, {{20, {1, 7}}, {30, {5, 9}}});
+}
+
 }  // namespace
 }  // namespace agentmem::index
