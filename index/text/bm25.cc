@@ -86,10 +86,8 @@ bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCoun
   counts->clear();
   for (uint32_t term_id : it->second.term_ids) {
     const Term& t = terms_[term_id];
-    std::span<const Posting> p = t.list.postings();
-    auto at = std::lower_bound(p.begin(), p.end(), doc_id,
-                               [](const Posting& a, uint64_t d) { return a.doc_id < d; });
-    counts->push_back({t.text, at != p.end() && at->doc_id == doc_id ? at->tf : 0});
+    const size_t at = t.list.LowerBound(doc_id);
+    counts->push_back({t.text, at < t.list.size() && t.list.doc_id(at) == doc_id ? t.list.tf(at) : 0});
   }
   return true;
 }
@@ -128,9 +126,13 @@ uint64_t Bm25Index::DocFrequency(std::string_view term) const {
   return list ? list->size() : 0;
 }
 
-std::span<const Posting> Bm25Index::Postings(std::string_view term) const {
-  const PostingList* list = FindList(term);
-  return list ? list->postings() : std::span<const Posting>();
+std::vector<Posting> Bm25Index::Postings(std::string_view term) const {
+  std::vector<Posting> out;
+  if (const PostingList* list = FindList(term)) {
+    out.reserve(list->size());
+    for (size_t i = 0; i < list->size(); i++) out.push_back(list->posting(i));
+  }
+  return out;
 }
 
 double Bm25Index::Idf(std::string_view term) const {
@@ -281,13 +283,12 @@ std::vector<ScoredDoc> Bm25Index::TopKAcrossBruteForce(std::span<const Bm25Index
   std::unordered_map<uint64_t, std::vector<double>> by_slot;
   for (const AcrossPart& part : q.parts) {
     for (const QueryTerm& t : part.terms) {
-      std::span<const Posting> postings = t.list->postings();
-      std::span<const uint32_t> lens = t.list->doc_lens();
-      for (size_t i = 0; i < postings.size(); i++) {
-        if (filter && !filter(postings[i].doc_id)) continue;
-        std::vector<double>& slots = by_slot[postings[i].doc_id];
+      const PostingList& list = *t.list;
+      for (size_t i = 0; i < list.size(); i++) {
+        if (filter && !filter(list.doc_id(i))) continue;
+        std::vector<double>& slots = by_slot[list.doc_id(i)];
         slots.resize(q.slots, 0.0);
-        slots[t.slot] = q.scorer.Score(t.idf, postings[i].tf, lens[i]);
+        slots[t.slot] = q.scorer.Score(t.idf, list.tf(i), list.doc_len(i));
       }
     }
   }
@@ -309,11 +310,10 @@ std::vector<ScoredDoc> Bm25Index::TopKBruteForce(std::span<const std::string> qu
   std::unordered_map<uint64_t, double> scores;
   const Bm25TermScorer scorer = MakeScorer();
   for (const QueryTerm& q : PrepareQuery(query_tokens, scorer)) {
-    std::span<const Posting> postings = q.list->postings();
-    std::span<const uint32_t> lens = q.list->doc_lens();
-    for (size_t i = 0; i < postings.size(); i++) {
-      if (filter && !filter(postings[i].doc_id)) continue;
-      scores[postings[i].doc_id] += scorer.Score(q.idf, postings[i].tf, lens[i]);
+    const PostingList& list = *q.list;
+    for (size_t i = 0; i < list.size(); i++) {
+      if (filter && !filter(list.doc_id(i))) continue;
+      scores[list.doc_id(i)] += scorer.Score(q.idf, list.tf(i), list.doc_len(i));
     }
   }
   std::vector<ScoredDoc> all;

@@ -70,7 +70,6 @@ struct QueryStats {
 
 // One partition's index. Not thread-safe for writes: Add() and Remove()
 // need exclusive access; const methods may run concurrently with each other.
-// Spans returned by Postings() are valid until the next Add() or Remove().
 class Bm25Index {
  public:
   explicit Bm25Index(Bm25Params params = {}) : params_(params) {}
@@ -112,15 +111,19 @@ class Bm25Index {
   size_t term_count() const { return term_ids_.size() + frozen_terms_.size() - superseded_; }
 
   // ---- frozen images (checkpoints; docs/format.md §5.8, bm25 section)
-  // Appends this index as a frozen image, 8-byte aligned within *out (which
-  // must itself start 8-byte aligned): the documents, a sorted term table and
-  // each term's postings, lengths, blocks and peaks, as PostingList keeps them.
+  // Appends this index as a frozen image (version 2), 8-byte aligned within
+  // *out (which must itself start 8-byte aligned): a table of the documents
+  // (ids and lengths), a sorted term table and each term's postings (indexes
+  // into the document table, with tf), blocks and peaks.
+  // REQUIRES: fewer than 2^32 documents.
   void EncodeFrozen(std::string* out) const;
-  // Makes an empty index hold the documents of a frozen image at `data`
-  // (8-byte aligned; it must outlive the index), used where it lies: terms are
-  // found by binary search, a term's arrays are viewed, and copied only when a
-  // later Add() gives the term a posting. Every offset, count and doc id
-  // (<= max_doc) is checked first. Errors: kCorruptIndex; kMisuse on a
+  // Makes an empty index hold the documents of a frozen image (version 1 or
+  // 2) at `data` (8-byte aligned; it must outlive the index), used where it
+  // lies: terms are found by binary search, a term's arrays are viewed, and
+  // copied only when a later Add() gives the term a posting. Every offset,
+  // count, index and doc id (<= max_doc), and every block and peak summary,
+  // is checked first, in time and memory linear in `size`. Errors:
+  // kCorruptIndex; kFormatVersion for an unknown version; kMisuse on a
   // non-empty index. Removing a document of the image thaws it first.
   Status AttachFrozen(const char* data, size_t size, uint64_t max_doc);
   // Copies every document of the frozen image into the ordinary index and
@@ -133,8 +136,9 @@ class Bm25Index {
 
   // df(term): the number of documents that contain `term`.
   uint64_t DocFrequency(std::string_view term) const;
-  // The postings of `term` sorted by doc id; empty if the term is unknown.
-  std::span<const Posting> Postings(std::string_view term) const;
+  // A copy of the postings of `term` sorted by doc id; empty if the term is
+  // unknown.
+  std::vector<Posting> Postings(std::string_view term) const;
   // idf(term) for the index as it is now (0 for an unknown term).
   double Idf(std::string_view term) const;
 
@@ -215,6 +219,11 @@ class Bm25Index {
   void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
+  // The checks of AttachFrozen() on the arrays it has placed; `total` and
+  // `text` are the header's total_length and text_bytes.
+  Status CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const;
+  // Forgets the frozen image and everything derived from it.
+  void DetachFrozen();
   uint32_t TermIdFor(std::string_view token);
   void ReleaseTerm(uint32_t term_id);
   double IdfFor(uint64_t df) const { return IdfOf(doc_count(), df); }
@@ -261,11 +270,13 @@ class Bm25Index {
   };
   static_assert(sizeof(FrozenTerm) == 32);
   const char* frozen_ = nullptr;
+  uint32_t frozen_version_ = 0;
   std::span<const uint64_t> frozen_docs_;
   std::span<const FrozenTerm> frozen_terms_;
   const char* frozen_text_ = nullptr;
-  std::span<const Posting> frozen_postings_;
-  std::span<const uint32_t> frozen_lens_;
+  std::span<const Posting> frozen_postings_;                       // version 1
+  std::span<const PostingList::IndexedPosting> frozen_indexed_;    // version 2
+  std::span<const uint32_t> frozen_lens_;  // version 1: per posting; 2: per document
   std::span<const PostingList::Block> frozen_blocks_;
   std::span<const PostingList::Peak> frozen_peaks_;
   size_t superseded_ = 0;  // frozen terms that moved to terms_

@@ -1,20 +1,25 @@
 // index/text/bm25_frozen.cc -- a Bm25Index written as a frozen image and used
 // where it lies (see bm25.h, "frozen images"; docs/format.md §5.8).
 //
-// Image layout, little-endian, every array 8-byte aligned (sizes in bytes):
-//   header    80: u32 magic "AB25", u32 version 1, u64 doc_count,
+// Image layout, version 2 (what EncodeFrozen writes), little-endian, every
+// array 8-byte aligned (sizes in bytes):
+//   header    80: u32 magic "AB25", u32 version 2, u64 doc_count,
 //                 u64 total_length, u64 term_count, u64 posting_count,
 //                 u64 block_count, u64 peak_count, u64 text_bytes, 16 zero
 //   docs      8 * doc_count         doc ids, increasing
+//   lens      4 * doc_count         |d| of each document (padded to 8)
 //   terms     32 * term_count       per term, sorted by text (bytes):
 //                 u32 text_offset, u32 text_length, u64 first_posting,
 //                 u32 posting_count, u32 first_block, u32 first_peak,
 //                 u32 peak_count
-//   postings  16 * posting_count    u64 doc id, u32 tf, u32 zero
-//   lens      4 * posting_count     |d| of each posting's document (padded to 8)
-//   blocks    16 * block_count      u64 last_doc, u32 max_tf, u32 min_len
+//   postings  8 * posting_count     u32 doc (an index into docs), u32 tf
+//   blocks    16 * block_count      u64 last_doc (a doc id), u32 max_tf, u32 min_len
 //   peaks     8 * peak_count        u32 tf, u32 min_len
 //   text      text_bytes            the terms' bytes (padded to 8)
+// Version 1, which AttachFrozen still reads, has no lens table; its postings
+// are 16 bytes each (u64 doc id, u32 tf, u32 zero) and are followed by
+// 4 * posting_count bytes holding the |d| of each posting's document (padded
+// to 8). Everything else is the same.
 // A term's blocks are ceil(posting_count / 64) consecutive entries from
 // first_block, exactly as PostingList keeps them.
 #include <algorithm>
@@ -28,11 +33,11 @@ namespace agentmem::index {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "frozen images are mapped as they lie");
-static_assert(sizeof(Posting) == 16 && sizeof(PostingList::Block) == 16 &&
-              sizeof(PostingList::Peak) == 8);
+static_assert(sizeof(Posting) == 16 && sizeof(PostingList::IndexedPosting) == 8 &&
+              sizeof(PostingList::Block) == 16 && sizeof(PostingList::Peak) == 8);
 
 constexpr uint32_t kMagic = 0x35324241;  // "AB25"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // written; version 1 is still read
 constexpr size_t kHeader = 80;
 
 size_t Pad8(size_t n) { return (n + 7) & ~size_t{7}; }
@@ -43,6 +48,43 @@ void Append(std::string* out, const T& v) {
 }
 
 Status Bad(const char* what) { return StatusF(kCorruptIndex, "bm25 frozen image: %s", what); }
+
+// The block and peak summaries of a frozen list against its postings: each
+// block exactly as PostingList computes it, and the peaks in order with every
+// posting at or under one of them, so that the bounds the top-k prunes with
+// hold. REQUIRES: the postings' documents were checked.
+Status CheckSummaries(const PostingList& list) {
+  const std::span<const PostingList::Block> blocks = list.blocks();
+  for (size_t b = 0; b < blocks.size(); b++) {
+    const size_t start = b * PostingList::kBlockSize;
+    const size_t end = std::min(start + PostingList::kBlockSize, list.size());
+    uint32_t max_tf = 0, min_len = UINT32_MAX;
+    for (size_t i = start; i < end; i++) {
+      max_tf = std::max(max_tf, list.tf(i));
+      min_len = std::min(min_len, list.doc_len(i));
+    }
+    if (blocks[b].last_doc != list.doc_id(end - 1) || blocks[b].max_tf != max_tf ||
+        blocks[b].min_len != min_len) {
+      return Bad("a block's summary does not match its postings");
+    }
+  }
+  const std::span<const PostingList::Peak> peaks = list.peaks();
+  for (size_t p = 1; p < peaks.size(); p++) {
+    if (peaks[p].tf <= peaks[p - 1].tf || peaks[p].min_len <= peaks[p - 1].min_len) {
+      return Bad("a term's peaks are not in order");
+    }
+  }
+  for (size_t i = 0; i < list.size(); i++) {
+    // The first peak with tf >= the posting's has the smallest min_len of those.
+    const uint32_t tf = list.tf(i);
+    auto peak = std::lower_bound(peaks.begin(), peaks.end(), tf,
+                                 [](const PostingList::Peak& a, uint32_t v) { return a.tf < v; });
+    if (peak == peaks.end() || peak->min_len > list.doc_len(i)) {
+      return Bad("a posting scores above its term's peaks");
+    }
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -71,25 +113,36 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
   std::vector<uint64_t> docs(frozen_docs_.begin(), frozen_docs_.end());
   for (const auto& [doc, d] : docs_) docs.push_back(doc);
   std::sort(docs.begin(), docs.end());
-  uint64_t postings = 0, blocks = 0, peaks = 0, text = 0;
+  // Postings as indexes into `docs`, and each document's length from any of
+  // its postings (a document without postings is empty).
+  std::vector<PostingList::IndexedPosting> indexed;
+  std::vector<uint32_t> lens(docs.size(), 0);
+  uint64_t blocks = 0, peaks = 0, text = 0;
   for (const Entry& e : entries) {
-    postings += e.list->size();
+    auto at = docs.begin();
+    for (size_t i = 0; i < e.list->size(); i++) {
+      at = std::lower_bound(at, docs.end(), e.list->doc_id(i));
+      const auto doc = static_cast<uint32_t>(at - docs.begin());
+      lens[doc] = e.list->doc_len(i);
+      indexed.push_back({doc, e.list->tf(i)});
+    }
     blocks += e.list->blocks().size();
     peaks += e.list->peaks().size();
     text += e.text.size();
   }
-  const size_t start = out->size();
   Append(out, kMagic);
   Append(out, kVersion);
   Append(out, uint64_t{docs.size()});
   Append(out, total_length_);
   Append(out, uint64_t{entries.size()});
-  Append(out, postings);
+  Append(out, uint64_t{indexed.size()});
   Append(out, blocks);
   Append(out, peaks);
   Append(out, text);
   out->append(16, '\0');
   out->append(reinterpret_cast<const char*>(docs.data()), docs.size() * 8);
+  out->append(reinterpret_cast<const char*>(lens.data()), lens.size() * 4);
+  out->resize(Pad8(out->size()), '\0');
   uint64_t at_posting = 0, at_block = 0, at_peak = 0, at_text = 0;
   for (const Entry& e : entries) {
     FrozenTerm t{static_cast<uint32_t>(at_text), static_cast<uint32_t>(e.text.size()), at_posting,
@@ -101,17 +154,7 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
     at_peak += e.list->peaks().size();
     at_text += e.text.size();
   }
-  for (const Entry& e : entries) {
-    for (const Posting& p : e.list->postings()) {
-      Append(out, p.doc_id);
-      Append(out, p.tf);
-      Append(out, uint32_t{0});
-    }
-  }
-  for (const Entry& e : entries) {
-    out->append(reinterpret_cast<const char*>(e.list->doc_lens().data()), e.list->size() * 4);
-  }
-  out->resize(Pad8(out->size()), '\0');
+  out->append(reinterpret_cast<const char*>(indexed.data()), indexed.size() * 8);
   for (const Entry& e : entries) {
     out->append(reinterpret_cast<const char*>(e.list->blocks().data()), e.list->blocks().size() * 16);
   }
@@ -120,7 +163,6 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
   }
   for (const Entry& e : entries) out->append(e.text);
   out->resize(Pad8(out->size()), '\0');
-  (void)start;
 }
 
 Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) {
@@ -134,57 +176,96 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   std::memcpy(&version, data + 4, 4);
   std::memcpy(n, data + 8, sizeof n);
   if (magic != kMagic) return Bad("bad magic");
-  if (version != kVersion) return StatusF(kFormatVersion, "bm25 frozen image: version %u is not known", version);
+  if (std::any_of(data + 64, data + kHeader, [](char c) { return c != 0; })) {
+    return Bad("its reserved header bytes are not zero");
+  }
+  if (version != 1 && version != 2) {
+    return StatusF(kFormatVersion, "bm25 frozen image: version %u is not known", version);
+  }
+  const bool v2 = version == 2;
   const auto [docs, total, terms, postings, blocks, peaks, text] =
       std::tuple{n[0], n[1], n[2], n[3], n[4], n[5], n[6]};
   // Sizes first (each count is bounded by the image, so nothing overflows).
-  if (docs > size / 8 || terms > size / 32 || postings > size / 16 || blocks > size / 16 ||
-      peaks > size / 8 || text > size) {
+  const size_t doc_bytes = v2 ? 12 : 8, posting_bytes = v2 ? 8 : 20;
+  if (docs > size / doc_bytes || terms > size / 32 || postings > size / posting_bytes ||
+      blocks > size / 16 || peaks > size / 8 || text > size || (v2 && docs > UINT32_MAX)) {
     return Bad("a count is larger than the image");
   }
-  const size_t need = kHeader + docs * 8 + terms * 32 + postings * 16 + Pad8(postings * 4) +
+  const size_t lens_bytes = v2 ? Pad8(docs * 4) : Pad8(postings * 4);
+  const size_t need = kHeader + docs * 8 + terms * 32 + postings * (v2 ? 8 : 16) + lens_bytes +
                       blocks * 16 + peaks * 8 + Pad8(text);
   if (need != size) return Bad("its sections do not add up to its size");
   const char* p = data + kHeader;
-  auto docs_span = std::span(reinterpret_cast<const uint64_t*>(p), docs);
+  frozen_version_ = version;
+  frozen_docs_ = std::span(reinterpret_cast<const uint64_t*>(p), docs);
   p += docs * 8;
-  auto terms_span = std::span(reinterpret_cast<const FrozenTerm*>(p), terms);
+  if (v2) {
+    frozen_lens_ = std::span(reinterpret_cast<const uint32_t*>(p), docs);
+    p += lens_bytes;
+  }
+  frozen_terms_ = std::span(reinterpret_cast<const FrozenTerm*>(p), terms);
   p += terms * 32;
-  auto postings_span = std::span(reinterpret_cast<const Posting*>(p), postings);
-  p += postings * 16;
-  auto lens_span = std::span(reinterpret_cast<const uint32_t*>(p), postings);
-  p += Pad8(postings * 4);
-  auto blocks_span = std::span(reinterpret_cast<const PostingList::Block*>(p), blocks);
+  if (v2) {
+    frozen_indexed_ = std::span(reinterpret_cast<const PostingList::IndexedPosting*>(p), postings);
+    p += postings * 8;
+  } else {
+    frozen_postings_ = std::span(reinterpret_cast<const Posting*>(p), postings);
+    p += postings * 16;
+    frozen_lens_ = std::span(reinterpret_cast<const uint32_t*>(p), postings);
+    p += lens_bytes;
+  }
+  frozen_blocks_ = std::span(reinterpret_cast<const PostingList::Block*>(p), blocks);
   p += blocks * 16;
-  auto peaks_span = std::span(reinterpret_cast<const PostingList::Peak*>(p), peaks);
+  frozen_peaks_ = std::span(reinterpret_cast<const PostingList::Peak*>(p), peaks);
   p += peaks * 8;
-  const char* text_base = p;
+  frozen_text_ = p;
+  Status s = CheckFrozen(max_doc, total, text);
+  if (!s.ok()) {
+    DetachFrozen();
+    return s;
+  }
+  frozen_ = data;
+  total_length_ = total;
+  return Status::OK();
+}
 
-  for (size_t i = 0; i < docs; i++) {
-    if (docs_span[i] == 0 || docs_span[i] > max_doc || (i > 0 && docs_span[i] <= docs_span[i - 1])) {
+// Checks the arrays AttachFrozen() has placed against each other: documents,
+// term ranges and order, every posting's document, order and tf, the lengths
+// (version 2: each document's tf sum is its length), and every term's block
+// and peak summaries. Memory: a bitmap or a sum per document, both bounded
+// by the image.
+Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const {
+  const bool v2 = frozen_version_ == 2;
+  const std::span<const uint64_t> docs = frozen_docs_;
+  for (size_t i = 0; i < docs.size(); i++) {
+    if (docs[i] == 0 || docs[i] > max_doc || (i > 0 && docs[i] <= docs[i - 1])) {
       return Bad("document ids out of order or range");
     }
   }
-  // Every posting's document must be one of the image's. A bitmap over the
-  // ids from the first document to the last when that range is small next to
-  // the image (ids are dense in practice), else a binary search of `docs`:
-  // memory follows the image, never the size of an id.
-  const uint64_t first_doc = docs > 0 ? docs_span[0] : 0;
-  const uint64_t doc_range = docs > 0 ? docs_span[docs - 1] - first_doc + 1 : 0;
-  const bool bitmap = doc_range / 64 <= docs + 1024;
+  // Version 1: every posting's document must be one of the image's. A bitmap
+  // over the ids from the first document to the last when that range is small
+  // next to the image (ids are dense in practice), else a binary search of
+  // `docs`: memory follows the image, never the size of an id.
+  const uint64_t first_doc = docs.empty() ? 0 : docs.front();
+  const uint64_t doc_range = docs.empty() ? 0 : docs.back() - first_doc + 1;
+  const bool bitmap = !v2 && doc_range / 64 <= docs.size() + 1024;
   std::vector<uint64_t> is_doc(bitmap ? doc_range / 64 + 1 : 0, 0);
   if (bitmap) {
-    for (uint64_t d : docs_span) is_doc[(d - first_doc) / 64] |= uint64_t{1} << ((d - first_doc) % 64);
+    for (uint64_t d : docs) is_doc[(d - first_doc) / 64] |= uint64_t{1} << ((d - first_doc) % 64);
   }
   auto known = [&](uint64_t d) {
     if (d < first_doc || d - first_doc >= doc_range) return false;
     if (bitmap) return ((is_doc[(d - first_doc) / 64] >> ((d - first_doc) % 64)) & 1) != 0;
-    return std::binary_search(docs_span.begin(), docs_span.end(), d);
+    return std::binary_search(docs.begin(), docs.end(), d);
   };
+  // Version 2: the tf sum of each document.
+  std::vector<uint64_t> doc_sums(v2 ? docs.size() : 0, 0);
+  const uint64_t postings = v2 ? frozen_indexed_.size() : frozen_postings_.size();
+  const uint64_t blocks = frozen_blocks_.size(), peaks = frozen_peaks_.size();
   uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0, sum = 0;
   std::string_view previous;
-  for (size_t t = 0; t < terms; t++) {
-    const FrozenTerm& ft = terms_span[t];
+  for (size_t t = 0; t < frozen_terms_.size(); t++) {
+    const FrozenTerm& ft = frozen_terms_[t];
     const uint64_t nb = (uint64_t{ft.posting_count} + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
     if (ft.first_posting != expect_posting || ft.first_block != expect_block ||
         ft.first_peak != expect_peak || ft.text_offset != expect_text || ft.posting_count == 0 ||
@@ -193,37 +274,62 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
         expect_text + ft.text_length > text) {
       return Bad("a term's ranges do not follow the previous term's");
     }
-    std::string_view term(text_base + ft.text_offset, ft.text_length);
+    std::string_view term = FrozenText(t);
     if (t > 0 && term <= previous) return Bad("terms are not sorted");
     previous = term;
     for (uint64_t i = 0; i < ft.posting_count; i++) {
-      const Posting& post = postings_span[ft.first_posting + i];
-      const uint64_t d = post.doc_id;
-      if (d > max_doc || !known(d) || post.tf == 0 ||
-          (i > 0 && d <= postings_span[ft.first_posting + i - 1].doc_id)) {
-        return Bad("a posting's document is out of order or not in the image");
+      if (v2) {
+        const PostingList::IndexedPosting& post = frozen_indexed_[ft.first_posting + i];
+        if (post.doc >= docs.size() ||
+            (i > 0 && post.doc <= frozen_indexed_[ft.first_posting + i - 1].doc)) {
+          return Bad("a posting's document is out of order or not in the image");
+        }
+        if (post.tf == 0) return Bad("a posting's tf is 0");
+        doc_sums[post.doc] += post.tf;
+        sum += post.tf;
+      } else {
+        const Posting& post = frozen_postings_[ft.first_posting + i];
+        const uint64_t d = post.doc_id;
+        if (d > max_doc || !known(d) ||
+            (i > 0 && d <= frozen_postings_[ft.first_posting + i - 1].doc_id)) {
+          return Bad("a posting's document is out of order or not in the image");
+        }
+        if (post.tf == 0) return Bad("a posting's tf is 0");
+        sum += post.tf;
       }
-      sum += post.tf;
     }
+    AGENTMEM_RETURN_IF_ERROR(CheckSummaries(FrozenList(t)));
     expect_posting += ft.posting_count;
     expect_block += nb;
     expect_peak += ft.peak_count;
     expect_text += ft.text_length;
   }
+  for (size_t d = 0; d < doc_sums.size(); d++) {
+    if (doc_sums[d] != frozen_lens_[d]) return Bad("a document's length is not its terms' tf sum");
+  }
   if (expect_posting != postings || expect_block != blocks || expect_peak != peaks ||
       expect_text != text || sum != total) {
     return Bad("the terms do not cover its arrays, or the lengths do not add up");
   }
-  frozen_ = data;
-  frozen_docs_ = docs_span;
-  frozen_terms_ = terms_span;
-  frozen_text_ = text_base;
-  frozen_postings_ = postings_span;
-  frozen_lens_ = lens_span;
-  frozen_blocks_ = blocks_span;
-  frozen_peaks_ = peaks_span;
-  total_length_ = total;
   return Status::OK();
+}
+
+void Bm25Index::DetachFrozen() {
+  frozen_ = nullptr;
+  frozen_version_ = 0;
+  frozen_docs_ = {};
+  frozen_terms_ = {};
+  frozen_text_ = nullptr;
+  frozen_postings_ = {};
+  frozen_indexed_ = {};
+  frozen_lens_ = {};
+  frozen_blocks_ = {};
+  frozen_peaks_ = {};
+  superseded_ = 0;
+  std::lock_guard<std::mutex> lock(views_mu_);
+  frozen_views_.clear();
+  frozen_table_.clear();
+  frozen_table_ready_.store(false, std::memory_order_release);
 }
 
 std::string_view Bm25Index::FrozenText(size_t i) const {
@@ -233,10 +339,14 @@ std::string_view Bm25Index::FrozenText(size_t i) const {
 PostingList Bm25Index::FrozenList(size_t i) const {
   const FrozenTerm& t = frozen_terms_[i];
   const size_t nb = (t.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+  const auto blocks = frozen_blocks_.subspan(t.first_block, nb);
+  const auto peaks = frozen_peaks_.subspan(t.first_peak, t.peak_count);
+  if (frozen_version_ == 2) {
+    return PostingList::ViewIndexed(frozen_indexed_.subspan(t.first_posting, t.posting_count),
+                                    frozen_docs_.data(), frozen_lens_.data(), blocks, peaks);
+  }
   return PostingList::View(frozen_postings_.subspan(t.first_posting, t.posting_count),
-                           frozen_lens_.subspan(t.first_posting, t.posting_count),
-                           frozen_blocks_.subspan(t.first_block, nb),
-                           frozen_peaks_.subspan(t.first_peak, t.peak_count));
+                           frozen_lens_.subspan(t.first_posting, t.posting_count), blocks, peaks);
 }
 
 int64_t Bm25Index::FindFrozen(std::string_view term) const {
@@ -294,10 +404,12 @@ Status Bm25Index::Thaw() {
     std::string_view text = FrozenText(i);
     if (term_ids_.count(text)) continue;
     PostingList list = FrozenList(i);
-    for (const Posting& p : list.postings()) docs[p.doc_id].push_back({text, p.tf});
+    for (size_t j = 0; j < list.size(); j++) docs[list.doc_id(j)].push_back({text, list.tf(j)});
   }
   for (const Term& t : terms_) {
-    for (const Posting& p : t.list.postings()) docs[p.doc_id].push_back({t.text, p.tf});
+    for (size_t j = 0; j < t.list.size(); j++) {
+      docs[t.list.doc_id(j)].push_back({t.text, t.list.tf(j)});
+    }
   }
   Bm25Index fresh(params_);
   for (const auto& [d, counts] : docs) {
@@ -311,19 +423,7 @@ Status Bm25Index::Thaw() {
   free_term_ids_ = std::move(fresh.free_term_ids_);
   docs_ = std::move(fresh.docs_);
   total_length_ = fresh.total_length_;
-  frozen_ = nullptr;
-  frozen_docs_ = {};
-  frozen_terms_ = {};
-  frozen_text_ = nullptr;
-  frozen_postings_ = {};
-  frozen_lens_ = {};
-  frozen_blocks_ = {};
-  frozen_peaks_ = {};
-  superseded_ = 0;
-  std::lock_guard<std::mutex> lock(views_mu_);
-  frozen_views_.clear();
-  frozen_table_.clear();
-  frozen_table_ready_.store(false, std::memory_order_release);
+  DetachFrozen();
   return Status::OK();
 }
 

@@ -80,12 +80,18 @@ class MaxScoreSearch {
   struct Cursor {
     const Bm25Index::QueryTerm* q;
     size_t pos = 0;                                     // current posting; size() when exhausted
+    uint64_t doc = 0;                                   // its doc id, read once per move
     size_t block = std::numeric_limits<size_t>::max();  // block of block_bound
     double block_bound = 0;
   };
 
   bool Exhausted(const Cursor& c) const { return c.pos >= c.q->list->size(); }
-  uint64_t DocOf(const Cursor& c) const { return c.q->list->postings()[c.pos].doc_id; }
+  uint64_t DocOf(const Cursor& c) const { return c.doc; }
+  // Moves the cursor to posting `pos` (size() when exhausted).
+  static void MoveTo(Cursor* c, size_t pos) {
+    c->pos = pos;
+    if (pos < c->q->list->size()) c->doc = c->q->list->doc_id(pos);
+  }
   bool AtDoc(const Cursor& c, uint64_t doc_id) const { return !Exhausted(c) && DocOf(c) == doc_id; }
   double BlockBound(Cursor* c);
   double NonEssentialBound() const;
@@ -123,6 +129,7 @@ MaxScoreSearch::MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t s
   double sum = 0;
   for (const Bm25Index::QueryTerm& q : terms_) {
     cursors_.push_back({&q});
+    MoveTo(&cursors_.back(), 0);
     sum += q.upper_bound;
     prefix_bound_.push_back(sum);
     stats_.postings_total += q.list->size();
@@ -205,7 +212,7 @@ bool MaxScoreSearch::SkipRun(uint64_t doc_id) {
   for (size_t i = first_essential_; i < cursors_.size(); i++) {
     Cursor& c = cursors_[i];
     if (run_end == std::numeric_limits<uint64_t>::max()) {
-      c.pos = c.q->list->size();
+      MoveTo(&c, c.q->list->size());
     } else {
       SeekTo(&c, run_end + 1);
     }
@@ -215,7 +222,7 @@ bool MaxScoreSearch::SkipRun(uint64_t doc_id) {
 
 void MaxScoreSearch::SkipCandidate(uint64_t doc_id) {
   for (size_t i = first_essential_; i < cursors_.size(); i++) {
-    if (AtDoc(cursors_[i], doc_id)) cursors_[i].pos++;
+    if (AtDoc(cursors_[i], doc_id)) MoveTo(&cursors_[i], cursors_[i].pos + 1);
   }
 }
 
@@ -253,9 +260,9 @@ bool MaxScoreSearch::ScoreCandidate(uint64_t doc_id, double* score) {
 // Scores the posting under the cursor into its slot and steps past it.
 double MaxScoreSearch::TakeContribution(Cursor* c) {
   const PostingList& list = *c->q->list;
-  double s = scorer_.Score(c->q->idf, list.postings()[c->pos].tf, list.doc_lens()[c->pos]);
+  double s = scorer_.Score(c->q->idf, list.tf(c->pos), list.doc_len(c->pos));
   contributions_[c->q->slot] = s;
-  c->pos++;
+  MoveTo(c, c->pos + 1);
   stats_.postings_scored++;
   return s;
 }
@@ -263,21 +270,18 @@ double MaxScoreSearch::TakeContribution(Cursor* c) {
 // Moves the cursor to the first posting with doc id >= doc_id: doubling steps
 // from the current position, then a binary search in the last step.
 void MaxScoreSearch::SeekTo(Cursor* c, uint64_t doc_id) {
-  std::span<const Posting> postings = c->q->list->postings();
+  const PostingList& list = *c->q->list;
+  const size_t n = list.size();
   size_t lo = c->pos;
-  if (lo >= postings.size() || postings[lo].doc_id >= doc_id) return;
+  if (lo >= n || c->doc >= doc_id) return;
   size_t step = 1;
   size_t hi = lo + 1;
-  while (hi < postings.size() && postings[hi].doc_id < doc_id) {
+  while (hi < n && list.doc_id(hi) < doc_id) {
     lo = hi;
     step *= 2;
     hi = lo + step;
   }
-  hi = std::min(hi, postings.size());
-  auto it = std::lower_bound(postings.begin() + static_cast<ptrdiff_t>(lo) + 1,
-                             postings.begin() + static_cast<ptrdiff_t>(hi), doc_id,
-                             [](const Posting& p, uint64_t id) { return p.doc_id < id; });
-  c->pos = static_cast<size_t>(it - postings.begin());
+  MoveTo(c, list.LowerBound(doc_id, lo + 1, std::min(hi, n)));
 }
 
 // The candidate's score in canonical (slot) order; resets the slots. Adding

@@ -15,11 +15,38 @@ PostingList PostingList::View(std::span<const Posting> postings, std::span<const
                               std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l;
   l.viewing_ = true;
-  l.view_postings_ = postings;
-  l.view_lens_ = doc_lens;
+  l.size_ = postings.size();
+  l.wide_ = postings.data();
+  l.lens_ = doc_lens.data();
   l.view_blocks_ = blocks;
   l.view_peaks_ = peaks;
   return l;
+}
+
+PostingList PostingList::ViewIndexed(std::span<const IndexedPosting> postings,
+                                     const uint64_t* doc_ids, const uint32_t* doc_lens,
+                                     std::span<const Block> blocks, std::span<const Peak> peaks) {
+  PostingList l;
+  l.viewing_ = true;
+  l.size_ = postings.size();
+  l.indexed_ = postings.data();
+  l.doc_ids_ = doc_ids;
+  l.lens_ = doc_lens;
+  l.view_blocks_ = blocks;
+  l.view_peaks_ = peaks;
+  return l;
+}
+
+size_t PostingList::LowerBound(uint64_t doc_id, size_t from, size_t to) const {
+  while (from < to) {
+    const size_t mid = from + (to - from) / 2;
+    if (this->doc_id(mid) < doc_id) {
+      from = mid + 1;
+    } else {
+      to = mid;
+    }
+  }
+  return from;
 }
 
 PostingList& PostingList::operator=(const PostingList& o) {
@@ -30,10 +57,7 @@ PostingList& PostingList::operator=(const PostingList& o) {
   peaks_ = o.peaks_;
   viewing_ = o.viewing_;
   if (viewing_) {
-    view_postings_ = o.view_postings_;
-    view_lens_ = o.view_lens_;
-    view_blocks_ = o.view_blocks_;
-    view_peaks_ = o.view_peaks_;
+    CopyViewOf(o);
   } else {
     Reseat();
   }
@@ -48,10 +72,7 @@ PostingList& PostingList::operator=(PostingList&& o) noexcept {
   peaks_ = std::move(o.peaks_);
   viewing_ = o.viewing_;
   if (viewing_) {
-    view_postings_ = o.view_postings_;
-    view_lens_ = o.view_lens_;
-    view_blocks_ = o.view_blocks_;
-    view_peaks_ = o.view_peaks_;
+    CopyViewOf(o);
   } else {
     Reseat();
   }
@@ -64,17 +85,34 @@ PostingList& PostingList::operator=(PostingList&& o) noexcept {
   return *this;
 }
 
+void PostingList::CopyViewOf(const PostingList& o) {
+  size_ = o.size_;
+  wide_ = o.wide_;
+  indexed_ = o.indexed_;
+  doc_ids_ = o.doc_ids_;
+  lens_ = o.lens_;
+  view_blocks_ = o.view_blocks_;
+  view_peaks_ = o.view_peaks_;
+}
+
 void PostingList::Reseat() {
-  view_postings_ = postings_;
-  view_lens_ = doc_lens_;
+  size_ = postings_.size();
+  wide_ = postings_.data();
+  indexed_ = nullptr;
+  doc_ids_ = nullptr;
+  lens_ = doc_lens_.data();
   view_blocks_ = blocks_;
   view_peaks_ = peaks_;
 }
 
 void PostingList::Own() {
   if (!viewing_) return;
-  postings_.assign(view_postings_.begin(), view_postings_.end());
-  doc_lens_.assign(view_lens_.begin(), view_lens_.end());
+  postings_.resize(size_);
+  doc_lens_.resize(size_);
+  for (size_t i = 0; i < size_; i++) {
+    postings_[i] = posting(i);
+    doc_lens_[i] = doc_len(i);
+  }
   blocks_.assign(view_blocks_.begin(), view_blocks_.end());
   peaks_.assign(view_peaks_.begin(), view_peaks_.end());
   viewing_ = false;
@@ -106,8 +144,8 @@ void PostingList::Insert(Posting posting, uint32_t doc_len) {
 
 bool PostingList::Erase(uint64_t doc_id) {
   {
-    auto v = std::lower_bound(view_postings_.begin(), view_postings_.end(), doc_id, DocBefore);
-    if (v == view_postings_.end() || v->doc_id != doc_id) return false;
+    const size_t at = LowerBound(doc_id);
+    if (at == size_ || this->doc_id(at) != doc_id) return false;
   }
   Own();
   auto it = std::lower_bound(postings_.begin(), postings_.end(), doc_id, DocBefore);

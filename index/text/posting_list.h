@@ -37,12 +37,25 @@ class PostingList {
     uint32_t min_len;  // the smallest |d| among postings with tf >= this tf
   };
 
+  // A posting of an indexed view: its document is entry `doc` of a document
+  // table (ids and lengths) shared by every list of a frozen image.
+  struct IndexedPosting {
+    uint32_t doc;
+    uint32_t tf;
+  };
+
   PostingList() = default;
   // A list over arrays that live elsewhere (a checkpoint mapped from the file,
-  // bm25_frozen.h) and outlive it; the first Insert() or Erase() copies them.
+  // bm25_frozen.cc) and outlive it; the first Insert() or Erase() copies them.
+  // View: the postings with their doc ids and one length per posting.
+  // ViewIndexed: postings that index `doc_ids` and `doc_lens` (one entry per
+  // document of the image).
   // REQUIRES: the arrays are a valid list (the checkpoint loader checks).
   static PostingList View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
                           std::span<const Block> blocks, std::span<const Peak> peaks);
+  static PostingList ViewIndexed(std::span<const IndexedPosting> postings,
+                                 const uint64_t* doc_ids, const uint32_t* doc_lens,
+                                 std::span<const Block> blocks, std::span<const Peak> peaks);
 
   // Adds a posting. Appending (a doc id above all others) costs O(1)
   // amortised; inserting elsewhere shifts the later postings.
@@ -53,10 +66,16 @@ class PostingList {
   // there is none. O(size).
   bool Erase(uint64_t doc_id);
 
-  size_t size() const { return view_postings_.size(); }
-  bool empty() const { return view_postings_.empty(); }
-  std::span<const Posting> postings() const { return view_postings_; }
-  std::span<const uint32_t> doc_lens() const { return view_lens_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Posting i (< size()): its doc id, tf and document length |d|.
+  uint64_t doc_id(size_t i) const { return indexed_ ? doc_ids_[indexed_[i].doc] : wide_[i].doc_id; }
+  uint32_t tf(size_t i) const { return indexed_ ? indexed_[i].tf : wide_[i].tf; }
+  uint32_t doc_len(size_t i) const { return indexed_ ? lens_[indexed_[i].doc] : lens_[i]; }
+  Posting posting(size_t i) const { return {doc_id(i), tf(i)}; }
+  // The first posting in [from, to) whose doc id is >= doc_id, or `to`.
+  size_t LowerBound(uint64_t doc_id, size_t from, size_t to) const;
+  size_t LowerBound(uint64_t doc_id) const { return LowerBound(doc_id, 0, size_); }
   std::span<const Block> blocks() const { return view_blocks_; }
   // Sorted by tf ascending; min_len then ascends strictly.
   std::span<const Peak> peaks() const { return view_peaks_; }
@@ -71,12 +90,18 @@ class PostingList {
   void RebuildBlocksFrom(size_t pos);
   void AddPeak(uint32_t tf, uint32_t doc_len);
   void Own();      // a view copies its arrays, so that it can change
-  void Reseat();   // the spans follow the owned vectors
+  void Reseat();   // the accessors follow the owned vectors
+  void CopyViewOf(const PostingList& o);  // the accessors show o's viewed arrays
 
-  // What the accessors show: the owned vectors, or the viewed arrays.
+  // What the accessors show: the owned vectors, or the viewed arrays. With
+  // indexed_ set, lens_ and doc_ids_ are per document; else wide_ holds the
+  // postings and lens_ is per posting.
   bool viewing_ = false;
-  std::span<const Posting> view_postings_;
-  std::span<const uint32_t> view_lens_;
+  size_t size_ = 0;
+  const Posting* wide_ = nullptr;
+  const IndexedPosting* indexed_ = nullptr;
+  const uint64_t* doc_ids_ = nullptr;
+  const uint32_t* lens_ = nullptr;
   std::span<const Block> view_blocks_;
   std::span<const Peak> view_peaks_;
 

@@ -22,6 +22,7 @@
 #include "format/file_header.h"
 #include "format/half.h"
 #include "format/page.h"
+#include "tests/util/bm25_image_v1.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/temp_dir.h"
@@ -365,6 +366,44 @@ TEST_CASE("a checkpoint rebuilt from its own sections opens with the same conten
   CHECK(cat == std::vector<std::string>{"1", "5"});
   format::EpisodeRecord e;
   CHECK(b.db->GetEpisode(4, &e).code() == kNotFound);
+}
+
+TEST_CASE("a checkpoint whose bm25 images are version 1 opens and recalls like version 2") {
+  const Checkpointed& c = Original();
+  Opened a = OpenBytes(c.bytes);
+  REQUIRE_MESSAGE(a.status.ok(), a.status.ToString());
+  uint64_t at = 0;
+  size_t images = 0;
+  const std::string bytes = WithSection(c, CheckpointSection::kBm25, [&](std::string* s) {
+    const std::string_view body = std::string_view(*s).substr(format::kSectionHeaderSize);
+    std::vector<format::Bm25Partition> parts;
+    REQUIRE(format::DecodeBm25Directory(body, -1, UINT32_MAX, &parts).ok());
+    std::string out = s->substr(0, format::kSectionHeaderSize);
+    const size_t start = out.size();
+    format::PutFixed64(&out, parts.size());
+    const size_t directory = out.size();
+    out.append(parts.size() * 24, '\0');
+    for (size_t i = 0; i < parts.size(); i++) {
+      const std::string_view v2 = body.substr(parts[i].offset, parts[i].size);
+      REQUIRE(format::DecodeFixed32(v2.data() + 4) == 2);  // what writers write
+      const std::string v1 = test::Bm25ImageV1(v2);
+      char* e = out.data() + directory + i * 24;
+      format::EncodeFixed32(e, parts[i].user);
+      format::EncodeFixed32(e + 4, 0);
+      format::EncodeFixed64(e + 8, out.size() - start);
+      format::EncodeFixed64(e + 16, v1.size());
+      out += v1;
+    }
+    images = parts.size();
+    *s = out;
+  }, &at);
+  CHECK(images == 2);
+  Opened b = OpenBytes(bytes);
+  REQUIRE_MESSAGE(b.status.ok(), b.status.ToString());
+  for (const auto& [user, text] : {std::pair{"ann", "cat"}, {"bob", "walk"}, {"ann", "the"}}) {
+    CHECK(Recall(b.db.get(), user, text, engine::RecallMode::kBm25) ==
+          Recall(a.db.get(), user, text, engine::RecallMode::kBm25));
+  }
 }
 
 TEST_CASE("a file that ends inside its checkpoint fails the open naming the checkpoint") {

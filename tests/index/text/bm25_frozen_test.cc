@@ -1,17 +1,20 @@
 // tests/index/text/bm25_frozen_test.cc -- frozen BM25 images (bm25.h,
 // bm25_frozen.cc): an index attached to its frozen image ranks exactly like
 // the index it came from, keeps taking documents on top (terms old and new),
-// freezes again with those, and refuses a damaged image.
+// freezes again with those, and refuses a damaged image. Version 1 images
+// (tests/util/bm25_image_v1.h) still attach and rank like version 2.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "index/text/bm25.h"
+#include "tests/util/bm25_image_v1.h"
 #include "tests/util/seed.h"
 
 namespace agentmem::index {
@@ -36,6 +39,9 @@ struct Image {
   static Image Of(const Bm25Index& index) {
     std::string bytes;
     index.EncodeFrozen(&bytes);
+    return FromBytes(bytes);
+  }
+  static Image FromBytes(const std::string& bytes) {
     Image im;
     im.size = bytes.size();
     im.words = std::shared_ptr<uint64_t[]>(new uint64_t[bytes.size() / 8 + 1]());
@@ -44,6 +50,15 @@ struct Image {
   }
 };
 
+// The same documents with bit-identical scores, in the same order.
+void CheckSameHits(const std::vector<ScoredDoc>& x, const std::vector<ScoredDoc>& y) {
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); i++) {
+    CHECK(x[i].doc_id == y[i].doc_id);
+    CHECK(x[i].score == y[i].score);
+  }
+}
+
 void CheckSame(const Bm25Index& a, const Bm25Index& b, std::mt19937_64& rng, size_t vocab) {
   CHECK(a.doc_count() == b.doc_count());
   CHECK(a.total_length() == b.total_length());
@@ -51,12 +66,8 @@ void CheckSame(const Bm25Index& a, const Bm25Index& b, std::mt19937_64& rng, siz
   for (int q = 0; q < 60; q++) {
     Tokens query = RandomDoc(rng, vocab + 20);  // some words no document has
     for (size_t k : {size_t{1}, size_t{10}, size_t{50}}) {
-      auto x = a.TopK(query, k), y = b.TopK(query, k);
-      REQUIRE(x.size() == y.size());
-      for (size_t i = 0; i < x.size(); i++) {
-        CHECK(x[i].doc_id == y[i].doc_id);
-        CHECK(x[i].score == y[i].score);
-      }
+      auto y = b.TopK(query, k);
+      CheckSameHits(a.TopK(query, k), y);
       auto z = b.TopKBruteForce(query, k);
       REQUIRE(z.size() == y.size());
       for (size_t i = 0; i < z.size(); i++) CHECK(z[i].doc_id == y[i].doc_id);
@@ -142,30 +153,240 @@ TEST_CASE("removing a document of a frozen image thaws it and ranks like the ori
   CheckSame(live, third, rng, vocab + 50);
 }
 
-TEST_CASE("a damaged frozen image is refused with kCorruptIndex") {
+TEST_CASE("a version 2 image ranks bit-identically to its index and to its version 1 image") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 300;
+  Bm25Index live;
+  uint64_t id = 1;
+  for (; id <= 2000; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  REQUIRE(live.Add(id++, Tokens{}).ok());
+  std::string v2;
+  live.EncodeFrozen(&v2);
+  const std::string v1 = test::Bm25ImageV1(v2);
+  CHECK(v2[4] == 2);
+  CHECK(v1[4] == 1);
+  // Per posting 8 bytes instead of 20, per document 4 more.
+  CHECK(v1.size() - v2.size() >= 12 * live.total_length() / 25);
+  Image image2 = Image::FromBytes(v2), image1 = Image::FromBytes(v1);
+  Bm25Index attached2, attached1;
+  REQUIRE(attached2.AttachFrozen(image2.data(), image2.size, 10000).ok());
+  REQUIRE(attached1.AttachFrozen(image1.data(), image1.size, 10000).ok());
+  CheckSame(live, attached2, rng, vocab);
+  CheckSame(attached1, attached2, rng, vocab);
+  for (size_t w = 0; w < vocab; w++) {
+    const std::string term = "w" + std::to_string(w);
+    CAPTURE(term);
+    CHECK(attached2.Postings(term) == live.Postings(term));
+    CHECK(attached1.Postings(term) == live.Postings(term));
+  }
+  const std::vector<const Bm25Index*> live_part{&live}, v2_part{&attached2};
+  for (int q = 0; q < 30; q++) {
+    Tokens query = RandomDoc(rng, vocab);
+    CheckSameHits(Bm25Index::TopKAcross(v2_part, query, 10),
+                  Bm25Index::TopKAcross(live_part, query, 10));
+  }
+}
+
+TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as version 2") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 200;
+  Bm25Index live, attached;
+  uint64_t id = 1;
+  for (; id <= 1500; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  std::string v2;
+  live.EncodeFrozen(&v2);
+  Image v1 = Image::FromBytes(test::Bm25ImageV1(v2));
+  REQUIRE(attached.AttachFrozen(v1.data(), v1.size, 10000).ok());
+  for (; id <= 1700; id++) {
+    Tokens doc = RandomDoc(rng, vocab + 20);
+    REQUIRE(live.Add(id, doc).ok());
+    REQUIRE(attached.Add(id, doc).ok());
+  }
+  CheckSame(live, attached, rng, vocab + 20);
+  // Frozen again (version 2) from an index that views a version 1 image.
+  std::string again;
+  attached.EncodeFrozen(&again);
+  CHECK(again[4] == 2);
+  Image image = Image::FromBytes(again);
+  Bm25Index third;
+  REQUIRE(third.AttachFrozen(image.data(), image.size, 10000).ok());
+  CheckSame(live, third, rng, vocab + 20);
+  REQUIRE(attached.Remove(9).ok());
+  REQUIRE(live.Remove(9).ok());
+  CHECK(attached.frozen_docs().empty());
+  CheckSame(live, attached, rng, vocab + 20);
+}
+
+namespace {
+
+template <class T>
+void Put(std::string* b, size_t at, T v) {
+  std::memcpy(b->data() + at, &v, sizeof v);
+}
+template <class T>
+T Get(const std::string& b, size_t at) {
+  T v;
+  std::memcpy(&v, b.data() + at, sizeof v);
+  return v;
+}
+
+// Where the arrays of a version 2 image start (docs/format.md §5.8).
+struct Layout {
+  uint64_t docs, terms, postings, blocks, peaks;
+  size_t docs_at, lens_at, terms_at, postings_at, blocks_at, peaks_at, text_at;
+  explicit Layout(const std::string& b) {
+    std::memcpy(&docs, b.data() + 8, 8);
+    std::memcpy(&terms, b.data() + 24, 8);
+    std::memcpy(&postings, b.data() + 32, 8);
+    std::memcpy(&blocks, b.data() + 40, 8);
+    std::memcpy(&peaks, b.data() + 48, 8);
+    docs_at = 80;
+    lens_at = docs_at + docs * 8;
+    terms_at = lens_at + (docs * 4 + 7) / 8 * 8;
+    postings_at = terms_at + terms * 32;
+    blocks_at = postings_at + postings * 8;
+    peaks_at = blocks_at + blocks * 16;
+    text_at = peaks_at + peaks * 8;
+  }
+  // A field of term t: 0 text_offset, 4 text_length, 8 first_posting,
+  // 16 posting_count, 20 first_block, 24 first_peak, 28 peak_count.
+  uint32_t Term(const std::string& b, size_t t, size_t field) const {
+    uint32_t v;
+    std::memcpy(&v, b.data() + terms_at + 32 * t + field, 4);
+    return v;
+  }
+  // The first term whose `field` (16 postings, 28 peaks) satisfies `pred`.
+  template <class Pred>
+  size_t TermWhere(const std::string& b, size_t field, Pred pred) const {
+    for (size_t t = 0; t < terms; t++) {
+      if (pred(Term(b, t, field))) return t;
+    }
+    FAIL("no such term");
+    return 0;
+  }
+  // In the first term with two or more entries by field `count`, makes the
+  // u32 that starts its second entry equal that of its first, in the array
+  // at `array_at` of `stride`-byte entries that field `first` indexes.
+  void RepeatFirst(std::string* b, size_t count, size_t first, size_t array_at, size_t stride) const {
+    const size_t t = TermWhere(*b, count, [](uint32_t n) { return n >= 2; });
+    const size_t at = array_at + stride * Term(*b, t, first);
+    Put<uint32_t>(b, at + stride, Get<uint32_t>(*b, at));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a damaged version 2 image is refused, naming the check that failed") {
   std::mt19937_64 rng(test::Seed());
   Bm25Index live;
   for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
-  Image image = Image::Of(live);
-  // A document id above the limit, a count, a term offset, a posting's doc id.
-  const size_t docs_at = 80, terms_at = 80 + 300 * 8;
+  REQUIRE(live.Add(301, Tokens{}).ok());  // the last document is empty
+  std::string good;
+  live.EncodeFrozen(&good);
+  const Layout l(good);
+  const uint64_t max_doc = 1000;
+  struct Damage {
+    const char* what;
+    std::function<void(std::string*)> apply;
+    const char* message;
+  };
+  const Damage damages[] = {
+      {"magic", [](std::string* b) { (*b)[0] ^= 1; }, "bad magic"},
+      {"a count", [](std::string* b) { Put<uint64_t>(b, 8, uint64_t{1} << 40); }, "a count is larger"},
+      {"the text size", [](std::string* b) { Put<uint64_t>(b, 56, Get<uint64_t>(*b, 56) + 8); },
+       "do not add up to its size"},
+      {"a reserved header byte", [](std::string* b) { (*b)[79] = 1; }, "reserved header bytes"},
+      {"a zero document id", [&](std::string* b) { Put<uint64_t>(b, l.docs_at, 0); }, "document ids"},
+      {"a repeated document id", [&](std::string* b) { Put<uint64_t>(b, l.docs_at + 8, 1); },
+       "document ids"},
+      {"a document id above the file's",
+       [&](std::string* b) { Put<uint64_t>(b, l.docs_at + 8 * 300, max_doc + 1); }, "document ids"},
+      {"a term's first posting", [&](std::string* b) { Put<uint64_t>(b, l.terms_at + 32 + 8, 1); },
+       "a term's ranges"},
+      {"a term's text length", [&](std::string* b) { Put<uint32_t>(b, l.terms_at + 4, 0); },
+       "a term's ranges"},
+      {"terms out of order", [&](std::string* b) { (*b)[l.text_at] = 'z'; }, "terms are not sorted"},
+      {"a document index past the table",
+       [&](std::string* b) { Put<uint32_t>(b, l.postings_at, static_cast<uint32_t>(l.docs)); },
+       "a posting's document"},
+      {"a document twice in a term", [&](std::string* b) { l.RepeatFirst(b, 16, 8, l.postings_at, 8); },
+       "a posting's document"},
+      {"a tf of 0", [&](std::string* b) { Put<uint32_t>(b, l.postings_at + 4, 0); }, "tf is 0"},
+      {"the total length", [](std::string* b) { Put<uint64_t>(b, 16, Get<uint64_t>(*b, 16) + 1); },
+       "lengths do not add up"},
+      {"an empty document's length",
+       [&](std::string* b) {
+         Put<uint32_t>(b, l.lens_at + 4 * 300, 1);
+         Put<uint64_t>(b, 16, Get<uint64_t>(*b, 16) + 1);
+       },
+       "a document's length is not its terms' tf sum"},
+      {"a block's largest tf",
+       [&](std::string* b) { Put<uint32_t>(b, l.blocks_at + 8, Get<uint32_t>(*b, l.blocks_at + 8) + 1); },
+       "a block's summary"},
+      {"a block's last document", [&](std::string* b) { Put<uint64_t>(b, l.blocks_at, 999); },
+       "a block's summary"},
+      {"peaks out of order", [&](std::string* b) { l.RepeatFirst(b, 28, 24, l.peaks_at, 8); },
+       "peaks are not in order"},
+      {"a peak below a posting",
+       [&](std::string* b) {
+         const size_t t = l.TermWhere(*b, 28, [](uint32_t n) { return n == 1; });
+         Put<uint32_t>(b, l.peaks_at + 8 * l.Term(*b, t, 24) + 4, 1000000);
+       },
+       "above its term's peaks"},
+  };
+  for (const Damage& d : damages) {
+    const std::string what = d.what;
+    CAPTURE(what);
+    std::string bytes = good;
+    d.apply(&bytes);
+    Image bad = Image::FromBytes(bytes);
+    Bm25Index index;
+    Status s = index.AttachFrozen(bad.data(), bad.size, max_doc);
+    CHECK(s.code() == kCorruptIndex);
+    CHECK_MESSAGE(s.message().find(d.message) != std::string::npos, s.ToString());
+    CHECK(index.doc_count() == 0);
+    CHECK(index.term_count() == 0);
+  }
+  std::string future = good;
+  Put<uint32_t>(&future, 4, 3);
+  Image image3 = Image::FromBytes(future);
+  Bm25Index index;
+  CHECK(index.AttachFrozen(image3.data(), image3.size, max_doc).code() == kFormatVersion);
+  Image image = Image::FromBytes(good);
+  CHECK(index.AttachFrozen(image.data(), image.size - 8, max_doc).code() == kCorruptIndex);
+  CHECK(index.AttachFrozen(image.data() + 4, image.size - 8, max_doc).code() == kCorruptIndex);
+  REQUIRE(index.AttachFrozen(image.data(), image.size, max_doc).ok());
+  CHECK(index.AttachFrozen(image.data(), image.size, max_doc).code() == kMisuse);
+}
+
+TEST_CASE("a damaged version 1 image is refused") {
+  std::mt19937_64 rng(test::Seed());
+  Bm25Index live;
+  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
+  std::string v2;
+  live.EncodeFrozen(&v2);
+  const std::string good = test::Bm25ImageV1(v2);
+  // A document id above the limit, a count, a term offset, a posting's doc
+  // id, a block's last document.
+  const size_t terms_at = 80 + 300 * 8;
   const size_t postings_at = terms_at + live.term_count() * 32;
-  const std::pair<size_t, uint64_t> damages[] = {
-      {docs_at + 8 * 10, 999999}, {8, 301}, {terms_at + 32 * 3, 77}, {postings_at + 16 * 5, 12345}};
+  const uint64_t postings = Get<uint64_t>(good, 32);
+  const size_t blocks_at = postings_at + postings * 16 + (postings * 4 + 7) / 8 * 8;
+  const std::pair<size_t, uint64_t> damages[] = {{80 + 8 * 10, 999999},
+                                                 {8, 301},
+                                                 {terms_at + 32 * 3, 77},
+                                                 {postings_at + 16 * 5, 12345},
+                                                 {blocks_at, 17}};
   for (const auto& damage : damages) {
     const size_t at = damage.first;  // (CAPTURE cannot name a structured binding in clang 14)
     const uint64_t value = damage.second;
     CAPTURE(at);
-    Image bad = Image::Of(live);
-    std::memcpy(reinterpret_cast<char*>(bad.words.get()) + at, &value, at == terms_at + 32 * 3 ? 4 : 8);
+    std::string bytes = good;
+    std::memcpy(bytes.data() + at, &value, at == terms_at + 32 * 3 ? 4 : 8);
+    Image bad = Image::FromBytes(bytes);
     Bm25Index index;
-    Status s = index.AttachFrozen(bad.data(), bad.size, 1000);
-    CHECK(s.code() == kCorruptIndex);
+    CHECK(index.AttachFrozen(bad.data(), bad.size, 1000).code() == kCorruptIndex);
   }
-  Bm25Index index;
-  CHECK(index.AttachFrozen(image.data(), image.size - 8, 1000).code() == kCorruptIndex);
-  REQUIRE(index.AttachFrozen(image.data(), image.size, 1000).ok());
-  CHECK(index.AttachFrozen(image.data(), image.size, 1000).code() == kMisuse);
 }
 
 TEST_CASE("a top-k across indexes attached to frozen images ranks like one index of everything") {
@@ -205,13 +426,7 @@ TEST_CASE("a top-k across indexes attached to frozen images ranks like one index
     for (int q = 0; q < 100; q++) {
       Tokens query = RandomDoc(rng, vocab + 20);
       for (size_t k : {size_t{1}, size_t{10}, size_t{100}}) {
-        auto got = Bm25Index::TopKAcross(parts, query, k);
-        auto want = whole.TopK(query, k);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < got.size(); i++) {
-          CHECK(got[i].doc_id == want[i].doc_id);
-          CHECK(got[i].score == want[i].score);
-        }
+        CheckSameHits(Bm25Index::TopKAcross(parts, query, k), whole.TopK(query, k));
       }
     }
   };

@@ -22,9 +22,9 @@ void CheckSummaries(const PostingList& list,
   REQUIRE(list.size() == model.size());
   size_t i = 0;
   for (const auto& [doc_id, tf_len] : model) {
-    REQUIRE(list.postings()[i].doc_id == doc_id);
-    REQUIRE(list.postings()[i].tf == tf_len.first);
-    REQUIRE(list.doc_lens()[i] == tf_len.second);
+    REQUIRE(list.doc_id(i) == doc_id);
+    REQUIRE(list.tf(i) == tf_len.first);
+    REQUIRE(list.doc_len(i) == tf_len.second);
     i++;
   }
   // Blocks: one per kBlockSize postings, each with its last doc, max tf, min length.
@@ -36,10 +36,10 @@ void CheckSummaries(const PostingList& list,
     uint32_t max_tf = 0;
     uint32_t min_len = UINT32_MAX;
     for (size_t j = start; j < end; j++) {
-      max_tf = std::max(max_tf, list.postings()[j].tf);
-      min_len = std::min(min_len, list.doc_lens()[j]);
+      max_tf = std::max(max_tf, list.tf(j));
+      min_len = std::min(min_len, list.doc_len(j));
     }
-    REQUIRE(list.blocks()[b].last_doc == list.postings()[end - 1].doc_id);
+    REQUIRE(list.blocks()[b].last_doc == list.doc_id(end - 1));
     REQUIRE(list.blocks()[b].max_tf == max_tf);
     REQUIRE(list.blocks()[b].min_len == min_len);
   }
@@ -110,6 +110,30 @@ TEST_CASE("peaks keep one entry per useful tf: higher tf only with a longer docu
   list.Insert({5, 4}, 4);  // dominates everything
   REQUIRE(list.peaks().size() == 1);
   CHECK(list.peaks()[0].tf == 4);
+}
+
+TEST_CASE("an indexed view reads ids and lengths from its document table and copies on change") {
+  // Three documents; the list holds the first and the third.
+  const uint64_t doc_ids[] = {10, 20, 30};
+  const uint32_t doc_lens[] = {4, 7, 9};
+  const PostingList::IndexedPosting postings[] = {{0, 2}, {2, 5}};
+  const PostingList::Block blocks[] = {{30, 5, 4}};
+  const PostingList::Peak peaks[] = {{2, 4}, {5, 9}};
+  PostingList list = PostingList::ViewIndexed(postings, doc_ids, doc_lens, blocks, peaks);
+  CHECK(list.is_view());
+  REQUIRE(list.size() == 2);
+  CHECK(list.posting(1) == Posting{30, 5});
+  CHECK(list.doc_len(0) == 4);
+  CHECK(list.doc_len(1) == 9);
+  CHECK(list.LowerBound(11) == 1);
+  CHECK(list.LowerBound(31) == 2);
+  CHECK_FALSE(list.Erase(20));
+  CHECK(list.is_view());
+  list.Insert({20, 1}, 7);
+  CHECK_FALSE(list.is_view());
+  CheckSummaries(list, {{10, {2, 4}}, {20, {1, 7}}, {30, {5, 9}}});
+  REQUIRE(list.Erase(10));
+  CheckSummaries(list, {{20, {1, 7}}, {30, {5, 9}}});
 }
 
 }  // namespace
