@@ -5,12 +5,15 @@
 // infinity and keeps NaN a NaN.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace agentmem::format {
 
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);
+// `n` little-endian halves at `src` into `dst`.
+void HalfsToFloats(const char* src, size_t n, float* dst);
 
 // The float nearest to `f` that a half holds (FloatToHalf, then back).
 inline float RoundToHalf(float f) { return HalfToFloat(FloatToHalf(f)); }

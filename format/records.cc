@@ -102,7 +102,8 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   if (!GetVectorHeader(&d, &dim, &r.vector_type, &width)) return Malformed(page_no, "episode");
   r.vector.resize(dim);
   if (r.vector_type == VectorType::kF16) {
-    for (float& f : r.vector) f = HalfToFloat(d.Fixed16());
+    const std::string_view halves = d.Bytes(r.vector.size() * 2);
+    if (!d.failed()) HalfsToFloats(halves.data(), r.vector.size(), r.vector.data());
   } else {
     GetFloats(&d, &r.vector);
   }

@@ -160,7 +160,7 @@ const char *agentmem_errstr(int code);
 **   auto_vacuum=0|1           compact the file at a writable close when more of
 **                             its episode records are forgotten than live, at
 **                             least 1,000, or when superseded checkpoints and
-**                             graph deltas outweigh the rest of the file
+**                             graph deltas exceed half the rest of the file
 **                             (default 1; docs/lifecycle.md)
 ** The vector_*, embedder and text options (tokenizer, stem, stop_words,
 ** context, own_weight) define the file's vector space and text analysis when

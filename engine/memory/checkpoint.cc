@@ -314,9 +314,7 @@ class NodeVectorSource {
     if (id != label) return nullptr;
     if (type == format::VectorType::kF16) {
       if (bytes.size() != size_t{dim_} * 2) return nullptr;
-      for (uint32_t i = 0; i < dim_; i++) {
-        vector_[i] = format::HalfToFloat(format::DecodeFixed16(bytes.data() + 2 * i));
-      }
+      format::HalfsToFloats(bytes.data(), dim_, vector_.data());
     } else {
       if (bytes.size() != size_t{dim_} * 4) return nullptr;
       std::memcpy(vector_.data(), bytes.data(), bytes.size());

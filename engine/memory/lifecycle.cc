@@ -314,9 +314,9 @@ Status Database::SupersededBytes(uint64_t* bytes) {
 // another handle holds the write lock. Due when more episodes are forgotten
 // than live (at least 1,000), or, once this handle has written a
 // checkpoint, when the checkpoints and graph deltas the newest checkpoint
-// supersedes take more of the file than the rest of it (at least
-// checkpoint_bytes) -- and, if the graph would have to be built again
-// (forgotten nodes), more than four times the rest.
+// supersedes (at least checkpoint_bytes) are more than half the rest of the
+// file -- or, if the graph would have to be built again (forgotten nodes),
+// more than twice the rest.
 Status Database::MaybeVacuum() {
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
   auto due = [this](bool* yes) -> Status {
@@ -327,7 +327,7 @@ Status Database::MaybeVacuum() {
     AGENTMEM_RETURN_IF_ERROR(SupersededBytes(&superseded));
     const uint64_t rest = log_->end() - std::min(log_->end(), superseded);
     const bool cheap = recall_ && recall_->GraphTransferable();
-    *yes = superseded >= opts_.checkpoint_bytes && superseded > (cheap ? rest : 4 * rest);
+    *yes = superseded >= opts_.checkpoint_bytes && (cheap ? 2 * superseded > rest : superseded > 2 * rest);
     return Status::OK();
   };
   bool yes = false;

@@ -1145,7 +1145,7 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
   CHECK(problems.empty());
 }
 
-TEST_CASE("a close compacts the file once superseded checkpoints and graph deltas outweigh the rest of it, unless auto_vacuum is off") {
+TEST_CASE("a close compacts the file once superseded checkpoints and graph deltas exceed half the rest of it, unless auto_vacuum is off") {
   TempDir dir;
   std::vector<std::vector<uint64_t>> answers[2];
   uint64_t sizes[2] = {0, 0};
