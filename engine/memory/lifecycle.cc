@@ -301,28 +301,30 @@ uint64_t Database::ForgottenInFile() const {
   return gone > before ? gone - before : 0;
 }
 
-// The bytes of graph deltas and checkpoints before the newest checkpoint:
-// derived data that it makes redundant, and that only a compaction drops.
+// The derived bytes a compaction drops: every graph delta and checkpoint in
+// the file, less the newest checkpoint's size (the copy writes one like it).
 Status Database::SupersededBytes(uint64_t* bytes) {
-  *bytes = 0;
-  if (log_->checkpoint_size() == 0) return Status::OK();
-  return DerivedBytesBefore(log_->file(), log_->header().salt,
-                            log_->checkpoint_end() - log_->checkpoint_size(), bytes);
+  uint64_t derived = 0;
+  AGENTMEM_RETURN_IF_ERROR(DerivedBytesBefore(log_->file(), log_->header().salt, log_->end(), &derived));
+  *bytes = derived - std::min(derived, log_->checkpoint_size());
+  return Status::OK();
 }
 
 // The auto_vacuum policy (options.h), at a writable close; skipped when
 // another handle holds the write lock. Due when more episodes are forgotten
-// than live (at least 1,000), or, once this handle has written a
-// checkpoint, when the checkpoints and graph deltas the newest checkpoint
-// supersedes (at least checkpoint_bytes) are more than half the rest of the
-// file -- or, if the graph would have to be built again (forgotten nodes),
-// more than twice the rest.
+// than live (at least 1,000), or -- looked at when this handle has written a
+// checkpoint or the close is about to write one -- when the graph deltas and
+// checkpoints a compaction would drop (SupersededBytes, at least
+// checkpoint_bytes) are more than half the rest of the file, or, if the
+// graph would have to be built again (forgotten nodes), twice the rest.
 Status Database::MaybeVacuum() {
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
   auto due = [this](bool* yes) -> Status {
     const uint64_t forgotten = ForgottenInFile();
     *yes = forgotten >= 1000 && forgotten > catalog_.episode_count();
-    if (*yes || !wrote_checkpoint_ || opts_.checkpoint_bytes == 0) return Status::OK();
+    const bool checkpointing =
+        wrote_checkpoint_ || log_->end() - log_->checkpoint_end() >= opts_.checkpoint_bytes;
+    if (*yes || !checkpointing || opts_.checkpoint_bytes == 0) return Status::OK();
     uint64_t superseded = 0;
     AGENTMEM_RETURN_IF_ERROR(SupersededBytes(&superseded));
     const uint64_t rest = log_->end() - std::min(log_->end(), superseded);
