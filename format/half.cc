@@ -33,35 +33,6 @@ uint16_t FloatToHalf(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
-namespace {
-
-float AsFloat(uint32_t x) {
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-uint32_t AsBits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return x;
-}
-
-}  // namespace
-
-// Without branches, so that HalfsToFloats' loop is vectorised: the exponent
-// and mantissa move into place and the exponent is rebiased (by 112, or by
-// 224 for infinity and NaN); a subnormal or zero is its mantissa times
-// 2^-24, computed exactly as (2^-14 + m * 2^-24) - 2^-14.
-float HalfToFloat(uint16_t h) {
-  const uint32_t em = h & 0x7fffu;
-  const uint32_t exp = em & 0x7c00u;
-  const uint32_t normal = (em << 13) + (exp == 0x7c00u ? 224u << 23 : 112u << 23);
-  const float sub = AsFloat((em << 13) + (113u << 23)) - AsFloat(113u << 23);
-  const uint32_t bits = exp == 0 ? AsBits(sub) : normal;
-  return AsFloat(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
 void HalfsToFloats(const char* src, size_t n, float* dst) {
   for (size_t i = 0; i < n; i++) {
     const uint16_t h = static_cast<uint16_t>(static_cast<uint8_t>(src[2 * i]) |
