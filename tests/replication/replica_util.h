@@ -55,7 +55,7 @@ inline Conn Fresh() {
   Conn c = Connect();
   Run(c.get(), "DROP VIEW IF EXISTS blocks_current; DROP TABLE IF EXISTS agentmem_changes,"
                " agentmem_origins, agentmem_local_ids, agentmem_predicates, agentmem_database,"
-               " episodes, blocks, facts CASCADE");
+               " agentmem_receipts, episodes, blocks, facts CASCADE");
   return c;
 }
 
