@@ -47,28 +47,23 @@ bool Has(const std::string& line, const std::string& part) {
 TEST_CASE("--verify reports each replica's receipt of a PURGE, and fails on residue") {
   TempDir dir;
   Conn pg = Fresh();
-  const char* names[] = {"a.agentmem", "b.agentmem", "c.agentmem"};
-  agentmem_db* a = OpenReplica(dir, names[0]);
-  agentmem_db* b = OpenReplica(dir, names[1]);
-  agentmem_close(OpenReplica(dir, names[2]));
-  Remember(a, "bob", "Bob's diary on file a: the locker code is 4417", 0.25f);
-  Remember(a, "alice", "alice keeps this one", 0.5f);
-  Remember(b, "bob", "Bob told file b about his sister's surgery", 0.75f);
-  REQUIRE(agentmem_block_set(b, "bob", "persona", "bob prefers to be called Robert", 0, -1) ==
-          AGENTMEM_OK);
+  agentmem_db *a = nullptr, *b = nullptr;
+  BobOnTwoOfThree(dir, "Bob's diary on file a: the locker code is 4417",
+                  "Bob told file b about his sister's surgery", "bob prefers to be called Robert",
+                  &a, &b);
   agentmem_close(b);
   for (int pass = 0; pass < 2; pass++) {
-    for (const char* n : names) SyncRun(dir, n);
+    for (const char* n : kThree) SyncRun(dir, n);
   }
-  const std::string oa = Origin(dir, names[0]), ob = Origin(dir, names[1]),
-                    oc = Origin(dir, names[2]);
+  const std::string oa = Origin(dir, kThree[0]), ob = Origin(dir, kThree[1]),
+                    oc = Origin(dir, kThree[2]);
   ShellResult none = Verify(dir);
   CHECK_MESSAGE(none.status == 0, none.err);
   CHECK(none.out == "0 forgets, 3 replicas: 0 failures, 0 receipts not yet written\n");
 
   REQUIRE(agentmem_forget(a, "bob", nullptr, 0, AGENTMEM_FORGET_PURGE, nullptr) == AGENTMEM_OK);
   agentmem_close(a);
-  SyncRun(dir, names[0]);
+  SyncRun(dir, kThree[0]);
   // a's receipt: two texts, two vectors and the block's value searched for.
   ShellResult r = Verify(dir);
   CHECK_MESSAGE(r.status == 0, r.out << r.err);
@@ -81,14 +76,14 @@ TEST_CASE("--verify reports each replica's receipt of a PURGE, and fails on resi
   CHECK_MESSAGE(Has(LineOf(r.out, "PostgreSQL"), "no forgotten rows left: ok"), r.out);
   CHECK(Has(r.out, "(by " + oa + ", 3 rows, user \"bob\")"));
 
-  SyncRun(dir, names[1]);
+  SyncRun(dir, kThree[1]);
   r = Verify(dir);
   CHECK(r.status == 0);
   CHECK_MESSAGE(Has(LineOf(r.out, "replica " + ob), "purged, residue 0 of 5 needles: ok"), r.out);
   CHECK_MESSAGE(Has(LineOf(r.out, "replica " + oc), "no receipt yet"), r.out);
 
   // With a file, --verify syncs it first.
-  r = Verify(dir, names[2]);
+  r = Verify(dir, kThree[2]);
   CHECK_MESSAGE(r.status == 0, r.out << r.err);
   for (const std::string& o : {oa, ob, oc}) {
     CHECK_MESSAGE(Has(LineOf(r.out, "replica " + o), "purged, residue 0 of 5 needles: ok"), r.out);
@@ -97,7 +92,7 @@ TEST_CASE("--verify reports each replica's receipt of a PURGE, and fails on resi
                 r.out);
 
   // Receipts are written once: more syncs add none.
-  for (const char* n : names) SyncRun(dir, n);
+  for (const char* n : kThree) SyncRun(dir, n);
   CHECK(One(pg.get(), "SELECT count(*) FROM agentmem_receipts") == "3");
 
   // A receipt with residue fails the report, naming the replica.
