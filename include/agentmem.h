@@ -463,6 +463,28 @@ int agentmem_retention_get(agentmem_db *db, int64_t *pMaxAgeSeconds, int *pKeepC
 ** writer holds the lock past the busy timeout. pReceipt may be NULL. */
 int agentmem_vacuum(agentmem_db *db, agentmem_receipt *pReceipt);
 
+/* Proof for forgets that cannot PURGE (those committed inside BEGIN ...
+** COMMIT). With on = 1, every forget this handle applies from then on --
+** its own commits, and those of other handles that it reads -- keeps in
+** memory what it removes: the texts (>= 16 bytes) and vectors of the
+** episodes and the values of every version of the blocks. The next
+** agentmem_vacuum on this handle searches its new file for them as PURGE
+** does (receipt needles and residue) and then drops them. on = 0 drops what
+** is kept and stops. The setting is the handle's, not the file's, and is
+** lost when the handle closes. Returns AGENTMEM_OK, or AGENTMEM_MISUSE for a
+** closed handle. */
+int agentmem_forget_collect(agentmem_db *db, int on);
+
+/* Search every byte of the file, and every compressed page's payload
+** decompressed, for each of the n byte strings aNeedle[i] of aBytes[i]
+** bytes (each at least 16 bytes: shorter ones would match innocent bytes).
+** On AGENTMEM_OK, *pFound is how many distinct needles are in the file
+** (0: none is). AGENTMEM_MISUSE for a NULL argument, n < 0 or a needle
+** shorter than 16 bytes; an I/O error leaves *pFound 0. Reads the file up
+** to its current end; takes no lock. */
+int agentmem_search_bytes(agentmem_db *db, const void *const *aNeedle, const int64_t *aBytes,
+                          int n, int64_t *pFound);
+
 /* Salvage a damaged file (docs/recovery.md). Reads zSrc without writing to
 ** it and without opening it as a database: every page that passes its
 ** checksum is read, scanning past damage to the next valid page; every

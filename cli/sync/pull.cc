@@ -554,6 +554,10 @@ bool Puller::Run() {
 }  // namespace
 
 bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
+  // What the pulled forgets remove is kept for the vacuum's proof.
+  if (agentmem_forget_collect(r.db, 1) != AGENTMEM_OK) {
+    return r.pg->Fail(DbError(r.db, "collecting what forgets remove"));
+  }
   if (!Puller(r, push, report).Run()) return false;
   // What another file forgot leaves this one's bytes too, as after a forget
   // with PURGE here: sync.purge, set with the forgets, asks for it.
@@ -568,6 +572,12 @@ bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
   agentmem_receipt receipt{};
   if (agentmem_vacuum(r.db, &receipt) != AGENTMEM_OK) {
     return r.pg->Fail(DbError(r.db, "vacuum after the pulled forgets"));
+  }
+  // Before sync.purge is cleared: a receipt that could not be written is
+  // written by the next run, after its vacuum.
+  if (!WriteReceiptsPulled(r.pg, r.origin, report->position,
+                           Receipt{receipt.needles, receipt.residue})) {
+    return false;
   }
   if (agentmem_meta_set(r.db, "sync.purge", "0") != AGENTMEM_OK) {
     return r.pg->Fail(DbError(r.db, "writing sync.purge"));

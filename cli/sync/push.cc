@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -151,20 +152,27 @@ constexpr const char* kAlreadyThere =
     "  AND kind IN ('episode', 'block', 'fact')";
 
 // What this file ($1) held in PostgreSQL -- its own records and those it
-// pulled -- as (kind, id here, user, block name).
+// pulled -- as (kind, id here, user, block name, text or block value,
+// vector).
 constexpr const char* kHeld =
-    "SELECT 'episode', id, user_id, '' FROM episodes WHERE origin = $1"
-    " UNION ALL SELECT 'episode', m.local_id, e.user_id, '' FROM agentmem_local_ids m"
-    "  JOIN episodes e ON e.origin = m.origin AND e.id = m.origin_id"
+    "SELECT 'episode', id, user_id, '', text, embedding::text FROM episodes WHERE origin = $1"
+    " UNION ALL SELECT 'episode', m.local_id, e.user_id, '', e.text, e.embedding::text"
+    "  FROM agentmem_local_ids m JOIN episodes e ON e.origin = m.origin AND e.id = m.origin_id"
     "  WHERE m.replica = $1 AND m.kind = 'episode'"
-    " UNION ALL SELECT 'fact', id, user_id, '' FROM facts WHERE origin = $1"
-    " UNION ALL SELECT 'fact', m.local_id, f.user_id, '' FROM agentmem_local_ids m"
+    " UNION ALL SELECT 'fact', id, user_id, '', '', NULL FROM facts WHERE origin = $1"
+    " UNION ALL SELECT 'fact', m.local_id, f.user_id, '', '', NULL FROM agentmem_local_ids m"
     "  JOIN facts f ON f.origin = m.origin AND f.id = m.origin_id"
     "  WHERE m.replica = $1 AND m.kind = 'fact'"
-    " UNION ALL SELECT 'block', version, user_id, name FROM blocks WHERE origin = $1"
-    " UNION ALL SELECT 'block', m.local_id, b.user_id, b.name FROM agentmem_local_ids m"
-    "  JOIN blocks b ON b.origin = m.origin AND b.version = m.origin_id"
+    " UNION ALL SELECT 'block', version, user_id, name, value, NULL FROM blocks WHERE origin = $1"
+    " UNION ALL SELECT 'block', m.local_id, b.user_id, b.name, b.value, NULL"
+    "  FROM agentmem_local_ids m JOIN blocks b ON b.origin = m.origin AND b.version = m.origin_id"
     "  WHERE m.replica = $1 AND m.kind = 'block'";
+
+// A needle of the proof: byte strings shorter than 16 bytes would match
+// innocent bytes and are not searched for (as PURGE does).
+void AddNeedle(std::string bytes, std::set<std::string>* needles) {
+  if (bytes.size() >= 16) needles->insert(std::move(bytes));
+}
 
 class Pusher {
  public:
@@ -180,6 +188,7 @@ class Pusher {
   bool Canonical(const Row& row, int64_t gpos, bool remainder);
   bool SavePosition(int64_t seq);
   bool ForgetMissing();
+  bool Prove(const std::set<std::string>& needles);
 
   // A read from the log's start: the records the file holds, (kind, id),
   // and those of them PostgreSQL holds already, (kind name, id).
@@ -412,12 +421,19 @@ bool Pusher::ForgetMissing() {
   if (!pg_.Query(kHeld, {r_.origin.c_str()}, &res)) return false;
   std::vector<nlohmann::json> forgets;
   std::set<std::pair<std::string, std::string>> blocks_gone, blocks_kept;
-  std::string error, kind, user, name;
+  // The bytes of what the file no longer holds, by block: the proof that the
+  // file's own PURGE removed them.
+  std::set<std::string> needles;
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> block_values;
+  std::string error, kind, user, name, text;
+  std::vector<float> vector;
   for (int i = 0; i < PQntuples(res.get()); i++) {
     int64_t id = 0;
     if (!ReadText(res.get(), i, 0, 16, &kind, &error) || !ReadInt(res.get(), i, 1, &id, &error) ||
         !ReadText(res.get(), i, 2, kMaxTextBytes, &user, &error) ||
-        !ReadText(res.get(), i, 3, kMaxTextBytes, &name, &error)) {
+        !ReadText(res.get(), i, 3, kMaxTextBytes, &name, &error) ||
+        !ReadText(res.get(), i, 4, kMaxTextBytes, &text, &error) ||
+        !ReadFloats(res.get(), i, 5, kMaxVectorFloats, &vector, &error)) {
       return pg_.Fail(error);
     }
     const int k = kind == "episode" ? AGENTMEM_CHANGE_EPISODE
@@ -426,13 +442,21 @@ bool Pusher::ForgetMissing() {
     const bool held = held_.count({k, id}) > 0;
     if (k == AGENTMEM_CHANGE_BLOCK) {
       (held ? blocks_kept : blocks_gone).emplace(user, name);
+      block_values[{user, name}].push_back(text);
     } else if (!held) {
+      if (k == AGENTMEM_CHANGE_EPISODE) {
+        AddNeedle(text, &needles);
+        AddNeedle(std::string(reinterpret_cast<const char*>(vector.data()),
+                              vector.size() * sizeof(float)),
+                  &needles);
+      }
       forgets.push_back({{"scope", kind}, {"user_id", user}, {"session_id", ""}, {"name", ""},
                          {"before", 0}, {"id", id}});
     }
   }
   for (const auto& [u, n] : blocks_gone) {
     if (blocks_kept.count({u, n})) continue;
+    for (const std::string& value : block_values[{u, n}]) AddNeedle(value, &needles);
     forgets.push_back({{"scope", "block"}, {"user_id", u}, {"session_id", ""}, {"name", n},
                        {"before", 0}, {"id", 0}});
   }
@@ -454,7 +478,26 @@ bool Pusher::ForgetMissing() {
   report_->resync = false;  // these rows are new, not records to look for
   const bool ok = PushTxn(txn);
   report_->resync = resync;
-  return ok;
+  return ok && Prove(needles);
+}
+
+// The receipt of the file's own purge (the forget rows just written, seq 0
+// of its new log): the bytes PostgreSQL held of what it forgot, searched
+// for in the file.
+bool Pusher::Prove(const std::set<std::string>& needles) {
+  std::vector<const void*> data;
+  std::vector<int64_t> sizes;
+  for (const std::string& n : needles) {
+    data.push_back(n.data());
+    sizes.push_back(static_cast<int64_t>(n.size()));
+  }
+  int64_t found = 0;
+  if (agentmem_search_bytes(r_.db, data.data(), sizes.data(), static_cast<int>(data.size()),
+                            &found) != AGENTMEM_OK) {
+    return pg_.Fail(DbError(r_.db, "searching the file for what it forgot"));
+  }
+  const Receipt receipt{static_cast<int64_t>(needles.size()), found};
+  return WriteReceipt(&pg_, r_.origin, log_, 0, r_.origin, receipt);
 }
 
 bool Pusher::Run() {

@@ -24,7 +24,14 @@ constexpr const char* kUsage =
     "Pushes FILE's own changes into PostgreSQL (CONNINFO: a libpq connection string or URI,\n"
     "e.g. postgresql://user@host/db) and applies every other file's changes found there.\n"
     "Tables agentmem_changes, episodes, blocks and facts are created when missing.\n"
-    "Idempotent and resumable: a second run writes only what changed since.\n";
+    "Idempotent and resumable: a second run writes only what changed since.\n"
+    "\n"
+    "Usage: agentmem sync --verify [FILE] CONNINFO\n"
+    "Syncs FILE first when it is given, then reports, for every forget in the change log\n"
+    "and every replica PostgreSQL has seen, the replica's receipt (residue 0: none of the\n"
+    "forgotten bytes remain in its file) or that it has not synced since, and whether\n"
+    "PostgreSQL still holds forgotten rows. Exits 1 when a receipt has residue or a\n"
+    "forgotten row is left; a replica not synced yet is not a failure.\n";
 
 // Every table, index and function of docs/replication.md.
 constexpr const char* kSchema =
@@ -46,6 +53,11 @@ constexpr const char* kSchema =
     " local_id bigint NOT NULL, PRIMARY KEY (replica, kind, origin, origin_id));"
     "CREATE INDEX IF NOT EXISTS agentmem_local_ids_local"
     " ON agentmem_local_ids (replica, kind, local_id);"
+    // Each replica's proof that it purged a forget transaction.
+    "CREATE TABLE IF NOT EXISTS agentmem_receipts ("
+    " forget_origin text NOT NULL, forget_log text NOT NULL, forget_seq bigint NOT NULL,"
+    " replica text NOT NULL, needles bigint NOT NULL, residue bigint NOT NULL,"
+    " at bigint NOT NULL, PRIMARY KEY (forget_origin, forget_log, forget_seq, replica));"
     "CREATE TABLE IF NOT EXISTS agentmem_predicates ("
     " predicate text PRIMARY KEY, single_valued boolean NOT NULL);"
     "CREATE TABLE IF NOT EXISTS episodes ("
@@ -158,10 +170,16 @@ bool CheckDatabase(agentmem_db* db, Pg* pg) {
                   "apply changes twice");
 }
 
-bool Run(agentmem_db* db, Pg* pg) {
+// Takes the advisory lock that one sync at a time holds, and creates the
+// schema when it is missing.
+bool Lock(Pg* pg) {
   Result r;
-  if (!pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r)) return false;
-  if (!CreateSchema(pg)) return false;
+  return pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r) &&
+         CreateSchema(pg);
+}
+
+bool Run(agentmem_db* db, Pg* pg) {
+  if (!Lock(pg)) return false;
   Replica rep{db, pg, ""};
   std::string error;
   if (!EnsureOrigin(db, &rep.origin, &error)) return pg->Fail(error);
@@ -222,17 +240,21 @@ int RunSync(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (argc != 3) {
+  const bool verify = argc >= 2 && std::strcmp(argv[1], "--verify") == 0;
+  const int first = verify ? 2 : 1;  // FILE, or CONNINFO when --verify has no FILE
+  if (argc - first != 2 && !(verify && argc - first == 1)) {
     std::fputs(kUsage, stderr);
     return 1;
   }
+  const char* file = argc - first == 2 ? argv[first] : nullptr;
+  const char* conninfo = argv[argc - 1];
   agentmem_db* db = nullptr;
-  if (agentmem_open_v2(argv[1], &db, AGENTMEM_OPEN_READWRITE, nullptr) != AGENTMEM_OK) {
-    std::fprintf(stderr, "Error: %s: %s\n", argv[1], agentmem_errmsg(db));
+  if (file && agentmem_open_v2(file, &db, AGENTMEM_OPEN_READWRITE, nullptr) != AGENTMEM_OK) {
+    std::fprintf(stderr, "Error: %s: %s\n", file, agentmem_errmsg(db));
     agentmem_close(db);
     return 1;
   }
-  PGconn* conn = PQconnectdb(argv[2]);
+  PGconn* conn = PQconnectdb(conninfo);
   int status = 0;
   if (PQstatus(conn) != CONNECTION_OK) {
     std::fprintf(stderr, "Error: PostgreSQL: %s", PQerrorMessage(conn));
@@ -241,13 +263,16 @@ int RunSync(int argc, char** argv) {
     // CREATE ... IF NOT EXISTS notices are not the user's business.
     PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
     Pg pg(conn);
-    if (!Run(db, &pg)) {
+    bool failed = false;
+    if (!(db ? Run(db, &pg) : Lock(&pg)) || (verify && !Verify(&pg, &failed))) {
       std::fprintf(stderr, "Error: %s\n", pg.error().c_str());
+      status = 1;
+    } else if (failed) {
       status = 1;
     }
   }
   PQfinish(conn);  // an open PostgreSQL transaction is rolled back
-  if (!agentmem_get_autocommit(db)) agentmem_rollback(db);
+  if (db && !agentmem_get_autocommit(db)) agentmem_rollback(db);
   agentmem_close(db);
   return status;
 }

@@ -10,7 +10,10 @@ namespace agentmem::sync {
 // other file's change there is applied to the file, 1 when the arguments are
 // wrong or the file, the server, a statement or a row read fails (the open
 // PostgreSQL and local transactions are rolled back; what earlier ones
-// committed stays, and the next run goes on from there).
+// committed stays, and the next run goes on from there). With --verify
+// (argv[1]; FILE optional), syncs FILE when it is given, then prints the
+// receipts report (verify.cc) and returns 1 also when a receipt has
+// residue or PostgreSQL still holds a forgotten row.
 int RunSync(int argc, char** argv);
 
 }  // namespace agentmem::sync

@@ -63,6 +63,31 @@ bool Push(const Replica& r, PushReport* report);
 // holds: those after it were written meanwhile. false: pg->error().
 bool Pull(const Replica& r, const PushReport& push, PullReport* report);
 
+// What a replica proved after it purged a forget: how many forgotten byte
+// strings (texts, vectors, block values of 16 bytes or more) it searched its
+// file for, and how many of them it found (0: none remains).
+struct Receipt {
+  int64_t needles = 0;
+  int64_t residue = 0;
+};
+
+// Records `replica`'s receipt for the forget transaction (origin, log, seq)
+// in agentmem_receipts, unless it has one (a receipt is written once).
+bool WriteReceipt(Pg* pg, const std::string& origin, const std::string& log, int64_t seq,
+                  const std::string& replica, const Receipt& receipt);
+
+// Records `replica`'s receipt for every forget transaction of another
+// origin up to global position `position` that it has none for: the vacuum
+// after a pull purged them all.
+bool WriteReceiptsPulled(Pg* pg, const std::string& replica, int64_t position,
+                         const Receipt& receipt);
+
+// `agentmem sync --verify`: prints, for every forget in the change log, each
+// replica's receipt and what PostgreSQL still holds of it. false when a
+// statement or a row fails (pg->error()); *failed when a receipt has residue
+// or PostgreSQL holds a forgotten row.
+bool Verify(Pg* pg, bool* failed);
+
 // The message of the handle's last error, as "what: message".
 std::string DbError(agentmem_db* db, const char* what);
 

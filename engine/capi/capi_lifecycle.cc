@@ -1,8 +1,11 @@
 // engine/capi/capi_lifecycle.cc -- the C ABI of forgetting and compaction
 // (include/agentmem.h, "forgetting") over engine::Database (lifecycle.cc).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "agentmem.h"
 #include "engine/capi/capi_internal.h"
@@ -100,6 +103,36 @@ int agentmem_vacuum(agentmem_db* db, agentmem_receipt* pReceipt) {
     eng::ForgetReceipt r;
     AGENTMEM_RETURN_IF_ERROR(d.Vacuum({}, &r));
     Fill(r, pReceipt);
+    return Status::OK();
+  });
+}
+
+int agentmem_forget_collect(agentmem_db* db, int on) {
+  return Guard(db, [&](eng::Database& d) -> Status {
+    d.CollectForgotten(on != 0);
+    return Status::OK();
+  });
+}
+
+int agentmem_search_bytes(agentmem_db* db, const void* const* aNeedle, const int64_t* aBytes,
+                          int n, int64_t* pFound) {
+  if (pFound) *pFound = 0;
+  return Guard(db, [&](eng::Database& d) -> Status {
+    if (!pFound || n < 0 || (n > 0 && (!aNeedle || !aBytes))) {
+      return Status(agentmem::kMisuse, "search_bytes: NULL argument or negative count");
+    }
+    std::vector<std::string> needles;
+    for (int i = 0; i < n; i++) {
+      if (!aNeedle[i] || aBytes[i] < 16) {
+        return Status(agentmem::kMisuse, "search_bytes: a needle is NULL or shorter than 16 bytes");
+      }
+      needles.emplace_back(static_cast<const char*>(aNeedle[i]), static_cast<size_t>(aBytes[i]));
+    }
+    std::sort(needles.begin(), needles.end());
+    needles.erase(std::unique(needles.begin(), needles.end()), needles.end());
+    uint64_t found = 0;
+    AGENTMEM_RETURN_IF_ERROR(d.SearchFile(needles, &found));
+    *pFound = static_cast<int64_t>(found);
     return Status::OK();
   });
 }

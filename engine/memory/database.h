@@ -195,6 +195,16 @@ class Database {
   Status Reindex(ReindexReceipt* receipt);
   // Forget, then Vacuum with the forgotten texts and vectors as needles.
   Status Purge(const format::ForgetRecord& f, ForgetReceipt* receipt);
+  // With `on`, every forget applied from now on (this handle's commits and
+  // those it reads) keeps the texts and vectors of the episodes and the
+  // values of the block versions it removes, and the next Vacuum searches its
+  // copy for them too (receipt needles, residue), then drops them. Off drops
+  // what is kept. For forgets committed inside a transaction, where PURGE is
+  // refused.
+  void CollectForgotten(bool on);
+  // Searches every byte of the file, raw and in decompressed pages, for each
+  // needle; *found: how many of them are there.
+  Status SearchFile(const std::vector<std::string>& needles, uint64_t* found);
 
   // ---- reads, on the handle's snapshot plus its own pending writes.
   Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
@@ -427,6 +437,9 @@ class Database {
   // `replaces`); kNotFound when there is none.
   Status CurrentFactById(const std::string& user, uint64_t id, format::FactRecord* out);
   Status CollectNeedles(const format::ForgetRecord& f, std::vector<std::string>* needles);
+  Status AddNeedles(const Selection& sel, std::vector<std::string>* needles);
+  Status SearchFile(const std::string& path, uint64_t size, const std::vector<std::string>& needles,
+                    uint64_t* found);
   // Writes the live records and a checkpoint into a new file at `tmp`
   // (VACUUM's copy, of *bytes bytes). With `graph_in_checkpoint`, the copy's
   // commits carry no graph deltas and its checkpoint, which then must be
@@ -488,6 +501,8 @@ class Database {
   format::MetaRecord pending_meta_;
   std::vector<format::ForgetRecord> pending_forgets_;
   ForgetReceipt forget_counts_;  // what the forgets applied by the last commits did
+  bool collect_forgotten_ = false;             // CollectForgotten
+  std::vector<std::string> forgotten_needles_;  // what the forgets since removed
   std::unique_ptr<FactIndex> fact_index_;  // built on first need (EnsureFactIndex)
   Counters counters_floor_;  // a VACUUM's copy commits the source's next ids (at least)
   // How commits write the graph: as deltas in each commit (the rule), or,

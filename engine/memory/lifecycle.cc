@@ -127,6 +127,7 @@ Status Database::ApplyForget(const ForgetRecord& f) {
   Selection sel;
   Select(catalog_, f, &sel);
   if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  if (collect_forgotten_) AGENTMEM_RETURN_IF_ERROR(AddNeedles(sel, &forgotten_needles_));
   // Text bytes leave the statistics with their episodes.
   uint64_t text_bytes = 0;
   std::vector<uint32_t> users;  // whose facts may now cite only forgotten episodes
@@ -467,11 +468,20 @@ Status Database::Reload() {
 }
 
 // The forgotten texts and vectors of `f`, as byte strings to search for.
-// Strings shorter than 16 bytes would match innocent bytes: not searched.
 Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>* needles) {
   Selection sel;
   Select(catalog_, f, &sel);
   if (f.kind == ForgetKind::kRetention) AGENTMEM_RETURN_IF_ERROR(KeepCited(&sel));
+  AGENTMEM_RETURN_IF_ERROR(AddNeedles(sel, needles));
+  std::sort(needles->begin(), needles->end());
+  needles->erase(std::unique(needles->begin(), needles->end()), needles->end());
+  return Status::OK();
+}
+
+// Appends the texts and vectors of the selected episodes and the values of
+// every version of the selected blocks. Strings shorter than 16 bytes would
+// match innocent bytes: not searched.
+Status Database::AddNeedles(const Selection& sel, std::vector<std::string>* needles) {
   auto add = [&](std::string s) {
     if (s.size() >= 16) needles->push_back(std::move(s));
   };
@@ -489,9 +499,12 @@ Status Database::CollectNeedles(const ForgetRecord& f, std::vector<std::string>*
       add(std::move(b.value));
     }
   }
-  std::sort(needles->begin(), needles->end());
-  needles->erase(std::unique(needles->begin(), needles->end()), needles->end());
   return Status::OK();
+}
+
+void Database::CollectForgotten(bool on) {
+  collect_forgotten_ = on;
+  if (!on) forgotten_needles_.clear();
 }
 
 Status Database::Purge(const ForgetRecord& f, ForgetReceipt* receipt) {
@@ -703,6 +716,46 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
   return dst->Close();
 }
 
+// Every byte of the file at `path` (its first `size` bytes), and every
+// compressed page's payload decompressed, searched for each needle.
+Status Database::SearchFile(const std::string& path, uint64_t size,
+                            const std::vector<std::string>& needles, uint64_t* found) {
+  *found = 0;
+  NeedleScan scan(needles);
+  std::unique_ptr<File> f;
+  AGENTMEM_RETURN_IF_ERROR(env()->Open(path, OpenMode{true}, &f));
+  std::string bytes;
+  AGENTMEM_RETURN_IF_ERROR(f->ReadAt(0, size, &bytes));
+  format::FileHeader fh;
+  AGENTMEM_RETURN_IF_ERROR(
+      format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh));
+  scan.Scan(bytes);
+  for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size();) {
+    std::string_view at = std::string_view(bytes).substr(pos);
+    format::PageHeader h;
+    if (!format::PeekPageHeader(at.substr(0, format::kPageHeaderSize), pos, fh.salt, &h).ok()) break;
+    const uint64_t padded = format::PaddedPageSize(h.length);
+    if (padded > at.size()) break;
+    if (h.flags & format::kPageFlagZstd) {
+      format::PageHeader full;
+      std::string payload;
+      if (Pager::Verify(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
+    }
+    pos += padded;
+  }
+  *found = scan.found();
+  return Status::OK();
+}
+
+Status Database::SearchFile(const std::vector<std::string>& needles, uint64_t* found) {
+  *found = 0;
+  if (needles.empty()) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
+  uint64_t size = 0;
+  AGENTMEM_RETURN_IF_ERROR(log_->file()->Size(&size));
+  return SearchFile(path_, size, needles, found);
+}
+
 Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
   AGENTMEM_RETURN_IF_ERROR(CheckWritable());
   if (explicit_txn_) return Status(kMisuse, "VACUUM cannot run inside a transaction");
@@ -725,34 +778,15 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   if (graph_in_checkpoint && s.code() == kTooBig) {
     s = WriteCompacted(tmp, r.bytes_before, false, &r.bytes_after);
   }
-  if (s.ok() && !needles.empty()) {
-    // The proof: every byte of the new file, and every compressed page's
-    // payload decompressed, searched for each needle.
-    r.needles = needles.size();
-    NeedleScan scan(needles);
-    std::unique_ptr<File> f;
-    s = env()->Open(tmp, OpenMode{true}, &f);
-    std::string bytes;
-    if (s.ok()) s = f->ReadAt(0, r.bytes_after, &bytes);
-    format::FileHeader fh;
-    if (s.ok()) s = format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh);
-    if (s.ok()) {
-      scan.Scan(bytes);
-      for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size();) {
-        std::string_view at = std::string_view(bytes).substr(pos);
-        format::PageHeader h;
-        if (!format::PeekPageHeader(at.substr(0, format::kPageHeaderSize), pos, fh.salt, &h).ok()) break;
-        const uint64_t padded = format::PaddedPageSize(h.length);
-        if (padded > at.size()) break;
-        if (h.flags & format::kPageFlagZstd) {
-          format::PageHeader full;
-          std::string payload;
-          if (Pager::Verify(at.substr(0, padded), pos, fh.salt, &full, &payload).ok()) scan.Scan(payload);
-        }
-        pos += padded;
-      }
-    }
-    r.residue = scan.found();
+  // The proof: what this handle's forgets removed since it asked to collect,
+  // and `needles`, searched for in the copy.
+  std::vector<std::string> all = needles;
+  all.insert(all.end(), forgotten_needles_.begin(), forgotten_needles_.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  if (s.ok() && !all.empty()) {
+    r.needles = all.size();
+    s = SearchFile(tmp, r.bytes_after, all, &r.residue);
   }
   if (s.ok()) s = env()->Rename(tmp, path_);
   if (!s.ok()) {
@@ -762,6 +796,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
     if (graph_taken) Reload().IgnoreError();
     return s;
   }
+  forgotten_needles_.clear();
   // Waiting writers now get the old file's lock, see it replaced and move on.
   ReleaseWriteLock();
   AGENTMEM_RETURN_IF_ERROR(Reload());

@@ -146,3 +146,95 @@ TEST_CASE("sync settings are written in the transaction, read back, and kept by 
   CHECK(Meta(db, "sync.pulled") == "9");
   agentmem_close(db);
 }
+
+namespace {
+
+void Put(agentmem_db* db, const char* user, const char* text, float x) {
+  const float v[4] = {x, 1.0f, -2.0f, 0.5f};
+  agentmem_episode ep{};
+  ep.user_id = user;
+  ep.session_id = "s";
+  ep.role = "user";
+  ep.text = text;
+  ep.ts = 1000;
+  ep.vector = v;
+  ep.dim = 4;
+  int64_t id = 0;
+  REQUIRE(agentmem_episode_put(db, &ep, &id) == AGENTMEM_OK);
+}
+
+int64_t Found(agentmem_db* db, const std::string& needle) {
+  const void* p = needle.data();
+  const int64_t n = static_cast<int64_t>(needle.size());
+  int64_t found = -1;
+  REQUIRE(agentmem_search_bytes(db, &p, &n, 1, &found) == AGENTMEM_OK);
+  return found;
+}
+
+// Forgets all of `user` inside BEGIN ... COMMIT, where PURGE is refused.
+void ForgetInTransaction(agentmem_db* db, const char* user) {
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget(db, user, nullptr, 0, AGENTMEM_FORGET_PURGE, nullptr) ==
+          AGENTMEM_MISUSE);
+  REQUIRE(agentmem_forget(db, user, nullptr, 0, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+}
+
+}  // namespace
+
+TEST_CASE("a forget inside a transaction, collected, is proved absent by the next VACUUM") {
+  TempDir dir;
+  agentmem_db* db = OpenNew(dir.File("r.agentmem"));
+  Put(db, "alice", "alice keeps her passport in the blue drawer", 0.125f);
+  Put(db, "alice", "alice was born in a small town by the sea", 0.25f);
+  Put(db, "bob", "bob prefers window seats on long flights", 0.375f);
+  REQUIRE(agentmem_block_set(db, "alice", "profile", "alice, thirty-four, likes quiet trains",
+                             100, -1) == AGENTMEM_OK);
+  CHECK(Found(db, "alice keeps her passport in the blue drawer") == 1);
+  REQUIRE(agentmem_forget_collect(db, 1) == AGENTMEM_OK);
+  ForgetInTransaction(db, "alice");
+  // Forgotten but not yet vacuumed: the bytes are still in the file.
+  CHECK(Found(db, "alice keeps her passport in the blue drawer") == 1);
+  agentmem_receipt r{};
+  REQUIRE(agentmem_vacuum(db, &r) == AGENTMEM_OK);
+  CHECK(r.vacuumed == 1);
+  CHECK(r.needles == 5);  // two texts, two vectors, one block value
+  CHECK(r.residue == 0);
+  CHECK(Found(db, "alice keeps her passport in the blue drawer") == 0);
+  CHECK(Found(db, "bob prefers window seats on long flights") == 1);
+  // What was collected is dropped by the VACUUM that searched for it.
+  agentmem_receipt again{};
+  REQUIRE(agentmem_vacuum(db, &again) == AGENTMEM_OK);
+  CHECK(again.needles == 0);
+  agentmem_close(db);
+}
+
+TEST_CASE("a forget not collected gives its VACUUM nothing to search for") {
+  TempDir dir;
+  agentmem_db* db = OpenNew(dir.File("r.agentmem"));
+  Put(db, "alice", "alice keeps her passport in the blue drawer", 0.125f);
+  REQUIRE(agentmem_forget_collect(db, 1) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_collect(db, 0) == AGENTMEM_OK);
+  ForgetInTransaction(db, "alice");
+  agentmem_receipt r{};
+  REQUIRE(agentmem_vacuum(db, &r) == AGENTMEM_OK);
+  CHECK((r.needles == 0 && r.residue == 0));
+  agentmem_close(db);
+}
+
+TEST_CASE("search_bytes refuses needles shorter than 16 bytes and NULL arguments") {
+  TempDir dir;
+  agentmem_db* db = OpenNew(dir.File("r.agentmem"));
+  Put(db, "alice", "alice keeps her passport in the blue drawer", 0.125f);
+  const std::string shortish = "passport";
+  const void* p = shortish.data();
+  const int64_t n = static_cast<int64_t>(shortish.size());
+  int64_t found = 7;
+  CHECK(agentmem_search_bytes(db, &p, &n, 1, &found) == AGENTMEM_MISUSE);
+  CHECK(found == 0);
+  CHECK(agentmem_search_bytes(db, nullptr, nullptr, 1, &found) == AGENTMEM_MISUSE);
+  CHECK(agentmem_search_bytes(db, nullptr, nullptr, 0, &found) == AGENTMEM_OK);
+  CHECK(found == 0);
+  CHECK(Found(db, "keeps her passport in the blue") == 1);
+  agentmem_close(db);
+}

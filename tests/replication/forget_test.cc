@@ -39,19 +39,13 @@ int Residue(const TempDir& dir, const std::string& name) {
 TEST_CASE("a user forgotten with PURGE on one file is purged from PostgreSQL and the others") {
   TempDir dir;
   Conn pg = Fresh();
-  const char* names[] = {"a.agentmem", "b.agentmem", "c.agentmem"};
-  agentmem_db* a = OpenReplica(dir, names[0]);
-  agentmem_db* b = OpenReplica(dir, names[1]);
-  agentmem_close(OpenReplica(dir, names[2]));
-  Remember(a, "bob", kNeedleA, 0.25f);
-  Remember(a, "alice", "alice keeps this one", 0.5f);
-  Remember(b, "bob", kNeedleB, 0.75f);
-  REQUIRE(agentmem_block_set(b, "bob", "persona", kNeedleBlock, 0, -1) == AGENTMEM_OK);
+  agentmem_db *a = nullptr, *b = nullptr;
+  BobOnTwoOfThree(dir, kNeedleA, kNeedleB, kNeedleBlock, &a, &b);
   REQUIRE(agentmem_fact_assert(b, "bob", "bob", "sister", "in hospital", 1, 0, 0, nullptr, 0,
                                nullptr) == AGENTMEM_OK);
   agentmem_close(b);
   for (int pass = 0; pass < 2; pass++) {
-    for (const char* n : names) SyncRun(dir, n);
+    for (const char* n : kThree) SyncRun(dir, n);
   }
   for (const char* n : {"b.agentmem", "c.agentmem"}) {
     REQUIRE(Occurrences(dir, n, kNeedleA) > 0);  // the scan sees the text before the forget
@@ -82,12 +76,12 @@ TEST_CASE("a user forgotten with PURGE on one file is purged from PostgreSQL and
   // The purges gave b and c new logs too: their next syncs find nothing more
   // to forget, and every file still holds alice's episode once.
   for (int pass = 0; pass < 2; pass++) {
-    for (const char* n : names) {
+    for (const char* n : kThree) {
       ShellResult r = SyncRun(dir, n);
       CHECK_MESSAGE(r.out.find("forgets (purged)") == std::string::npos, r.out);
     }
   }
-  for (const char* n : names) {
+  for (const char* n : kThree) {
     CHECK(Shell(dir, n, "SELECT count(*) FROM episodes") == "1\n");
   }
   CHECK(One(pg.get(), "SELECT count(*) FROM episodes") == "1");

@@ -55,7 +55,7 @@ inline Conn Fresh() {
   Conn c = Connect();
   Run(c.get(), "DROP VIEW IF EXISTS blocks_current; DROP TABLE IF EXISTS agentmem_changes,"
                " agentmem_origins, agentmem_local_ids, agentmem_predicates, agentmem_database,"
-               " episodes, blocks, facts CASCADE");
+               " agentmem_receipts, episodes, blocks, facts CASCADE");
   return c;
 }
 
@@ -104,6 +104,24 @@ inline void Remember(agentmem_db* db, const char* user, const char* text, float 
   const float v[4] = {1, x, 0, 0};
   REQUIRE(agentmem_remember(db, user, "s1", "user", text, 0, nullptr, v, 4, nullptr) ==
           AGENTMEM_OK);
+}
+
+// The files of the three-replica cases.
+inline constexpr const char* kThree[] = {"a.agentmem", "b.agentmem", "c.agentmem"};
+
+// The three files of kThree, new in dir: a remembers bob's `bob_a` and an
+// episode of alice's, b bob's `bob_b` and his block `persona` holding
+// `bob_block`. a and b are returned open (*a, *b); c is closed.
+inline void BobOnTwoOfThree(const TempDir& dir, const char* bob_a, const char* bob_b,
+                            const char* bob_block, agentmem_db** a, agentmem_db** b) {
+  const char* const* names = kThree;
+  *a = OpenReplica(dir, names[0]);
+  *b = OpenReplica(dir, names[1]);
+  agentmem_close(OpenReplica(dir, names[2]));
+  Remember(*a, "bob", bob_a, 0.25f);
+  Remember(*a, "alice", "alice keeps this one", 0.5f);
+  Remember(*b, "bob", bob_b, 0.75f);
+  REQUIRE(agentmem_block_set(*b, "bob", "persona", bob_block, 0, -1) == AGENTMEM_OK);
 }
 
 // Starts `agentmem sync name URL` in dir, with this process's environment;
