@@ -86,19 +86,21 @@ run_suite() {
   rm -f "$log"
 }
 
-# The suite's executable in a build: BUILD/tests/NAME or BUILD/tests/<dir>/NAME.
+# The suite's executable in a build: BUILD/tests/NAME, BUILD/tests/<dir>/NAME
+# or, for sync_lib_tests, BUILD/tests/replication/NAME.
 suite_exe() {
   local exe="$1/tests/$2"
   [ -x "$exe" ] || exe="$1/tests/${2%_tests}/$2"
+  [ -x "$exe" ] || exe="$1/tests/replication/$2"
   echo "$exe"
 }
 
 if [ -n "$build" ]; then
   for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests \
-               install_tests mcp_tests replication_tests; do
+               install_tests mcp_tests replication_tests sync_lib_tests; do
     exe=$(suite_exe "$build" "$suite")
     [ -x "$exe" ] || continue
-    if [ "$suite" = replication_tests ]; then
+    if [ "$suite" = replication_tests ] || [ "$suite" = sync_lib_tests ]; then
       # Against a throwaway PostgreSQL, started and stopped around the suite.
       run_suite "$suite" tests/replication/pg_run.sh "$exe"
     else

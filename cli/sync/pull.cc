@@ -576,7 +576,7 @@ bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
   // Before sync.purge is cleared: a receipt that could not be written is
   // written by the next run, after its vacuum.
   if (!WriteReceiptsPulled(r.pg, r.origin, report->position,
-                           Receipt{receipt.needles, receipt.residue})) {
+                           Receipt{receipt.needles, receipt.residue}, &report->receipts)) {
     return false;
   }
   if (agentmem_meta_set(r.db, "sync.purge", "0") != AGENTMEM_OK) {

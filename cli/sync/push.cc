@@ -497,7 +497,7 @@ bool Pusher::Prove(const std::set<std::string>& needles) {
     return pg_.Fail(DbError(r_.db, "searching the file for what it forgot"));
   }
   const Receipt receipt{static_cast<int64_t>(needles.size()), found};
-  return WriteReceipt(&pg_, r_.origin, log_, 0, r_.origin, receipt);
+  return WriteReceipt(&pg_, r_.origin, log_, 0, r_.origin, receipt, &report_->receipts);
 }
 
 bool Pusher::Run() {

@@ -1,16 +1,17 @@
-// cli/sync/sync.cc -- `agentmem sync FILE postgresql://...` (sync.h): gives
-// the file its origin id, creates the PostgreSQL schema, then pushes the
-// file's own changes (push.cc) and pulls every other origin's (pull.cc), all
-// under one advisory lock. A pure client of agentmem.h and libpq.
-#include "sync/sync.h"
-
+// cli/sync/sync.cc -- agentmem_sync() (include/agentmem_sync.h), the sync
+// that `agentmem sync FILE CONNINFO` runs too: gives the file its origin id,
+// creates the PostgreSQL schema, then pushes the file's own changes
+// (push.cc) and pulls every other origin's (pull.cc), all under one advisory
+// lock. A client of agentmem.h and libpq only.
 #include <agentmem.h>
+#include <agentmem_sync.h>
 #include <libpq-fe.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 
@@ -18,20 +19,6 @@
 
 namespace agentmem::sync {
 namespace {
-
-constexpr const char* kUsage =
-    "Usage: agentmem sync FILE CONNINFO\n"
-    "Pushes FILE's own changes into PostgreSQL (CONNINFO: a libpq connection string or URI,\n"
-    "e.g. postgresql://user@host/db) and applies every other file's changes found there.\n"
-    "Tables agentmem_changes, episodes, blocks and facts are created when missing.\n"
-    "Idempotent and resumable: a second run writes only what changed since.\n"
-    "\n"
-    "Usage: agentmem sync --verify [FILE] CONNINFO\n"
-    "Syncs FILE first when it is given, then reports, for every forget in the change log\n"
-    "and every replica PostgreSQL has seen, the replica's receipt (residue 0: none of the\n"
-    "forgotten bytes remain in its file) or that it has not synced since, and whether\n"
-    "PostgreSQL still holds forgotten rows. Exits 1 when a receipt has residue or a\n"
-    "forgotten row is left; a replica not synced yet is not a failure.\n";
 
 // Every table, index and function of docs/replication.md.
 constexpr const char* kSchema =
@@ -170,46 +157,6 @@ bool CheckDatabase(agentmem_db* db, Pg* pg) {
                   "apply changes twice");
 }
 
-// Takes the advisory lock that one sync at a time holds, and creates the
-// schema when it is missing.
-bool Lock(Pg* pg) {
-  Result r;
-  return pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r) &&
-         CreateSchema(pg);
-}
-
-bool Run(agentmem_db* db, Pg* pg) {
-  if (!Lock(pg)) return false;
-  Replica rep{db, pg, ""};
-  std::string error;
-  if (!EnsureOrigin(db, &rep.origin, &error)) return pg->Fail(error);
-  if (!CheckDatabase(db, pg)) return false;
-  PushReport push;
-  if (!Push(rep, &push)) return false;
-#ifdef AGENTMEM_TEST_HOOKS
-  // Test builds: a command run between the push and the pull, to write to
-  // the file as its application may meanwhile (tests/replication).
-  if (const char* between = std::getenv("AGENTMEM_TEST_SYNC_BETWEEN")) {
-    if (std::system(between) != 0) return pg->Fail("AGENTMEM_TEST_SYNC_BETWEEN failed");
-  }
-#endif
-  PullReport pull;
-  if (!Pull(rep, push, &pull)) return false;
-  if (push.changes == 0 && pull.changes == 0) {
-    std::printf("up to date (origin %s, position %" PRId64 ")\n", rep.origin.c_str(),
-                pull.position);
-    return true;
-  }
-  std::printf("origin %s: pushed %" PRId64 " changes", rep.origin.c_str(), push.changes);
-  if (push.first) {
-    std::printf(" (log %s, commits %" PRId64 " to %" PRId64 "%s)", push.log.c_str(), push.first,
-                push.last, push.resync ? ", from the start of the log" : "");
-  }
-  std::printf("; pulled %" PRId64 " changes, %" PRId64 " forgets%s, to position %" PRId64 "\n",
-              pull.changes, pull.forgets, pull.purged ? " (purged)" : "", pull.position);
-  return true;
-}
-
 }  // namespace
 
 std::string DbError(agentmem_db* db, const char* what) {
@@ -235,46 +182,104 @@ bool CreateSchema(Pg* pg) {
   return pg->Script(kSchema);
 }
 
-int RunSync(int argc, char** argv) {
-  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-help") == 0)) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const bool verify = argc >= 2 && std::strcmp(argv[1], "--verify") == 0;
-  const int first = verify ? 2 : 1;  // FILE, or CONNINFO when --verify has no FILE
-  if (argc - first != 2 && !(verify && argc - first == 1)) {
-    std::fputs(kUsage, stderr);
-    return 1;
-  }
-  const char* file = argc - first == 2 ? argv[first] : nullptr;
-  const char* conninfo = argv[argc - 1];
-  agentmem_db* db = nullptr;
-  if (file && agentmem_open_v2(file, &db, AGENTMEM_OPEN_READWRITE, nullptr) != AGENTMEM_OK) {
-    std::fprintf(stderr, "Error: %s: %s\n", file, agentmem_errmsg(db));
-    agentmem_close(db);
-    return 1;
-  }
-  PGconn* conn = PQconnectdb(conninfo);
-  int status = 0;
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::fprintf(stderr, "Error: PostgreSQL: %s", PQerrorMessage(conn));
-    status = 1;
-  } else {
-    // CREATE ... IF NOT EXISTS notices are not the user's business.
-    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
-    Pg pg(conn);
-    bool failed = false;
-    if (!(db ? Run(db, &pg) : Lock(&pg)) || (verify && !Verify(&pg, &failed))) {
-      std::fprintf(stderr, "Error: %s\n", pg.error().c_str());
-      status = 1;
-    } else if (failed) {
-      status = 1;
-    }
-  }
-  PQfinish(conn);  // an open PostgreSQL transaction is rolled back
-  if (db && !agentmem_get_autocommit(db)) agentmem_rollback(db);
-  agentmem_close(db);
-  return status;
+bool Lock(Pg* pg) {
+  Result r;
+  return pg->Query("SELECT pg_advisory_lock(hashtext('agentmem sync'))", {}, &r) &&
+         CreateSchema(pg);
 }
 
+PGconn* Connect(const char* conninfo, std::string* error) {
+  PGconn* conn = PQconnectdb(conninfo);
+  if (PQstatus(conn) != CONNECTION_OK) {
+    *error = std::string("PostgreSQL: ") + PQerrorMessage(conn);
+    while (!error->empty() && error->back() == '\n') error->pop_back();
+    PQfinish(conn);
+    return nullptr;
+  }
+  // CREATE ... IF NOT EXISTS notices are not the caller's business.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  return conn;
+}
+
+namespace {
+
+void CopyText(const std::string& from, char* to, size_t size) {
+  std::snprintf(to, size, "%s", from.c_str());
+}
+
+// Copies what the run did into the caller's report.
+void Fill(const Replica& rep, const PushReport& push, const PullReport& pull,
+          agentmem_sync_report* out) {
+  CopyText(rep.origin, out->origin, sizeof out->origin);
+  CopyText(push.log, out->log, sizeof out->log);
+  out->pushed = push.changes;
+  out->push_first = push.first;
+  out->push_last = push.last;
+  out->resync = push.resync ? 1 : 0;
+  out->pulled = pull.changes;
+  out->forgets = pull.forgets;
+  out->purged = pull.purged ? 1 : 0;
+  out->receipts = push.receipts + pull.receipts;
+  out->position = pull.position;
+}
+
+bool Run(agentmem_db* db, Pg* pg, agentmem_sync_report* out) {
+  Replica rep{db, pg, ""};
+  PushReport push;
+  PullReport pull;
+  std::string error;
+  bool ok = Lock(pg);
+  ok = ok && (EnsureOrigin(db, &rep.origin, &error) || pg->Fail(error));
+  ok = ok && CheckDatabase(db, pg) && Push(rep, &push);
+#ifdef AGENTMEM_TEST_HOOKS
+  // Test builds: a command run between the push and the pull, to write to
+  // the file as its application may meanwhile (tests/replication).
+  if (const char* between = std::getenv("AGENTMEM_TEST_SYNC_BETWEEN"); ok && between) {
+    if (std::system(between) != 0) ok = pg->Fail("AGENTMEM_TEST_SYNC_BETWEEN failed");
+  }
+#endif
+  ok = ok && Pull(rep, push, &pull);
+  Fill(rep, push, pull, out);
+  return ok;
+}
+
+int Sync(agentmem_db* db, const char* conninfo, agentmem_sync_report* out) {
+  if (!agentmem_get_autocommit(db)) {
+    CopyText("agentmem_sync: called inside BEGIN ... COMMIT", out->errmsg, sizeof out->errmsg);
+    return AGENTMEM_MISUSE;
+  }
+  std::string error;
+  PGconn* conn = Connect(conninfo, &error);
+  if (!conn) {
+    CopyText(error, out->errmsg, sizeof out->errmsg);
+    return AGENTMEM_CANTOPEN;
+  }
+  Pg pg(conn);
+  const bool ok = Run(db, &pg, out);
+  PQfinish(conn);  // an open PostgreSQL transaction is rolled back
+  if (ok) return AGENTMEM_OK;
+  if (!agentmem_get_autocommit(db)) agentmem_rollback(db);
+  CopyText(pg.error(), out->errmsg, sizeof out->errmsg);
+  return AGENTMEM_ERROR;
+}
+
+}  // namespace
+
 }  // namespace agentmem::sync
+
+extern "C" int agentmem_sync(agentmem_db* db, const char* conninfo,
+                             agentmem_sync_report* pReport) {
+  if (!db || !conninfo || !pReport || pReport->version != AGENTMEM_SYNC_REPORT_VERSION) {
+    return AGENTMEM_MISUSE;
+  }
+  const int version = pReport->version;
+  *pReport = agentmem_sync_report{};
+  pReport->version = version;
+  try {
+    return agentmem::sync::Sync(db, conninfo, pReport);
+  } catch (const std::bad_alloc&) {
+    return AGENTMEM_NOMEM;
+  } catch (...) {
+    return AGENTMEM_INTERNAL;
+  }
+}

@@ -1,4 +1,5 @@
-// cli/sync/sync.h -- `agentmem sync FILE postgresql://...`: pushes the file's
+// cli/sync/sync.h -- `agentmem sync FILE postgresql://...` (command.cc,
+// through agentmem_sync() of include/agentmem_sync.h): pushes the file's
 // own changes into a PostgreSQL database and applies the other files'
 // changes found there (docs/replication.md, "agentmem sync").
 #pragma once

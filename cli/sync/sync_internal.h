@@ -1,6 +1,7 @@
-// cli/sync/sync_internal.h -- what the parts of `agentmem sync` share: the
-// PostgreSQL schema, the replica being synced, and the push (push.cc) and
-// pull (pull.cc) steps (docs/replication.md, "agentmem sync").
+// cli/sync/sync_internal.h -- what the parts of the sync (agentmem_sync()
+// and `agentmem sync`) share: the connection, the PostgreSQL schema, the
+// replica being synced, and the push (push.cc) and pull (pull.cc) steps
+// (docs/replication.md, "agentmem sync").
 #pragma once
 
 #include <agentmem.h>
@@ -40,6 +41,7 @@ struct PushReport {
   // PostgreSQL (0, 0: none).
   uint64_t pushed_log = 0;
   int64_t pushed_seq = 0;
+  int64_t receipts = 0;     // receipt rows written (the file's own purge)
 };
 
 struct PullReport {
@@ -47,7 +49,16 @@ struct PullReport {
   int64_t position = 0;  // the global position the file has applied
   int64_t forgets = 0;   // forget rows applied
   bool purged = false;   // and then the file was vacuumed
+  int64_t receipts = 0;  // receipt rows written after that vacuum
 };
+
+// A connection to conninfo with notices silenced, or nullptr with *error
+// ("PostgreSQL: " and libpq's message). The caller PQfinish()es it.
+PGconn* Connect(const char* conninfo, std::string* error);
+
+// Takes the advisory lock that one sync at a time holds (released when the
+// connection closes), and creates the schema when it is missing.
+bool Lock(Pg* pg);
 
 // Creates the tables, indexes and functions of docs/replication.md when
 // they are missing; refuses tables of the earlier single-file sync.
@@ -73,14 +84,15 @@ struct Receipt {
 
 // Records `replica`'s receipt for the forget transaction (origin, log, seq)
 // in agentmem_receipts, unless it has one (a receipt is written once).
+// *written grows by the rows written.
 bool WriteReceipt(Pg* pg, const std::string& origin, const std::string& log, int64_t seq,
-                  const std::string& replica, const Receipt& receipt);
+                  const std::string& replica, const Receipt& receipt, int64_t* written);
 
 // Records `replica`'s receipt for every forget transaction of another
 // origin up to global position `position` that it has none for: the vacuum
-// after a pull purged them all.
+// after a pull purged them all. *written grows by the rows written.
 bool WriteReceiptsPulled(Pg* pg, const std::string& replica, int64_t position,
-                         const Receipt& receipt);
+                         const Receipt& receipt, int64_t* written);
 
 // `agentmem sync --verify`: prints, for every forget in the change log, each
 // replica's receipt and what PostgreSQL still holds of it. false when a

@@ -7,6 +7,7 @@
 // value is read typed and bounded.
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
@@ -144,18 +145,29 @@ std::string Describe(const Forget& f) {
 }  // namespace
 
 bool WriteReceipt(Pg* pg, const std::string& origin, const std::string& log, int64_t seq,
-                  const std::string& replica, const Receipt& receipt) {
+                  const std::string& replica, const Receipt& receipt, int64_t* written) {
   const std::string s = std::to_string(seq), n = std::to_string(receipt.needles),
                     found = std::to_string(receipt.residue);
-  return pg->Exec(kInsertReceipt, {origin.c_str(), log.c_str(), s.c_str(), replica.c_str(),
-                                   n.c_str(), found.c_str()});
+  Result r;
+  if (!pg->Exec(kInsertReceipt, {origin.c_str(), log.c_str(), s.c_str(), replica.c_str(),
+                                 n.c_str(), found.c_str()}, &r)) {
+    return false;
+  }
+  *written += std::atoll(PQcmdTuples(r.get()));
+  return true;
 }
 
 bool WriteReceiptsPulled(Pg* pg, const std::string& replica, int64_t position,
-                         const Receipt& receipt) {
+                         const Receipt& receipt, int64_t* written) {
   const std::string p = std::to_string(position), n = std::to_string(receipt.needles),
                     found = std::to_string(receipt.residue);
-  return pg->Exec(kInsertPulledReceipts, {replica.c_str(), p.c_str(), n.c_str(), found.c_str()});
+  Result r;
+  if (!pg->Exec(kInsertPulledReceipts, {replica.c_str(), p.c_str(), n.c_str(), found.c_str()},
+                &r)) {
+    return false;
+  }
+  *written += std::atoll(PQcmdTuples(r.get()));
+  return true;
 }
 
 bool Verify(Pg* pg, bool* failed) {

@@ -75,12 +75,20 @@ def libdir(destdir):
     return under_prefix(destdir, "libdir")
 
 
+def sync_built():
+    """libagentmem_sync is built when libpq is found (cli/meson.build)."""
+    return (BUILD / "cli" / "libagentmem_sync.so").exists()
+
+
 def test_meson_install_puts_the_library_header_shell_man_page_and_pc_file_and_nothing_else(destdir):
     lib = Path(option("libdir"))
     expected = {lib / f"libagentmem.so.{version()}", lib / "libagentmem.so.0",
                 lib / "libagentmem.so", lib / "pkgconfig" / "agentmem.pc",
                 Path(option("includedir")) / "agentmem.h", Path(option("bindir")) / "agentmem",
                 Path(option("mandir")) / "man1" / "agentmem.1"}
+    if sync_built():
+        expected |= {lib / f"libagentmem_sync.so.{version()}", lib / "libagentmem_sync.so.0",
+                     lib / "libagentmem_sync.so", Path(option("includedir")) / "agentmem_sync.h"}
     root = destdir / option("prefix").lstrip("/")
     found = {p.relative_to(root) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
     assert found == expected
@@ -98,6 +106,17 @@ def test_the_installed_library_has_its_soname_and_exports_the_c_api_only(libdir)
     header = (REPO / "include" / "agentmem.h").read_text()
     declared = set(re.findall(r"^[a-z][\w \*]*?\b(agentmem_\w+)\(", header, re.M))
     assert declared and names == declared
+
+
+def test_the_installed_sync_library_exports_agentmem_sync_only(libdir):
+    if not sync_built():
+        pytest.skip("built without libpq")
+    lib = libdir / f"libagentmem_sync.so.{version()}"
+    assert "Library soname: [libagentmem_sync.so.0]" in run(["readelf", "-d", lib]).stdout
+    symbols = run(["nm", "-D", "--defined-only", lib]).stdout.split("\n")
+    names = {line.split()[-1].split("@")[0] for line in symbols if line.strip()}
+    names.discard("AGENTMEM_SYNC_0")  # the version node (cli/sync/agentmem_sync.map)
+    assert names == {"agentmem_sync"}
 
 
 def test_the_readme_c_example_builds_with_pkg_config_against_a_destdir_install(destdir, libdir,
