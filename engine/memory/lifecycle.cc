@@ -677,6 +677,13 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
   AGENTMEM_RETURN_IF_ERROR(OpenCompactionCopy(tmp, &dst));
   std::unique_ptr<index::HnswIndex> graph;
   if (graph_in_checkpoint && recall_) graph = recall_->TakeGraph();
+  // The handle reloads from the copy, or from this file should the copy
+  // fail (VacuumLocked): its indexes are not needed until then, and their
+  // memory is the copy's while it builds its own.
+  if (graph_in_checkpoint) {
+    recall_.reset();
+    recall_bm25_owner_.reset();
+  }
   if (graph_in_checkpoint) dst->graph_writes_ = graph ? GraphWrites::kAdopted : GraphWrites::kInMemory;
   // As few transactions as the records need (each costs a commit page).
   CompactionPlan plan;
@@ -771,9 +778,10 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   const std::string tmp = path_ + "-vacuum";
   // A file with a checkpoint gets a copy whose checkpoint holds the graph
   // (no deltas); should that checkpoint not fit in a page, the copy is
-  // written again with deltas.
+  // written again with deltas. Either way this handle's indexes went to the
+  // copy or were dropped (WriteCompacted): it reloads.
   const bool graph_in_checkpoint = opts_.checkpoint_bytes != 0 && log_->checkpoint_size() != 0;
-  bool graph_taken = graph_in_checkpoint;
+  const bool indexes_dropped = graph_in_checkpoint && s.ok();
   if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, graph_in_checkpoint, &r.bytes_after);
   if (graph_in_checkpoint && s.code() == kTooBig) {
     s = WriteCompacted(tmp, r.bytes_before, false, &r.bytes_after);
@@ -792,8 +800,7 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   if (!s.ok()) {
     env()->Delete(tmp).IgnoreError();
     ReleaseWriteLock();
-    // The graph may have gone to the copy: the file, unchanged, has it.
-    if (graph_taken) Reload().IgnoreError();
+    if (indexes_dropped) Reload().IgnoreError();  // the file, unchanged, has them
     return s;
   }
   forgotten_needles_.clear();
