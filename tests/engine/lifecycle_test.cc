@@ -1023,6 +1023,15 @@ std::vector<std::vector<uint64_t>> Answers(Database* db, const std::vector<std::
   return out;
 }
 
+// 300 episodes of users u0, u1 and u2 in six commits of 50.
+void RememberInSixCommits(Database* db) {
+  for (int t = 0; t < 6; t++) {
+    Ok(db->Begin());
+    for (int i = 0; i < 50; i++) Remember(db, "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
+    Ok(db->Commit());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's checkpoint only, and recall is unchanged") {
@@ -1079,11 +1088,7 @@ TEST_CASE("a VACUUM that drops episodes builds the copy's graph again, into its 
   Options o;
   o.checkpoint_bytes = 16 * 1024;
   auto db = MustOpen(path, o);
-  for (int t = 0; t < 6; t++) {
-    Ok(db->Begin());
-    for (int i = 0; i < 50; i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
-    Ok(db->Commit());
-  }
+  RememberInSixCommits(db.get());
   Ok(db->Close());
   db = MustOpen(path, o);
   REQUIRE(LayoutOf(path).bytes.count(kCheckpointPage));
@@ -1110,11 +1115,7 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
   std::vector<std::vector<uint64_t>> answers;
   {
     auto db = MustOpen(path, o);
-    for (int t = 0; t < 6; t++) {
-      Ok(db->Begin());
-      for (int i = 0; i < 50; i++) Remember(db.get(), "u" + std::to_string(i % 3), "s", Text("u", t * 100 + i));
-      Ok(db->Commit());
-    }
+    RememberInSixCommits(db.get());
     Ok(db->Close());
     db = MustOpen(path, o);
     Ok(db->Vacuum({}, nullptr));
