@@ -11,6 +11,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/memory/database.h"
 #include "engine/storage/pager.h"
@@ -320,14 +321,21 @@ Status Database::SupersededBytes(uint64_t* bytes) {
 // graph would have to be built again (forgotten nodes), twice the rest.
 Status Database::MaybeVacuum() {
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
-  auto due = [this](bool* yes) -> Status {
+  // The header walk runs once per state of the log: taking the lock catches
+  // up with other writers, and only a log that moved is counted again.
+  std::pair<uint64_t, uint64_t> counted{UINT64_MAX, UINT64_MAX};
+  uint64_t superseded = 0;
+  auto due = [&](bool* yes) -> Status {
     const uint64_t forgotten = ForgottenInFile();
     *yes = forgotten >= 1000 && forgotten > catalog_.episode_count();
     const bool checkpointing =
         wrote_checkpoint_ || log_->end() - log_->checkpoint_end() >= opts_.checkpoint_bytes;
     if (*yes || !checkpointing || opts_.checkpoint_bytes == 0) return Status::OK();
-    uint64_t superseded = 0;
-    AGENTMEM_RETURN_IF_ERROR(SupersededBytes(&superseded));
+    const std::pair<uint64_t, uint64_t> now{log_->end(), log_->checkpoint_end()};
+    if (counted != now) {
+      AGENTMEM_RETURN_IF_ERROR(SupersededBytes(&superseded));
+      counted = now;
+    }
     const uint64_t rest = log_->end() - std::min(log_->end(), superseded);
     const bool cheap = recall_ && recall_->GraphTransferable();
     *yes = superseded >= opts_.checkpoint_bytes && (cheap ? 2 * superseded > rest : superseded > 2 * rest);
