@@ -102,6 +102,24 @@ Status Need(const void* p, const char* what) {
   return agentmem::StatusF(agentmem::kMisuse, "%s must not be NULL", what);
 }
 
+Status EpisodeOf(const agentmem_episode& ep, format::EpisodeRecord* out) {
+  AGENTMEM_RETURN_IF_ERROR(Need(ep.user_id, "user_id"));
+  AGENTMEM_RETURN_IF_ERROR(Need(ep.session_id, "session_id"));
+  AGENTMEM_RETURN_IF_ERROR(Need(ep.role, "role"));
+  AGENTMEM_RETURN_IF_ERROR(Need(ep.text, "text"));
+  if (ep.dim < 0 || (ep.dim > 0 && !ep.vector)) {
+    return Status(kMisuse, "vector must be non-NULL when dim > 0, and dim >= 0");
+  }
+  out->user_id = ep.user_id;
+  out->session_id = ep.session_id;
+  out->role = ep.role;
+  out->text = ep.text;
+  out->ts = ep.ts;
+  out->metadata = ep.metadata ? ep.metadata : "";
+  if (ep.dim > 0) out->vector.assign(ep.vector, ep.vector + ep.dim);
+  return Status::OK();
+}
+
 Status CopyOut(const std::string& s, char** out) {
   *out = static_cast<char*>(std::malloc(s.size() + 1));
   if (!*out) return Status(kNoMem, "out of memory");
@@ -448,21 +466,17 @@ int agentmem_remember(agentmem_db* db, const char* user_id, const char* session_
                       const char* text, int64_t ts, const char* metadata, const float* vector,
                       int dim, int64_t* pId) {
   return Guard(db, [&](eng::Database& d) -> Status {
-    AGENTMEM_RETURN_IF_ERROR(Need(user_id, "user_id"));
-    AGENTMEM_RETURN_IF_ERROR(Need(session_id, "session_id"));
-    AGENTMEM_RETURN_IF_ERROR(Need(role, "role"));
-    AGENTMEM_RETURN_IF_ERROR(Need(text, "text"));
-    if (dim < 0 || (dim > 0 && !vector)) {
-      return Status(agentmem::kMisuse, "vector must be non-NULL when dim > 0, and dim >= 0");
-    }
+    agentmem_episode ep{};
+    ep.user_id = user_id;
+    ep.session_id = session_id;
+    ep.role = role;
+    ep.text = text;
+    ep.ts = ts;
+    ep.metadata = metadata;
+    ep.vector = vector;
+    ep.dim = dim;
     fmt::EpisodeRecord r;
-    r.user_id = user_id;
-    r.session_id = session_id;
-    r.role = role;
-    r.text = text;
-    r.ts = ts;
-    r.metadata = metadata ? metadata : "";
-    if (dim > 0) r.vector.assign(vector, vector + dim);
+    AGENTMEM_RETURN_IF_ERROR(agentmem::capi::EpisodeOf(ep, &r));
     uint64_t id = 0;
     AGENTMEM_RETURN_IF_ERROR(d.Remember(std::move(r), &id));
     if (pId) *pId = static_cast<int64_t>(id);

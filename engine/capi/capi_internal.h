@@ -96,6 +96,10 @@ int Guard(agentmem_db* db, F&& f) {
 
 Status Need(const void* p, const char* what);
 
+// The episode of agentmem_remember's arguments (an agentmem_episode's fields
+// less created_at), its pointers checked.
+Status EpisodeOf(const agentmem_episode& ep, format::EpisodeRecord* out);
+
 // A malloc'd, NUL-terminated copy of s in *out, for agentmem_free().
 Status CopyOut(const std::string& s, char** out);
 

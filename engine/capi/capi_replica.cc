@@ -18,25 +18,12 @@ extern "C" {
 int agentmem_episode_put(agentmem_db* db, const agentmem_episode* ep, int64_t* pId) {
   return Guard(db, [&](eng::Database& d) -> Status {
     AGENTMEM_RETURN_IF_ERROR(Need(ep, "ep"));
-    AGENTMEM_RETURN_IF_ERROR(Need(ep->user_id, "user_id"));
-    AGENTMEM_RETURN_IF_ERROR(Need(ep->session_id, "session_id"));
-    AGENTMEM_RETURN_IF_ERROR(Need(ep->role, "role"));
-    AGENTMEM_RETURN_IF_ERROR(Need(ep->text, "text"));
-    if (ep->dim < 0 || (ep->dim > 0 && !ep->vector)) {
-      return Status(agentmem::kMisuse, "vector must be non-NULL when dim > 0, and dim >= 0");
-    }
+    fmt::EpisodeRecord r;
+    AGENTMEM_RETURN_IF_ERROR(agentmem::capi::EpisodeOf(*ep, &r));
     if (ep->ts < 0 || ep->created_at < 0) {
       return Status(agentmem::kRange, "episode ts and created_at must not be negative");
     }
-    fmt::EpisodeRecord r;
-    r.user_id = ep->user_id;
-    r.session_id = ep->session_id;
-    r.role = ep->role;
-    r.text = ep->text;
-    r.ts = ep->ts;
     r.created_at = ep->created_at;
-    r.metadata = ep->metadata ? ep->metadata : "";
-    if (ep->dim > 0) r.vector.assign(ep->vector, ep->vector + ep->dim);
     uint64_t id = 0;
     AGENTMEM_RETURN_IF_ERROR(d.Remember(std::move(r), &id));
     if (pId) *pId = static_cast<int64_t>(id);
