@@ -66,8 +66,10 @@ typedef struct agentmem_sync_report {
 ** one this library knows (nothing is written to *pReport then), or db is
 ** inside BEGIN ... COMMIT.
 ** AGENTMEM_CANTOPEN: the connection failed (errmsg holds libpq's message).
-** AGENTMEM_ERROR: a statement, a row read from PostgreSQL or a call on db
-** failed; errmsg says which. The open PostgreSQL and local transactions are
+** AGENTMEM_ERROR: a statement or a row read from PostgreSQL failed; a call
+** on db that failed gives its own code instead (AGENTMEM_BUSY when another
+** handle held the write lock past db's busy_timeout, AGENTMEM_FULL, ...);
+** errmsg says which. The open PostgreSQL and local transactions are
 ** rolled back; what earlier batches committed stays, and the next call goes
 ** on from there. AGENTMEM_NOMEM, AGENTMEM_INTERNAL as in agentmem.h.
 ** On every return but the first MISUSE case, *pReport holds what was done

@@ -37,7 +37,7 @@ void Print(const agentmem_sync_report& r) {
     return;
   }
   std::printf("origin %s: pushed %" PRId64 " changes", r.origin, r.pushed);
-  if (r.push_first) {
+  if (r.pushed > 0 && r.push_first) {
     std::printf(" (log %s, commits %" PRId64 " to %" PRId64 "%s)", r.log, r.push_first,
                 r.push_last, r.resync ? ", from the start of the log" : "");
   }

@@ -6,6 +6,8 @@
 
 #include <libpq-fe.h>
 
+#include "agentmem.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,16 +36,20 @@ class Pg {
   }
   // Several statements without parameters (the schema).
   bool Script(const char* sql);
-  // Sets error() to msg and returns false.
-  bool Fail(const std::string& msg) {
+  // Sets error() to msg and code() to `code` (what agentmem_sync returns),
+  // and returns false.
+  bool Fail(const std::string& msg, int code = AGENTMEM_ERROR) {
     error_ = msg;
+    code_ = code;
     return false;
   }
   const std::string& error() const { return error_; }
+  int code() const { return code_; }
 
  private:
   PGconn* conn_;
   std::string error_;
+  int code_ = AGENTMEM_ERROR;
 };
 
 // Values of a result, checked: false (and *error set, naming the column)

@@ -134,7 +134,7 @@ class Puller {
   // holds none.
   bool LocalId(const std::string& origin, const char* kind, int64_t id, int64_t* local);
   bool Check(int rc, const char* what) {
-    return rc == AGENTMEM_OK || pg_.Fail(DbError(r_.db, what));
+    return rc == AGENTMEM_OK || FailOn(&pg_, r_.db, what);
   }
 
   const Replica& r_;
@@ -158,7 +158,7 @@ bool Puller::ReadPosition() {
   char* v = nullptr;
   const int rc = agentmem_meta_get(r_.db, "sync.pulled", &v);
   if (rc == AGENTMEM_NOTFOUND) return true;
-  if (rc != AGENTMEM_OK) return pg_.Fail(DbError(r_.db, "reading sync.pulled"));
+  if (rc != AGENTMEM_OK) return FailOn(&pg_, r_.db, "reading sync.pulled");
   char* end = nullptr;
   report_->position = std::strtoll(v, &end, 10);
   const bool ok = end != v && *end == '\0' && report_->position >= 0;
@@ -322,7 +322,7 @@ bool Puller::Block(const Pulled& p) {
   const int rc = own_later ? agentmem_block_get(r_.db, user.c_str(), name.c_str(), &keep)
                            : AGENTMEM_NOTFOUND;
   if (rc != AGENTMEM_OK && rc != AGENTMEM_NOTFOUND) {
-    return pg_.Fail(DbError(r_.db, "reading the current block"));
+    return FailOn(&pg_, r_.db, "reading the current block");
   }
   std::unique_ptr<agentmem_block, void (*)(void*)> free_keep(keep, agentmem_free);
   if (!Check(agentmem_block_set(r_.db, user.c_str(), name.c_str(), value.c_str(),
@@ -331,7 +331,7 @@ bool Puller::Block(const Pulled& p) {
     return false;
   }
   agentmem_block* now = nullptr;
-  if (!CurrentBlock(r_.db, user, name, &now)) return pg_.Fail(DbError(r_.db, "reading a block"));
+  if (!CurrentBlock(r_.db, user, name, &now)) return FailOn(&pg_, r_.db, "reading a block");
   new_ids_[{"block", p.origin, p.id}] = now->version;
   agentmem_free(now);
   if (!keep) return true;
@@ -341,7 +341,7 @@ bool Puller::Block(const Pulled& p) {
     return false;
   }
   // The copy is this file's own version again: not to be pushed as new.
-  if (!CurrentBlock(r_.db, user, name, &now)) return pg_.Fail(DbError(r_.db, "reading a block"));
+  if (!CurrentBlock(r_.db, user, name, &now)) return FailOn(&pg_, r_.db, "reading a block");
   new_ids_[{"block", r_.origin, keep->version}] = now->version;
   agentmem_free(now);
   return true;
@@ -556,7 +556,7 @@ bool Puller::Run() {
 bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
   // What the pulled forgets remove is kept for the vacuum's proof.
   if (agentmem_forget_collect(r.db, 1) != AGENTMEM_OK) {
-    return r.pg->Fail(DbError(r.db, "collecting what forgets remove"));
+    return FailOn(r.pg, r.db, "collecting what forgets remove");
   }
   if (!Puller(r, push, report).Run()) return false;
   // What another file forgot leaves this one's bytes too, as after a forget
@@ -566,12 +566,12 @@ bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
   const bool due = rc == AGENTMEM_OK && std::string(v) == "1";
   agentmem_free(v);
   if (rc != AGENTMEM_OK && rc != AGENTMEM_NOTFOUND) {
-    return r.pg->Fail(DbError(r.db, "reading sync.purge"));
+    return FailOn(r.pg, r.db, "reading sync.purge");
   }
   if (!due) return true;
   agentmem_receipt receipt{};
   if (agentmem_vacuum(r.db, &receipt) != AGENTMEM_OK) {
-    return r.pg->Fail(DbError(r.db, "vacuum after the pulled forgets"));
+    return FailOn(r.pg, r.db, "vacuum after the pulled forgets");
   }
   // Before sync.purge is cleared: a receipt that could not be written is
   // written by the next run, after its vacuum.
@@ -580,7 +580,7 @@ bool Pull(const Replica& r, const PushReport& push, PullReport* report) {
     return false;
   }
   if (agentmem_meta_set(r.db, "sync.purge", "0") != AGENTMEM_OK) {
-    return r.pg->Fail(DbError(r.db, "writing sync.purge"));
+    return FailOn(r.pg, r.db, "writing sync.purge");
   }
   report->purged = true;
   return true;

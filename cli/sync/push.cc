@@ -223,11 +223,11 @@ bool Pusher::OpenFeed(agentmem_cursor** cur) {
       report_->pushed_seq = seq;
       return true;
     }
-    if (rc != AGENTMEM_NOTFOUND_CHANGES) return pg_.Fail(DbError(r_.db, "change feed"));
+    if (rc != AGENTMEM_NOTFOUND_CHANGES) return FailOn(&pg_, r_.db, "change feed");
     report_->resync = true;
   }
   if (agentmem_changes_since(r_.db, 0, 0, cur) != AGENTMEM_OK) {
-    return pg_.Fail(DbError(r_.db, "change feed"));
+    return FailOn(&pg_, r_.db, "change feed");
   }
   return true;
 }
@@ -268,7 +268,7 @@ bool Pusher::Step(agentmem_cursor* cur, std::vector<Row>* txn, bool* done) {
     }
     if (c.kind == AGENTMEM_CHANGE_COMMIT) return true;
   }
-  if (rc != AGENTMEM_DONE) return pg_.Fail(DbError(r_.db, "change feed"));
+  if (rc != AGENTMEM_DONE) return FailOn(&pg_, r_.db, "change feed");
   *done = true;
   return true;
 }
@@ -494,7 +494,7 @@ bool Pusher::Prove(const std::set<std::string>& needles) {
   int64_t found = 0;
   if (agentmem_search_bytes(r_.db, data.data(), sizes.data(), static_cast<int>(data.size()),
                             &found) != AGENTMEM_OK) {
-    return pg_.Fail(DbError(r_.db, "searching the file for what it forgot"));
+    return FailOn(&pg_, r_.db, "searching the file for what it forgot");
   }
   const Receipt receipt{static_cast<int64_t>(needles.size()), found};
   return WriteReceipt(&pg_, r_.origin, log_, 0, r_.origin, receipt, &report_->receipts);

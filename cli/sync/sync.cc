@@ -90,27 +90,22 @@ bool IsOriginId(const std::string& s) {
 }
 
 // The file's origin id, made (64 random bits) and stored on the first sync.
-bool EnsureOrigin(agentmem_db* db, std::string* origin, std::string* error) {
+bool EnsureOrigin(agentmem_db* db, Pg* pg, std::string* origin) {
   char* v = nullptr;
   const int rc = agentmem_meta_get(db, "sync.origin", &v);
   if (rc == AGENTMEM_OK) {
     *origin = v;
     agentmem_free(v);
     if (IsOriginId(*origin)) return true;
-    *error = "the file's sync.origin \"" + *origin + "\" is not 16 hexadecimal digits";
-    return false;
+    return pg->Fail("the file's sync.origin \"" + *origin + "\" is not 16 hexadecimal digits");
   }
-  if (rc != AGENTMEM_NOTFOUND) {
-    *error = DbError(db, "reading sync.origin");
-    return false;
-  }
+  if (rc != AGENTMEM_NOTFOUND) return FailOn(pg, db, "reading sync.origin");
   std::random_device rd;
   uint64_t id = 0;
   while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   *origin = Hex64(id);
   if (agentmem_meta_set(db, "sync.origin", origin->c_str()) != AGENTMEM_OK) {
-    *error = DbError(db, "writing sync.origin");
-    return false;
+    return FailOn(pg, db, "writing sync.origin");
   }
   return true;
 }
@@ -136,9 +131,9 @@ bool CheckDatabase(agentmem_db* db, Pg* pg) {
   int rc = agentmem_meta_get(db, "sync.database", &v);
   if (rc == AGENTMEM_NOTFOUND) {
     if (agentmem_meta_set(db, "sync.database", id.c_str()) == AGENTMEM_OK) return true;
-    return pg->Fail(DbError(db, "writing sync.database"));
+    return FailOn(pg, db, "writing sync.database");
   }
-  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.database"));
+  if (rc != AGENTMEM_OK) return FailOn(pg, db, "reading sync.database");
   const std::string mine = v;
   agentmem_free(v);
   if (mine != id) {
@@ -147,7 +142,7 @@ bool CheckDatabase(agentmem_db* db, Pg* pg) {
   }
   rc = agentmem_meta_get(db, "sync.pulled", &v);
   if (rc == AGENTMEM_NOTFOUND) return true;
-  if (rc != AGENTMEM_OK) return pg->Fail(DbError(db, "reading sync.pulled"));
+  if (rc != AGENTMEM_OK) return FailOn(pg, db, "reading sync.pulled");
   const int64_t pulled = std::strtoll(v, nullptr, 10);
   agentmem_free(v);
   if (pulled <= last) return true;
@@ -159,8 +154,10 @@ bool CheckDatabase(agentmem_db* db, Pg* pg) {
 
 }  // namespace
 
-std::string DbError(agentmem_db* db, const char* what) {
-  return std::string(what) + ": " + agentmem_errmsg(db);
+bool FailOn(Pg* pg, agentmem_db* db, const char* what) {
+  const int code = agentmem_errcode(db);
+  return pg->Fail(std::string(what) + ": " + agentmem_errmsg(db),
+                  code == AGENTMEM_OK ? AGENTMEM_ERROR : code);
 }
 
 bool CreateSchema(Pg* pg) {
@@ -227,9 +224,8 @@ bool Run(agentmem_db* db, Pg* pg, agentmem_sync_report* out) {
   Replica rep{db, pg, ""};
   PushReport push;
   PullReport pull;
-  std::string error;
   bool ok = Lock(pg);
-  ok = ok && (EnsureOrigin(db, &rep.origin, &error) || pg->Fail(error));
+  ok = ok && EnsureOrigin(db, pg, &rep.origin);
   ok = ok && CheckDatabase(db, pg) && Push(rep, &push);
 #ifdef AGENTMEM_TEST_HOOKS
   // Test builds: a command run between the push and the pull, to write to
@@ -260,7 +256,7 @@ int Sync(agentmem_db* db, const char* conninfo, agentmem_sync_report* out) {
   if (ok) return AGENTMEM_OK;
   if (!agentmem_get_autocommit(db)) agentmem_rollback(db);
   CopyText(pg.error(), out->errmsg, sizeof out->errmsg);
-  return AGENTMEM_ERROR;
+  return pg.code();
 }
 
 }  // namespace

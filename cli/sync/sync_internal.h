@@ -100,7 +100,8 @@ bool WriteReceiptsPulled(Pg* pg, const std::string& replica, int64_t position,
 // or PostgreSQL holds a forgotten row.
 bool Verify(Pg* pg, bool* failed);
 
-// The message of the handle's last error, as "what: message".
-std::string DbError(agentmem_db* db, const char* what);
+// Fails pg with the handle's last error: message "what: message", code the
+// handle's (AGENTMEM_BUSY when another handle holds the write lock, ...).
+bool FailOn(Pg* pg, agentmem_db* db, const char* what);
 
 }  // namespace agentmem::sync

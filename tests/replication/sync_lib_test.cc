@@ -134,5 +134,26 @@ TEST_CASE("agentmem_sync refuses a bad conninfo, a NULL argument and an open tra
   agentmem_close(db);
 }
 
+TEST_CASE("agentmem_sync returns AGENTMEM_BUSY while another handle holds the file's write lock") {
+  Fresh();
+  TempDir dir;
+  agentmem_close(OpenReplica(dir, "a.agentmem"));
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(dir.File("a.agentmem").c_str(), &db, AGENTMEM_OPEN_READWRITE,
+                           "busy_timeout=0") == AGENTMEM_OK);
+  agentmem_db* writer = OpenReplica(dir, "a.agentmem");
+  REQUIRE(agentmem_begin(writer) == AGENTMEM_OK);
+  Remember(writer, "ann", "written inside a transaction that stays open", 0.25f);
+
+  agentmem_sync_report r = Report();
+  CHECK(agentmem_sync(db, Url().c_str(), &r) == AGENTMEM_BUSY);
+  CHECK_MESSAGE(std::string(r.errmsg).rfind("writing sync.origin: ", 0) == 0, r.errmsg);
+
+  REQUIRE(agentmem_commit(writer) == AGENTMEM_OK);
+  CHECK(Sync(db).pushed > 0);
+  agentmem_close(writer);
+  agentmem_close(db);
+}
+
 }  // namespace
 }  // namespace agentmem::test
