@@ -3,7 +3,39 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 namespace agentmem::format {
+namespace {
+
+uint16_t LoadHalf(const char* p) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | (static_cast<uint8_t>(p[1]) << 8));
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void HalfsToFloatsF16c(const char* src, size_t n,
+                                                          float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  HalfsToFloatsPortable(src + 2 * i, n - i, dst + i);
+}
+
+bool HasF16c() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+
+const bool kF16c = HasF16c();
+#endif
+
+}  // namespace
 
 uint16_t FloatToHalf(float f) {
   uint32_t x;
@@ -33,12 +65,23 @@ uint16_t FloatToHalf(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
+void HalfsToFloatsPortable(const char* src, size_t n, float* dst) {
+  for (size_t i = 0; i < n; i++) dst[i] = HalfToFloat(LoadHalf(src + 2 * i));
+}
+
 void HalfsToFloats(const char* src, size_t n, float* dst) {
-  for (size_t i = 0; i < n; i++) {
-    const uint16_t h = static_cast<uint16_t>(static_cast<uint8_t>(src[2 * i]) |
-                                             (static_cast<uint8_t>(src[2 * i + 1]) << 8));
-    dst[i] = HalfToFloat(h);
+#if defined(__x86_64__)
+  if (kF16c) return HalfsToFloatsF16c(src, n, dst);
+#elif defined(__aarch64__) && defined(__ARM_FP16_FORMAT_IEEE) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    float16x4_t h;
+    std::memcpy(&h, src + 2 * i, 8);
+    vst1q_f32(dst + i, vcvt_f32_f16(h));
   }
+  return HalfsToFloatsPortable(src + 2 * i, n - i, dst + i);
+#endif
+  HalfsToFloatsPortable(src, n, dst);
 }
 
 }  // namespace agentmem::format

@@ -35,8 +35,13 @@ inline float HalfToFloat(uint16_t h) {
   const uint32_t bits = exp == 0 ? as_bits(sub) : normal;
   return as_float(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
-// `n` little-endian halves at `src` into `dst`.
+// `n` little-endian halves at `src` (any alignment) into `dst`, several at a
+// time with the CPU's conversion instruction where there is one (x86-64
+// F16C, AArch64), else as HalfsToFloatsPortable. Both give HalfToFloat's
+// bits for every half but a NaN, which stays a NaN (the instruction sets a
+// signalling NaN's quiet bit).
 void HalfsToFloats(const char* src, size_t n, float* dst);
+void HalfsToFloatsPortable(const char* src, size_t n, float* dst);
 
 // The float nearest to `f` that a half holds (FloatToHalf, then back).
 inline float RoundToHalf(float f) { return HalfToFloat(FloatToHalf(f)); }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "format/half.h"
 
@@ -58,6 +59,36 @@ TEST_CASE("every half converts to a float and back to itself") {
   CHECK(HalfToFloat(0x0001) == std::ldexp(1.0f, -24));  // the smallest subnormal
   CHECK(HalfToFloat(0x8000) == 0.0f);
   CHECK(std::signbit(HalfToFloat(0x8000)));
+}
+
+TEST_CASE("a run of halves converts as each half does, at any length and alignment") {
+  // Every half, little-endian, one byte into the buffer so that no load is aligned.
+  std::vector<char> bytes(1 + 2 * 0x10000);
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    bytes[1 + 2 * h] = static_cast<char>(h & 0xff);
+    bytes[2 + 2 * h] = static_cast<char>(h >> 8);
+  }
+  auto same = [](float got, uint16_t h) {
+    const float want = HalfToFloat(h);
+    return std::isnan(want) ? std::isnan(got) : Bits(got) == Bits(want);
+  };
+  for (auto convert : {&HalfsToFloats, &HalfsToFloatsPortable}) {
+    std::vector<float> out(0x10000 + 1, -7.0f);
+    convert(bytes.data() + 1, 0x10000, out.data());
+    size_t wrong = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) wrong += !same(out[h], static_cast<uint16_t>(h));
+    CHECK(wrong == 0);
+    CHECK(out[0x10000] == -7.0f);  // nothing written past n
+    // Short runs and tails at each length up to two vectors' worth.
+    for (size_t n = 0; n <= 17; n++) {
+      for (size_t at : {size_t{0}, size_t{0x3bf5}, size_t{0x7bf0}}) {
+        std::vector<float> part(n + 1, -7.0f);
+        convert(bytes.data() + 1 + 2 * at, n, part.data());
+        for (size_t i = 0; i < n; i++) CHECK(same(part[i], static_cast<uint16_t>(at + i)));
+        CHECK(part[n] == -7.0f);
+      }
+    }
+  }
 }
 
 TEST_CASE("a float converts to the nearest half, ties to even, and past 65504 to infinity") {
