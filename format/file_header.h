@@ -17,10 +17,10 @@ constexpr char kMagic[8] = {'\x89', 'A', 'G', 'M', '\r', '\n', '\x1a', '\n'};
 // The newest versions this library reads and writes (docs/format.md §7).
 constexpr uint16_t kReadVersion = 2;
 constexpr uint16_t kWriteVersion = 2;
-// The versions a new file records: 1, or 2 when its vectors are float16
-// (vector.type f16, §5.1), which a version 1 library cannot read.
+// The versions a new file records: 1, or 2 when its vectors are float16 or
+// int8 (vector.type, §5.1), which a version 1 library cannot read.
 constexpr uint16_t kBaseVersion = 1;
-constexpr uint16_t kHalfVectorsVersion = 2;
+constexpr uint16_t kVectorTypeVersion = 2;
 constexpr uint32_t kDefaultPageSize = 4096;
 constexpr uint32_t kPageAlign = 16;
 constexpr uint64_t kHeaderSize = 64;

@@ -2,12 +2,14 @@
 #include "format/records.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "format/coding.h"
 #include "format/half.h"
+#include "format/int8.h"
 
 namespace agentmem::format {
 namespace {
@@ -33,13 +35,14 @@ void PutFloats(std::string* dst, const std::vector<float>& v) {
     for (float f : v) PutFloat(dst, f);
   }
 }
-void GetFloats(Decoder* d, std::vector<float>* v) {
+// n little-endian float32s at `src` into dst.
+void GetFloats(const char* src, size_t n, float* dst) {
   if constexpr (std::endian::native == std::endian::little) {
-    std::string_view bytes = d->Bytes(v->size() * sizeof(float));
     // (memcpy is never called with an empty vector's null data pointer.)
-    if (!d->failed() && !bytes.empty()) std::memcpy(v->data(), bytes.data(), bytes.size());
+    if (n > 0) std::memcpy(dst, src, n * sizeof(float));
   } else {
-    for (auto& f : *v) f = GetFloat(d);
+    Decoder d(std::string_view(src, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++) dst[i] = GetFloat(&d);
   }
 }
 
@@ -67,23 +70,44 @@ void EncodeEpisode(const EpisodeRecord& r, std::string* dst) {
   PutString(dst, r.metadata);
   // The component type rides in bits 32-39 of the dim varint (0: f32).
   PutVarint(dst, r.vector.size() | (uint64_t{static_cast<uint8_t>(r.vector_type)} << 32));
-  if (r.vector_type == VectorType::kF16) {
-    for (float f : r.vector) PutFixed16(dst, FloatToHalf(f));
-  } else {
-    PutFloats(dst, r.vector);
+  if (r.vector.empty()) return;
+  switch (r.vector_type) {
+    case VectorType::kF32:
+      PutFloats(dst, r.vector);
+      break;
+    case VectorType::kF16:
+      for (float f : r.vector) PutFixed16(dst, FloatToHalf(f));
+      break;
+    case VectorType::kInt8: {
+      const float scale = Int8Scale(r.vector);
+      uint32_t bits;
+      std::memcpy(&bits, &scale, 4);
+      PutFixed32(dst, bits);
+      const size_t at = dst->size();
+      dst->resize(at + r.vector.size());
+      Int8Quantize(r.vector, scale, reinterpret_cast<int8_t*>(dst->data() + at));
+      break;
+    }
   }
 }
 
-// The dim varint of an episode record: dim and the component type, checked
-// against the bytes left. False when malformed.
-bool GetVectorHeader(Decoder* d, uint64_t* dim, VectorType* type, size_t* width) {
+// The dim varint of an episode record: dim, the component type and the
+// vector's bytes, checked against the bytes left. False when malformed.
+bool GetVectorHeader(Decoder* d, uint64_t* dim, VectorType* type, size_t* bytes) {
   const uint64_t v = d->Varint();
   *dim = v & 0xffffffff;
   const uint64_t t = v >> 32;
-  if (d->failed() || t > 1) return false;
+  if (d->failed() || t > 2) return false;
   *type = static_cast<VectorType>(t);
-  *width = t == 1 ? 2 : 4;
-  return *dim <= d->remaining() / *width;
+  if (*dim == 0) {
+    *bytes = 0;
+    return true;
+  }
+  const size_t fixed = t == 2 ? kInt8ScaleBytes : 0;
+  const size_t width = t == 0 ? 4 : t == 1 ? 2 : 1;
+  if (d->remaining() < fixed || *dim > (d->remaining() - fixed) / width) return false;
+  *bytes = fixed + static_cast<size_t>(*dim) * width;
+  return true;
 }
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
@@ -98,14 +122,12 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   r.text = d.String();
   r.metadata = d.String();
   uint64_t dim = 0;
-  size_t width = 0;
-  if (!GetVectorHeader(&d, &dim, &r.vector_type, &width)) return Malformed(page_no, "episode");
+  size_t bytes = 0;
+  if (!GetVectorHeader(&d, &dim, &r.vector_type, &bytes)) return Malformed(page_no, "episode");
   r.vector.resize(dim);
-  if (r.vector_type == VectorType::kF16) {
-    const std::string_view halves = d.Bytes(r.vector.size() * 2);
-    if (!d.failed()) HalfsToFloats(halves.data(), r.vector.size(), r.vector.data());
-  } else {
-    GetFloats(&d, &r.vector);
+  const std::string_view stored = d.Bytes(bytes);
+  if (!d.failed() && !StoredToFloats(r.vector_type, stored, r.vector.size(), r.vector.data())) {
+    return Malformed(page_no, "episode");
   }
   AGENTMEM_RETURN_IF_ERROR(Finish(d, page_no, "episode"));
   *out = std::move(r);
@@ -120,10 +142,43 @@ Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::
   d.SignedVarint();
   for (int i = 0; i < 5; i++) d.String();  // user, session, role, text, metadata
   uint64_t dim = 0;
-  size_t width = 0;
-  if (!GetVectorHeader(&d, &dim, type, &width)) return Malformed(page_no, "episode");
-  *vector = d.Bytes(static_cast<size_t>(dim) * width);
+  size_t bytes = 0;
+  if (!GetVectorHeader(&d, &dim, type, &bytes)) return Malformed(page_no, "episode");
+  *vector = d.Bytes(bytes);
   return Finish(d, page_no, "episode");
+}
+
+bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float* dst) {
+  switch (type) {
+    case VectorType::kF32:
+      if (stored.size() != dim * 4) return false;
+      GetFloats(stored.data(), dim, dst);
+      return true;
+    case VectorType::kF16:
+      if (stored.size() != dim * 2) return false;
+      HalfsToFloats(stored.data(), dim, dst);
+      return true;
+    case VectorType::kInt8:
+      if (dim == 0) return stored.empty();
+      return stored.size() == kInt8ScaleBytes + dim && Int8ToFloats(stored.data(), dim, dst);
+  }
+  return false;
+}
+
+bool RoundToStored(VectorType type, std::span<float> v) {
+  switch (type) {
+    case VectorType::kF32:
+      return true;
+    case VectorType::kF16:
+      for (float& f : v) {
+        f = RoundToHalf(f);
+        if (!std::isfinite(f)) return false;
+      }
+      return true;
+    case VectorType::kInt8:
+      return RoundToInt8(v);
+  }
+  return false;
 }
 
 void EncodeBlock(const BlockRecord& r, std::string* dst) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,7 +20,7 @@ namespace agentmem::format {
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();  // open end of a time range
 
 // How an episode record stores its vector's components (docs/format.md §5.1).
-enum class VectorType : uint8_t { kF32 = 0, kF16 = 1 };
+enum class VectorType : uint8_t { kF32 = 0, kF16 = 1, kInt8 = 2 };
 
 struct EpisodeRecord {
   uint64_t id = 0;
@@ -31,8 +32,9 @@ struct EpisodeRecord {
   int64_t created_at = 0;  // commit time, unix microseconds
   std::string metadata;    // JSON text ("" when none)
   std::vector<float> vector;
-  // kF16: stored as float16; then every component is a value a half holds
-  // (RoundToHalf), so that it reads back as it was.
+  // kF16: stored as float16, kInt8: as int8 with a scale (format/int8.h);
+  // then the vector is one those hold (RoundToStored), so that it reads back
+  // as it was.
   VectorType vector_type = VectorType::kF32;
   bool operator==(const EpisodeRecord&) const = default;
 };
@@ -127,11 +129,19 @@ void EncodeForget(const ForgetRecord& r, std::string* dst);
 std::string EncodeCommit(const CommitRecord& r);
 
 Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
-// An episode record's id and its vector's bytes (dim little-endian f32, or
-// f16 when *type says so; empty when it has none, a view into `in`), checked
-// as DecodeEpisode checks the record, without copying its strings.
+// An episode record's id and its vector's bytes as stored (*type says how;
+// empty when it has none, a view into `in`), checked as DecodeEpisode checks
+// the record but for the components' values (StoredToFloats checks those),
+// without copying its strings.
 Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
                        VectorType* type);
+// A vector's stored bytes (EpisodeVectorOf) as dim floats in dst. False when
+// the bytes are not dim components of `type` or hold values no writer stores.
+bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float* dst);
+// The floats a record of `type` holds for `v`, in place. False when a
+// component cannot be stored as `type` (beyond float16's range, or an int8
+// scale that overflows); v is then partly rounded.
+bool RoundToStored(VectorType type, std::span<float> v);
 Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);
 Status DecodeMeta(std::string_view in, int64_t page_no, MetaRecord* out);

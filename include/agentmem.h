@@ -123,12 +123,18 @@ const char *agentmem_errstr(int code);
 **   vector_dim=N              dimension of episode vectors (default: the
 **                             embedder's, 100 for agentmem-glove-v2, else 384)
 **   vector_metric=cosine|ip|l2  (default cosine)
-**   vector_type=f32|f16       how the file stores vectors (default f32); f16
+**   vector_type=f32|f16|int8  how the file stores vectors (default f32); f16
 **                             halves their bytes: vectors are rounded to the
 **                             nearest float16 values when committed (a
 **                             component beyond +-65504 is refused with
-**                             AGENTMEM_RANGE), and the file needs agentmem
-**                             0.1.0 with float16 support (read version 2)
+**                             AGENTMEM_RANGE); int8 stores one byte per
+**                             component and a float32 scale per vector
+**                             (component = q * scale, q in -127..127, the
+**                             scale set by the largest |component|), so
+**                             small components lose precision. Recall
+**                             searches the stored values: docs/bench.md
+**                             gives recall@10 for each type. f16 and int8
+**                             files need read version 2
 **   embedder=NAME             name of the model that makes the vectors
 **                             (default "agentmem-glove-v2", the built-in GloVe
 **                             embedder, or "agentmem-hash-v1" in a library

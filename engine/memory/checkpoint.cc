@@ -31,7 +31,6 @@
 #include "engine/storage/checkpoint_reader.h"
 #include "engine/storage/scan.h"
 #include "format/coding.h"
-#include "format/half.h"
 #include "format/page.h"
 #include "format/records.h"
 #include "index/vector/hnsw.h"
@@ -312,13 +311,7 @@ class NodeVectorSource {
       return Hide(label);
     }
     if (id != label) return nullptr;
-    if (type == format::VectorType::kF16) {
-      if (bytes.size() != size_t{dim_} * 2) return nullptr;
-      format::HalfsToFloats(bytes.data(), dim_, vector_.data());
-    } else {
-      if (bytes.size() != size_t{dim_} * 4) return nullptr;
-      std::memcpy(vector_.data(), bytes.data(), bytes.size());
-    }
+    if (!format::StoredToFloats(type, bytes, dim_, vector_.data())) return nullptr;
     return vector_.data();
   }
   // OK, or the I/O error that stopped it.

@@ -83,7 +83,7 @@ Status Database::OpenFile() {
     n.created_at = Now();
     const VectorSpace space = NewFileSpace(opts_);
     format::EncodeMeta(SpaceMeta(space, opts_.tokenizer), &n.meta);
-    if (space.type == "f16") n.version = format::kHalfVectorsVersion;
+    if (space.type != "f32") n.version = format::kVectorTypeVersion;
     n.create_like = create_like_;
     AGENTMEM_RETURN_IF_ERROR(Log::Create(path_, lo, n));
   }
@@ -158,7 +158,7 @@ Status Database::LoadSpace() {
   if (!SpaceMatches(opts_, s)) {
     return StatusF(kMismatch,
                    "vector space mismatch: the file records %s/%u/%s%s, the open asked for %s",
-                   s.embedder.c_str(), s.dim, s.metric.c_str(), s.type == "f32" ? "" : "/f16",
+                   s.embedder.c_str(), s.dim, s.metric.c_str(), s.type == "f32" ? "" : ("/" + s.type).c_str(),
                    AskedSpace(opts_).c_str());
   }
   space_ = s;
@@ -192,7 +192,8 @@ Status Database::EnsureRecallIndex() {
     return StatusF(kCorrupt, "file settings: unusable vector space %s/%u/%s", s.embedder.c_str(),
                    s.dim, s.metric.c_str());
   }
-  if (s.type != "f32" && s.type != "f16") {
+  format::VectorType stored;
+  if (!StoredVectorType(s.type, &stored)) {
     return StatusF(kFormatVersion, "file stores vectors as \"%s\", unknown to this version",
                    s.type.c_str());
   }

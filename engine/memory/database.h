@@ -348,6 +348,8 @@ class Database {
     format::CommitRecord commit;
   };
   Status PendingVectorsAsStored();
+  Status CheckStorable(const std::vector<float>& v) const;
+  std::string UnstorableMessage() const;
   Status EncodePending(std::string* buf, Layout* layout);
   // The text records (BM25 documents) the pending transaction writes.
   Status PendingTexts(std::vector<format::TextRecord>* texts);

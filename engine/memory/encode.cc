@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "format/half.h"
 #include "format/page.h"
 
 namespace agentmem::engine {
@@ -14,23 +13,39 @@ namespace agentmem::engine {
 using format::EpisodeRecord;
 using format::PageType;
 
-// In a file of float16 vectors (vector.type f16), each pending episode's
-// vector becomes the nearest float16 values, before the graph sees it, so
-// that the graph and every later reader hold the same vector.
+// In a file of float16 or int8 vectors (vector.type), each pending
+// episode's vector becomes the values its record holds, before the graph
+// sees it, so that the graph and every later reader hold the same vector.
 Status Database::PendingVectorsAsStored() {
-  if (space_.type != "f16") return Status::OK();
+  format::VectorType type = format::VectorType::kF32;
+  StoredVectorType(space_.type, &type);
+  if (type == format::VectorType::kF32) return Status::OK();
   for (EpisodeRecord& r : pending_episodes_) {
-    r.vector_type = format::VectorType::kF16;
-    for (float& f : r.vector) {
-      f = format::RoundToHalf(f);
-      if (!std::isfinite(f)) {
-        return StatusF(kRange, "episode %llu: a vector component is outside float16's range "
-                       "(+-65504), and this file stores float16 vectors (vector_type=f16)",
-                       static_cast<unsigned long long>(r.id));
-      }
+    r.vector_type = type;
+    if (!format::RoundToStored(type, r.vector)) {
+      return StatusF(kRange, "episode %llu: %s", static_cast<unsigned long long>(r.id),
+                     UnstorableMessage().c_str());
     }
   }
   return Status::OK();
+}
+
+std::string Database::UnstorableMessage() const {
+  return space_.type == "f16"
+             ? "a vector component is outside float16's range (+-65504), and this file stores "
+               "float16 vectors (vector_type=f16)"
+             : "a vector component is too close to the largest float for an int8 scale, and "
+               "this file stores int8 vectors (vector_type=int8)";
+}
+
+// Whether `v` (finite) can be stored as this file stores vectors.
+Status Database::CheckStorable(const std::vector<float>& v) const {
+  format::VectorType type = format::VectorType::kF32;
+  StoredVectorType(space_.type, &type);
+  if (type == format::VectorType::kF32) return Status::OK();
+  std::vector<float> copy = v;
+  if (format::RoundToStored(type, copy)) return Status::OK();
+  return Status(kRange, UnstorableMessage());
 }
 
 // Packs the pending records into pages starting at the end of the log, then

@@ -42,7 +42,8 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
     o->space.metric = std::string(value);
     o->space_given = o->metric_given = true;
   } else if (key == "vector_type") {
-    if (value != "f32" && value != "f16") return Bad(key, value, "f32 or f16");
+    format::VectorType t;
+    if (!StoredVectorType(std::string(value), &t)) return Bad(key, value, "f32, f16 or int8");
     o->space.type = std::string(value);
     o->space_given = o->type_given = true;
   } else if (key == "embedder") {
@@ -201,6 +202,19 @@ std::string TokenizerOpenOptions(const index::TokenizerOptions& t) {
   o += t.stop_words ? "&stop_words=1" : t.query_stop_words ? "&stop_words=query" : "&stop_words=0";
   o += "&context=" + std::to_string(t.context) + "&own_weight=" + std::to_string(t.own_weight);
   return o;
+}
+
+bool StoredVectorType(const std::string& name, format::VectorType* out) {
+  if (name == "f32") {
+    *out = format::VectorType::kF32;
+  } else if (name == "f16") {
+    *out = format::VectorType::kF16;
+  } else if (name == "int8") {
+    *out = format::VectorType::kInt8;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace agentmem::engine

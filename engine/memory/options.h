@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/storage/log.h"
+#include "format/records.h"
 #include "format/status.h"
 #include "index/text/tokenizer.h"
 
@@ -22,9 +23,13 @@ struct VectorSpace {
   std::string embedder = "agentmem-hash-v1";
   uint32_t dim = 384;
   std::string metric = "cosine";  // cosine | ip | l2
-  std::string type = "f32";       // how episode records store vectors: f32 | f16
+  std::string type = "f32";       // how episode records store vectors: f32 | f16 | int8
   bool operator==(const VectorSpace&) const = default;
 };
+
+// The episode record component type of a vector type name (VectorSpace::type);
+// false for a name this version does not know.
+bool StoredVectorType(const std::string& name, format::VectorType* out);
 
 inline index::TokenizerOptions NewFileTokenizer() {
   index::TokenizerOptions t;

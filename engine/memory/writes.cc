@@ -7,7 +7,6 @@
 #include <cstdlib>
 
 #include "engine/memory/validate.h"
-#include "format/half.h"
 
 namespace agentmem::engine {
 
@@ -35,11 +34,8 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   }
   for (float f : r.vector) {
     if (!std::isfinite(f)) return Status(kRange, "vector contains a NaN or infinite value");
-    if (space_.type == "f16" && !std::isfinite(format::RoundToHalf(f))) {
-      return Status(kRange, "vector component outside float16's range (+-65504), and this file "
-                            "stores float16 vectors (vector_type=f16)");
-    }
   }
+  AGENTMEM_RETURN_IF_ERROR(CheckStorable(r.vector));
   if (r.vector.empty() && recall_->builtin_embedder()) {  // (recall_ exists from open on)
     r.vector = recall_->Embed(r.text);  // the built-in embedder fills in
   }

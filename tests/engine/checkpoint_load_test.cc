@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -20,7 +21,7 @@
 #include "format/checkpoint.h"
 #include "format/coding.h"
 #include "format/file_header.h"
-#include "format/half.h"
+#include "format/records.h"
 #include "format/page.h"
 #include "tests/util/bm25_image_v1.h"
 #include "tests/util/fault_env.h"
@@ -841,16 +842,17 @@ uint16_t ReadVersionOf(const std::string& path) {
   return format::DecodeFixed16(test::ReadFileBytes(path).data() + 8);
 }
 
-}  // namespace
-
-TEST_CASE("a file of float16 vectors is a version 2 file half the vector bytes, and recalls the same after reopen and VACUUM") {
+// A file of `type` (f16 or int8) vectors against one of float32 vectors:
+// version 2, smaller by at least half of what each component saves, and
+// recalling the same after reopen and VACUUM.
+void CheckTypedVectorFile(const std::string& type, size_t width, float unstorable) {
   test::TempDir dir;
-  const std::string half = dir.File("half.agentmem"), full = dir.File("full.agentmem");
+  const std::string small = dir.File(type + ".agentmem"), full = dir.File("full.agentmem");
   std::vector<std::vector<uint64_t>> answers;
   size_t dim = 0;  // the default embedder's
-  for (const std::string& path : {full, half}) {
+  for (const std::string& path : {full, small}) {
     engine::Options o;
-    REQUIRE(engine::ParseOptions(path == half ? "vector_type=f16" : "vector_type=f32", &o).ok());
+    REQUIRE(engine::ParseOptions((path == small ? "vector_type=" + type : std::string("vector_type=f32")).c_str(), &o).ok());
     o.checkpoint_bytes = 256 * 1024;
     auto db = test::MustOpen(path, o);
     for (int t = 0; t < 5; t++) {
@@ -866,53 +868,74 @@ TEST_CASE("a file of float16 vectors is a version 2 file half the vector bytes, 
       }
       REQUIRE(db->Commit().ok());
     }
-    if (path == half) {
+    if (path == small) {
       answers = VectorAnswers(db.get());
       format::EpisodeRecord r;
       REQUIRE(db->GetEpisode(77, &r).ok());
       dim = r.vector.size();
       REQUIRE(dim > 0);
-      for (float f : r.vector) CHECK(format::RoundToHalf(f) == f);  // stored as it reads back
+      std::vector<float> again = r.vector;  // stored as it reads back
+      format::VectorType stored;
+      REQUIRE(engine::StoredVectorType(type, &stored));
+      REQUIRE(format::RoundToStored(stored, again));
+      CHECK(again == r.vector);
     }
     REQUIRE(db->Close().ok());
   }
   CHECK(ReadVersionOf(full) == 1);
-  CHECK(ReadVersionOf(half) == 2);
-  const size_t full_size = test::ReadFileBytes(full).size(), half_size = test::ReadFileBytes(half).size();
-  MESSAGE("5,000 episodes x " << dim << "-d: " << full_size << " bytes as float32, " << half_size << " as float16");
-  CHECK(half_size + 5000 * dim < full_size);  // at least half of the 2 bytes saved per component
+  CHECK(ReadVersionOf(small) == 2);
+  const size_t full_size = test::ReadFileBytes(full).size(), small_size = test::ReadFileBytes(small).size();
+  MESSAGE("5,000 episodes x " << dim << "-d: " << full_size << " bytes as float32, " << small_size
+                              << " as " << type);
+  CHECK(small_size + 5000 * dim * (4 - width) / 2 < full_size);
   {
     engine::Options o;  // no vector_type: whatever the file records
-    auto db = test::MustOpen(half, o);
-    CHECK(VectorAnswers(db.get()) == answers);  // the checkpoint's graph, vectors from float16 records
+    auto db = test::MustOpen(small, o);
+    CHECK(VectorAnswers(db.get()) == answers);  // the checkpoint's graph, vectors from the records
     REQUIRE(db->Vacuum({}, nullptr).ok());
     CHECK(VectorAnswers(db.get()) == answers);
     REQUIRE(db->Close().ok());
   }
-  CHECK(ReadVersionOf(half) == 2);
-  auto db = test::MustOpen(half, engine::Options{});
+  CHECK(ReadVersionOf(small) == 2);
+  auto db = test::MustOpen(small, engine::Options{});
   CHECK(VectorAnswers(db.get()) == answers);
   format::EpisodeRecord big;
   big.user_id = "u";
-  big.text = "too large for a half";
+  big.text = "too large for the file's vectors";
   big.vector.assign(dim, 0.0f);
-  big.vector[5] = 1e6f;
+  big.vector[5] = unstorable;
   uint64_t id = 0;
-  CHECK(db->Remember(big, &id).code() == kRange);
+  const Status range = db->Remember(big, &id);
+  CHECK(range.code() == kRange);
+  CHECK(range.message().find("vector_type=" + type) != std::string::npos);
   REQUIRE(db->Close().ok());
   engine::Options f32;
   REQUIRE(engine::ParseOptions("vector_type=f32", &f32).ok());
   std::unique_ptr<Database> other;
-  const Status s = Database::Open(half, f32, &other);
+  const Status s = Database::Open(small, f32, &other);
   CHECK(s.code() == kMismatch);
-  CHECK(s.message().find("f16") != std::string::npos);
+  CHECK(s.message().find("/" + type) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a file of float16 vectors is a version 2 file half the vector bytes, and recalls the same after reopen and VACUUM") {
+  CheckTypedVectorFile("f16", 2, 1e6f);
+}
+
+TEST_CASE("a file of int8 vectors is a version 2 file a quarter of the vector bytes, and recalls the same after reopen and VACUUM") {
+  CheckTypedVectorFile("int8", 1, FLT_MAX);
+}
+
+TEST_CASE("an unknown vector type is refused as an option, and a file that records one is refused to open") {
   engine::Options bad;
   CHECK(engine::ParseOptions("vector_type=f64", &bad).code() == kMisuse);
-  // A file that records a vector type this version does not know is refused.
+  test::TempDir dir;
   engine::Options future;
   future.space.type = "bf16";
   future.space_given = true;
   const std::string odd = dir.File("bf16.agentmem");
+  std::unique_ptr<Database> other;
   Database::Open(odd, future, &other).IgnoreError();
   other.reset();
   const Status refused = Database::Open(odd, engine::Options{}, &other);

@@ -73,7 +73,7 @@ TEST_CASE("the fixed places of the file are the ones docs/format.md gives") {
   CHECK(FileHeader{}.read_version == 1);
   CHECK(FileHeader{}.write_version == 1);
   CHECK(kBaseVersion == 1);
-  CHECK(kHalfVectorsVersion == 2);
+  CHECK(kVectorTypeVersion == 2);
 }
 
 TEST_CASE("the file header round-trips") {

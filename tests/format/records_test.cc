@@ -221,6 +221,45 @@ TEST_CASE("an episode with a float16 vector stores two bytes per component and i
   CHECK(bytes.size() == 12);
 }
 
+TEST_CASE("an episode with an int8 vector stores a float32 scale and one byte per component") {
+  EpisodeRecord r = SampleEpisode();
+  r.vector = {1.27f, -0.5f, 0.0f, 0.635f};
+  r.vector_type = VectorType::kInt8;
+  const std::string s = Encode(r, EncodeEpisode);
+  // The tail: varint 4 | 2 << 32, the scale (the float nearest 0.01,
+  // 0x3c23d70a: 127 x it reaches 1.27), then 127, -50, 0 and 64 (0.635 is
+  // 63.5 steps: ties to even).
+  CHECK(s.substr(s.size() - 13) ==
+        std::string("\x84\x80\x80\x80\x20\x0a\xd7\x23\x3c\x7f\xce\x00\x40", 13));
+  EpisodeRecord out;
+  REQUIRE(DecodeEpisode(s, kPageNo, &out).ok());
+  CHECK(out.vector_type == VectorType::kInt8);
+  REQUIRE(out.vector.size() == 4);
+  CHECK(out.vector[0] >= 1.27f);
+  CHECK(std::fabs(out.vector[1] + 0.5f) < 1e-6f);
+  CHECK(out.vector[2] == 0.0f);
+  EpisodeRecord again = out;  // what it reads back stores as the same bytes
+  CHECK(Encode(again, EncodeEpisode) == s);
+  uint64_t id = 0;
+  std::string_view bytes;
+  VectorType type = VectorType::kF32;
+  REQUIRE(EpisodeVectorOf(s, kPageNo, &id, &bytes, &type).ok());
+  CHECK(type == VectorType::kInt8);
+  CHECK(bytes.size() == 8);
+  std::vector<float> floats(4);
+  REQUIRE(StoredToFloats(type, bytes, 4, floats.data()));
+  CHECK(floats == out.vector);
+  CHECK_FALSE(StoredToFloats(type, bytes, 3, floats.data()));
+  // A -128 component is a value no writer stores: the record is malformed.
+  std::string bad = s;
+  bad[bad.size() - 2] = static_cast<char>(0x80);
+  CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
+  // A dim whose bytes (scale included) run past the record.
+  bad = s;
+  bad[bad.size() - 9] = static_cast<char>(0x85);
+  CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
+}
+
 TEST_CASE("an episode whose dim varint names an unknown component type, or more bytes than are left, is malformed") {
   EpisodeRecord r = SampleEpisode();
   r.vector = {1.0f, 2.0f};
@@ -229,7 +268,7 @@ TEST_CASE("an episode whose dim varint names an unknown component type, or more 
   const size_t at = s.size() - 4 - 5;  // the 5-byte varint before 2 halves
   EpisodeRecord out;
   std::string bad = s;
-  bad[at + 4] = 0x20;  // type 2
+  bad[at + 4] = 0x30;  // type 3
   CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
   bad = s;
   bad[at] = static_cast<char>(0x83);  // dim 3: 6 bytes, 4 left
