@@ -1,6 +1,7 @@
 // format/int8.cc -- int8 vector quantization (int8.h).
 #include "format/int8.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -46,13 +47,14 @@ bool Int8ToFloats(const char* src, size_t n, float* dst) {
   float scale;
   std::memcpy(&scale, &bits, 4);
   if (!(scale >= 0) || !std::isfinite(127.0f * scale)) return false;
-  const auto* q = reinterpret_cast<const int8_t*>(src + kInt8ScaleBytes);
-  bool has_min = false;
-  for (size_t i = 0; i < n; i++) {
-    has_min |= q[i] == -128;
-    dst[i] = static_cast<float>(q[i]) * scale;
-  }
-  return !has_min;
+  // Two plain loops over restrict pointers, which the compiler vectorises.
+  const int8_t* __restrict q = reinterpret_cast<const int8_t*>(src + kInt8ScaleBytes);
+  float* __restrict out = dst;
+  int lowest = 0;
+  for (size_t i = 0; i < n; i++) lowest = std::min<int>(lowest, q[i]);
+  if (lowest == -128) return false;
+  for (size_t i = 0; i < n; i++) out[i] = static_cast<float>(q[i]) * scale;
+  return true;
 }
 
 }  // namespace agentmem::format
