@@ -1155,6 +1155,125 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Create(const HnswOptions& options)
   return std::unique_ptr<HnswIndex>(new HnswIndex(std::move(impl)));
 }
 
+// One layer's list of node `node` in the index without the nodes `gone`
+// marks (old ids): the kept members, plus, for each removed member, its own
+// kept members on the layer; more than the layer holds are cut by the
+// neighbour heuristic. Appended to *out as [u16 count][count x u32 new id].
+static void RepairedList(const Graph& g, uint32_t node, int layer, const std::vector<bool>& gone,
+                         const std::vector<uint32_t>& new_id, std::vector<Candidate>* c,
+                         std::string* out) {
+  std::span<const uint32_t> had = Links(g, node, layer);
+  c->clear();
+  bool lost = false;
+  for (uint32_t x : had) {
+    if (!gone[x]) {
+      c->push_back({0, x});
+      continue;
+    }
+    lost = true;
+    for (uint32_t y : Links(g, x, layer)) {
+      if (!gone[y] && y != node) c->push_back({0, y});
+    }
+  }
+  if (lost) {
+    std::sort(c->begin(), c->end(), [](const Candidate& a, const Candidate& b) { return a.node < b.node; });
+    c->erase(std::unique(c->begin(), c->end(),
+                         [](const Candidate& a, const Candidate& b) { return a.node == b.node; }),
+             c->end());
+    const size_t most = layer == 0 ? g.maxM0_ : g.maxM_;
+    if (c->size() > most) {
+      const char* v = g.getDataByInternalId(node);
+      for (Candidate& x : *c) {
+        x.distance = g.fstdistfunc_(v, g.getDataByInternalId(x.node), g.dist_func_param_);
+      }
+      SortNearestFirst(c);
+      // The heuristic's choice, then the nearest of the rest up to `most`:
+      // the heuristic alone keeps too few here (measured: 2-4 points of
+      // recall@10 below a rebuilt graph, none with the fill).
+      std::vector<Candidate> nearest = *c;
+      SelectNeighbors(g, c, most);
+      for (const Candidate& x : nearest) {
+        if (c->size() >= most) break;
+        if (std::none_of(c->begin(), c->end(), [&](const Candidate& y) { return y.node == x.node; })) {
+          c->push_back(x);
+        }
+      }
+    }
+  }
+  const uint16_t count = static_cast<uint16_t>(c->size());
+  out->append(reinterpret_cast<const char*>(&count), 2);
+  for (const Candidate& x : *c) {
+    const uint32_t id = new_id[x.node];
+    out->append(reinterpret_cast<const char*>(&id), 4);
+  }
+}
+
+Result<std::unique_ptr<HnswIndex>> HnswIndex::Without(std::span<const uint64_t> removed) const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  const size_t n = g.cur_element_count;
+  std::vector<bool> gone(n, false);
+  for (uint64_t label : removed) {
+    uint32_t node = 0;
+    if (!FindNode(g, impl_->mapped, label, &node)) {
+      return StatusF(kNotFound, "hnsw: no node labelled %llu", static_cast<unsigned long long>(label));
+    }
+    gone[node] = true;
+  }
+  std::vector<uint32_t> new_id(n, kNoNode);
+  uint32_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!gone[i]) new_id[i] = kept++;
+  }
+  HnswOptions o = impl_->options;
+  o.initial_capacity = kept;
+  auto created = Create(o);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<HnswIndex> out = std::move(created.value());
+  Impl& dst = *out->impl_;
+  Status s = Guarded("removal", [&] {
+    Graph& h = *dst.graph;
+    h.label_lookup_.reserve(kept);
+    dst.BeginChange();
+    std::vector<Candidate> scratch;
+    std::string links;
+    for (size_t i = 0; i < n; ++i) {
+      if (gone[i]) continue;
+      const uint32_t old = static_cast<uint32_t>(i);
+      hnsw::NodeRecordView r;
+      r.node = new_id[i];
+      r.label = g.getExternalLabel(old);
+      r.level = g.element_levels_[i];
+      r.deleted = g.isMarkedDeleted(old);
+      r.vector = g.getDataByInternalId(old);
+      links.clear();
+      for (int layer = 0; layer <= r.level; ++layer) RepairedList(g, old, layer, gone, new_id, &scratch, &links);
+      r.links = links.data();
+      char* block = r.level > 0 ? NewUpperBlock(h, r.level) : nullptr;
+      if (r.level > 0 && block == nullptr) throw std::bad_alloc();
+      dst.InstallRecord(r, &block);
+    }
+    if (kept > 0) {
+      uint32_t entry = g.enterpoint_node_;
+      if (entry >= n || gone[entry]) {
+        entry = kNoNode;
+        int top = -1;
+        for (size_t i = 0; i < n; ++i) {
+          if (!gone[i] && g.element_levels_[i] > top) {
+            top = g.element_levels_[i];
+            entry = static_cast<uint32_t>(i);
+          }
+        }
+      }
+      h.enterpoint_node_ = new_id[entry];
+      h.maxlevel_ = g.element_levels_[entry];
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Deserialize(std::string_view image,
                                                           size_t default_ef) {
   Result<hnsw::ImageHeader> header = hnsw::ParseImageHeader(image);
@@ -1508,6 +1627,7 @@ HnswStats HnswIndex::Stats() const {
   st.deleted = g.num_deleted_;
   st.capacity = g.max_elements_;
   st.max_level = g.cur_element_count == 0 ? -1 : g.maxlevel_;
+  st.entry_node = g.cur_element_count == 0 ? UINT32_MAX : g.enterpoint_node_;
   size_t upper = 0;
   for (size_t i = 0; i < g.cur_element_count; ++i) upper += g.element_levels_[i];
   // Per slot of capacity: the level-0 record, the upper-list pointer, the

@@ -95,6 +95,7 @@ struct HnswStats {
   size_t deleted = 0;       // marked deleted
   size_t capacity = 0;      // nodes that fit before the next growth
   int max_level = -1;       // top layer; -1 when empty
+  uint32_t entry_node = UINT32_MAX;  // node where searches start; UINT32_MAX when empty
   size_t memory_bytes = 0;  // graph + vectors as hnswlib holds them (approximate)
 };
 
@@ -151,6 +152,17 @@ class HnswIndex {
 
   // Ensures room for `capacity` nodes without further growth. kNoMem.
   Status Reserve(size_t capacity);
+
+  // A new index of this one's nodes less those labelled in `removed`, in the
+  // same order (node ids close up), each keeping its level, vector, label
+  // and deleted flag; nothing of a removed node is copied. A list that held
+  // a removed node is refilled from that node's own list on the layer: the
+  // neighbour heuristic's choice of the candidates, then the nearest of the
+  // rest, up to the layer's maximum. When the entry point goes, the first node of the
+  // highest remaining level takes its place. Meant for a few percent of the
+  // nodes: each removal costs its in-neighbours a little recall, which a
+  // rebuild does not. Errors: kNotFound for a label not in the index, kNoMem.
+  Result<std::unique_ptr<HnswIndex>> Without(std::span<const uint64_t> removed) const;
 
   // The k nearest live labels to `query`, nearest first, by metric.h's
   // distance (ties: smaller label). Fewer than k when the index (or the

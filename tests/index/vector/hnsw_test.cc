@@ -928,3 +928,150 @@ TEST_CASE("persistence timings at 10k x 128 (printed, not asserted)") {
 
 }  // namespace
 }  // namespace agentmem::index
+
+namespace agentmem::index {
+namespace {
+
+// Recall@10 of `index` (default ef) over `queries` against the exact top 10
+// of the rows whose labels `keep` accepts (label = row + 1).
+double RecallAgainstExact(const HnswIndex& index, Metric metric, const std::vector<float>& data,
+                          size_t n, size_t dim, const std::vector<float>& queries,
+                          const std::function<bool(uint64_t)>& keep) {
+  std::vector<uint32_t> rows;
+  for (size_t r = 0; r < n; ++r) {
+    if (keep(r + 1)) rows.push_back(static_cast<uint32_t>(r));
+  }
+  size_t hits = 0, total = 0;
+  for (size_t q = 0; q < queries.size() / dim; ++q) {
+    std::span<const float> query(queries.data() + q * dim, dim);
+    auto exact = ExactTopKRows(metric, std::vector<float>(query.begin(), query.end()),
+                               VectorBlock{data.data(), n, dim}, rows, 10);
+    REQUIRE(exact.ok());
+    std::vector<uint64_t> truth;
+    for (const Neighbor& x : exact.value()) truth.push_back(x.id + 1);
+    hits += Overlap(MustSearch(index, query, Top(10)), truth, 10);
+    total += truth.size();
+  }
+  return static_cast<double>(hits) / static_cast<double>(total);
+}
+
+TEST_CASE("an index without some of its nodes keeps the others exactly and finds nearly what a rebuilt one finds") {
+  auto rng = SeededRng(61);
+  const size_t n = 6000, dim = 32, nq = 200;
+  std::vector<float> data = ClusteredVectors(rng, n, dim, 40);
+  std::vector<float> queries = ClusteredVectors(rng, nq, dim, 40);
+  for (Metric metric : kMetrics) {
+    CAPTURE(MetricName(metric));
+    auto index = NewIndex(metric, dim);
+    AddRowBatches(index.get(), data, dim, 0, n, 1000, 2, 1);  // labels 1..n
+    // 5 %: every 20th label, and a run of 60 labels together.
+    std::vector<uint64_t> removed;
+    for (uint64_t l = 7; l <= n; l += 20) removed.push_back(l);
+    for (uint64_t l = 3001; l <= 3060; ++l) {
+      if (l % 20 != 7) removed.push_back(l);
+    }
+    std::set<uint64_t> gone(removed.begin(), removed.end());
+    auto without = index->Without(removed);
+    REQUIRE(without.ok());
+    const HnswIndex& w = **without;
+    REQUIRE(w.size() == n - gone.size());
+    // The kept nodes in order, with the vectors and labels they had.
+    const VectorBlock before = index->NodeVectors(), after = w.NodeVectors();
+    size_t at = 0;
+    for (uint32_t node = 0; node < index->size(); ++node) {
+      const uint64_t label = index->NodeLabel(node);
+      if (gone.count(label)) {
+        CHECK_FALSE(w.Contains(label));
+        continue;
+      }
+      REQUIRE(w.NodeLabel(static_cast<uint32_t>(at)) == label);
+      CHECK(std::memcmp(after.row(at), before.row(node), dim * sizeof(float)) == 0);
+      CHECK(w.Contains(label));
+      ++at;
+    }
+    // A search as wide as the index is exact over the kept nodes.
+    for (size_t q = 0; q < 10; ++q) {
+      std::span<const float> query(queries.data() + q * dim, dim);
+      for (const Neighbor& x : MustSearch(w, query, Top(10, n))) CHECK(gone.count(x.id) == 0);
+    }
+    auto rebuilt = NewIndex(metric, dim);
+    for (size_t r = 0; r < n; ++r) {
+      if (!gone.count(r + 1)) {
+        REQUIRE(rebuilt->Add(r + 1, std::span<const float>(data.data() + r * dim, dim)).ok());
+      }
+    }
+    auto keep = [&](uint64_t label) { return gone.count(label) == 0; };
+    const double repaired = RecallAgainstExact(w, metric, data, n, dim, queries, keep);
+    const double fresh = RecallAgainstExact(*rebuilt, metric, data, n, dim, queries, keep);
+    MESSAGE(std::string(MetricName(metric)) << ": recall@10 without 5% of the nodes " << repaired
+                               << ", rebuilt " << fresh);
+    CHECK(repaired >= 0.85);
+    CHECK(repaired >= fresh - 0.02);
+    // It takes inserts as any index does.
+    REQUIRE((*without)->Add(n + 100, std::span<const float>(data.data(), dim)).ok());
+    CHECK(MustSearch(w, std::span<const float>(data.data(), dim), Top(1, n)).front().distance <= 1e-5f);
+  }
+}
+
+TEST_CASE("an index without its entry point, without every node, or asked for a label it lacks") {
+  auto rng = SeededRng(62);
+  const size_t n = 800, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);
+  const HnswStats stats = index->Stats();
+  REQUIRE(stats.max_level >= 1);
+  const uint64_t entry = index->NodeLabel(stats.entry_node);
+  auto no_entry = index->Without(std::vector<uint64_t>{entry});
+  REQUIRE(no_entry.ok());
+  CHECK((*no_entry)->size() == n - 1);
+  CHECK((*no_entry)->Stats().max_level <= stats.max_level);
+  for (size_t r = 0; r < 50; ++r) {
+    std::span<const float> q(data.data() + r * dim, dim);
+    auto hits = MustSearch(**no_entry, q, Top(1));
+    REQUIRE(hits.size() == 1);
+    if (r + 1 != entry) CHECK(hits[0].id == r + 1);
+  }
+  std::vector<uint64_t> all(n);
+  std::iota(all.begin(), all.end(), 1);
+  auto empty = index->Without(all);
+  REQUIRE(empty.ok());
+  CHECK((*empty)->size() == 0);
+  CHECK(MustSearch(**empty, std::span<const float>(data.data(), dim), Top(5)).empty());
+  REQUIRE((*empty)->Add(1, std::span<const float>(data.data(), dim)).ok());
+  CHECK(MustSearch(**empty, std::span<const float>(data.data(), dim), Top(5)).size() == 1);
+  CHECK(index->Without(std::vector<uint64_t>{n + 5}).status().code() == kNotFound);
+  CHECK(index->size() == n);  // the index itself is unchanged
+}
+
+TEST_CASE("a mapped index without some nodes is an index of its own") {
+  auto rng = SeededRng(63);
+  const size_t n = 2000, dim = 24;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kCosine, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);
+  std::string image;
+  REQUIRE(index->SerializeMappable(&image).ok());
+  std::unique_ptr<HnswIndex> without;
+  {
+    MappedCopy copy = MappedCopy::Of(image, 0);
+    auto mapped = copy.Map(0);
+    REQUIRE(mapped.ok());
+    std::vector<uint64_t> removed;
+    for (uint64_t l = 5; l <= n; l += 37) removed.push_back(l);
+    auto w = (*mapped)->Without(removed);
+    REQUIRE(w.ok());
+    without = std::move(*w);
+  }  // the mapped memory is gone
+  std::string again;
+  REQUIRE(without->SerializeMappable(&again).ok());
+  for (size_t r = 0; r < 100; ++r) {
+    std::span<const float> q(data.data() + r * dim, dim);
+    auto hits = MustSearch(*without, q, Top(1, n));
+    REQUIRE(hits.size() == 1);
+    if ((r + 1) % 37 != 5) CHECK(hits[0].id == r + 1);
+  }
+}
+
+}  // namespace
+}  // namespace agentmem::index
