@@ -337,7 +337,7 @@ Status Database::MaybeVacuum() {
       counted = now;
     }
     const uint64_t rest = log_->end() - std::min(log_->end(), superseded);
-    const bool cheap = recall_ && recall_->GraphTransferable();
+    const bool cheap = recall_ && recall_->CanTakeGraph();
     *yes = superseded >= opts_.checkpoint_bytes && (cheap ? 2 * superseded > rest : superseded > 2 * rest);
     return Status::OK();
   };
@@ -678,7 +678,8 @@ Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan,
 // the copy is long enough and no larger than the file it replaces; true, the
 // commits carry no deltas and the checkpoint, always written, holds the
 // graph: this file's graph itself when each of its nodes is an episode the
-// copy keeps (RecallIndex::TakeGraph), else one built in memory.
+// copy keeps, or a copy of it without the forgotten episodes' nodes when
+// they are few (RecallIndex::TakeGraph), else one built in memory.
 Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
                                 bool graph_in_checkpoint, uint64_t* bytes) {
   std::unique_ptr<Database> dst;

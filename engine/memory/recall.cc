@@ -259,21 +259,40 @@ bool RecallIndex::NodesAgree(size_t nodes) const {
   return agree && n == nodes;
 }
 
-bool RecallIndex::GraphTransferable() const {
+bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) const {
+  labels->clear();
   if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return false;
-  // Each node is an episode with a vector (NodesAgree); none may be forgotten.
-  size_t live = 0;
-  attrs_.ForEach([&](uint64_t, const EpisodeAttrs& a) {
-    live += a.present && a.has_vector && !a.forgotten;
+  size_t n = 0;
+  bool agree = true;
+  attrs_.ForEach([&](uint64_t id, const EpisodeAttrs& a) {
+    if (!a.present || !a.has_vector) return;
+    agree &= a.node == n;
+    n++;
+    if (a.forgotten) labels->push_back(id);
   });
-  return live == graph_->size();
+  return agree && n == graph_->size();
+}
+
+bool RecallIndex::CanTakeGraph() const {
+  std::vector<uint64_t> forgotten;
+  return ForgottenNodes(&forgotten) &&
+         static_cast<double>(forgotten.size()) <= kRepairShare * static_cast<double>(graph_->size());
 }
 
 std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
-  if (!GraphTransferable()) return nullptr;
+  std::vector<uint64_t> forgotten;
+  if (!CanTakeGraph() || !ForgottenNodes(&forgotten)) return nullptr;
+  std::unique_ptr<index::HnswIndex> graph;
+  if (forgotten.empty()) {
+    graph = std::move(graph_);
+  } else {
+    auto without = graph_->Without(forgotten);
+    if (!without.ok()) return nullptr;  // the copy builds its own
+    graph = std::move(without.value());
+  }
   broken_ = Status(kInternal, "the graph was handed to a compaction copy; reopen the handle");
   synced_nodes_ = 0;
-  return std::move(graph_);
+  return graph;
 }
 
 Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {

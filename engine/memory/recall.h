@@ -166,12 +166,16 @@ class RecallIndex {
   // `records_checked`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false);
-  // Compaction: the graph, handed over to the copy, when each of its nodes is
-  // an episode the copy keeps (none deleted or hidden); nullptr otherwise.
-  // This index then has no graph and is broken until its handle reloads.
+  // Compaction: the graph for the copy when none of its nodes is deleted or
+  // hidden -- the graph itself, handed over, when each node is an episode
+  // the copy keeps; a copy without the forgotten episodes' nodes
+  // (HnswIndex::Without) when they are at most kRepairShare of the nodes;
+  // else nullptr (the copy builds its graph). This index then has no
+  // usable graph and is broken until its handle reloads.
   std::unique_ptr<index::HnswIndex> TakeGraph();
-  // Whether TakeGraph would hand the graph over (there is none: false).
-  bool GraphTransferable() const;
+  // Whether TakeGraph would give a graph (there is none: false).
+  bool CanTakeGraph() const;
+  static constexpr double kRepairShare = 0.1;
   // The copy's side: a graph whose nodes are this index's episodes with
   // vectors, one each, in id order (TakeGraph of the file it copies).
   // REQUIRES: no graph yet. Errors: kCorruptIndex when they disagree.
@@ -183,6 +187,11 @@ class RecallIndex {
   // Keeps the graph nodes of `labels` out of every vector search (their
   // vectors could not be read: their pages are damaged). They stay waypoints.
   Status HideNodes(const std::vector<uint64_t>& labels);
+  // The labels of the graph's nodes whose episodes are forgotten; false when
+  // the graph cannot go to a compaction copy at all (there is none, it is
+  // broken, has deleted or hidden nodes, or its nodes are not the episodes
+  // with vectors in id order).
+  bool ForgottenNodes(std::vector<uint64_t>* labels) const;
   // Adds an indexed episode's BM25 terms, as committed in the file; a later
   // text record of the same episode (its context changed: a forget) replaces
   // the earlier one.

@@ -1082,6 +1082,68 @@ TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's che
         std::vector<uint64_t>{id});
 }
 
+TEST_CASE("a PURGE of a few episodes keeps the graph less their nodes, in the copy's checkpoint only") {
+  TempDir dir;
+  const std::string path = dir.File("p.agentmem");
+  Options o;
+  o.checkpoint_bytes = 64 * 1024;
+  {
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
+      Ok(db->Begin());
+      for (int i = 0; i < 1000; i++) {
+        Remember(db.get(), "u", "s" + std::to_string(i % 40), Text("u", t * 1000 + i));
+      }
+      Ok(db->Commit());
+    }
+    Ok(db->Close());
+  }
+  auto db = MustOpen(path, o);
+  std::vector<uint64_t> session;
+  const std::string s7 = "s7";
+  Ok(db->ListEpisodeIds("u", &s7, &session));
+  REQUIRE(session.size() == 150);  // 2.5 % of the episodes
+  ForgetRecord f;
+  f.kind = ForgetKind::kSession;
+  f.user_id = "u";
+  f.session_id = "s7";
+  Ok(db->Forget(f, nullptr));
+  // What the file answered before the copy: its graph, the forgotten nodes
+  // passed over by the walk.
+  bool graph_used = false;
+  const auto before = Answers(db.get(), {"u"}, &graph_used);
+  CHECK(graph_used);
+  ForgetReceipt r;
+  Ok(db->Vacuum({}, &r));
+  const FileLayout after = LayoutOf(path);
+  CHECK(after.bytes.count(kGraphPage) == 0);
+  CHECK(after.sb[0].checkpoint != 0);
+  CHECK(after.sb[0].checkpoint == after.sb[1].checkpoint);
+  graph_used = false;
+  const auto answers = Answers(db.get(), {"u"}, &graph_used);
+  CHECK(graph_used);
+  // No forgotten episode is a hit, and the answers are nearly those before.
+  size_t same = 0, total = 0;
+  for (size_t i = 0; i < answers.size(); i++) {
+    for (uint64_t id : answers[i]) {
+      CHECK_FALSE(std::binary_search(session.begin(), session.end(), id));
+      same += std::find(before[i].begin(), before[i].end(), id) != before[i].end();
+      total++;
+    }
+  }
+  CHECK(total > 0);
+  CHECK(same >= total * 9 / 10);
+  std::vector<std::string> problems;
+  Ok(db->Check(&problems));
+  CHECK(problems.empty());
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(Answers(db.get(), {"u"}) == answers);  // the checkpoint holds that graph
+  const uint64_t id = Remember(db.get(), "u", "s", "a brand new memory about sailing boats");
+  CHECK(RecallIds(db.get(), "u", "a brand new memory about sailing boats", RecallMode::kVector, 1) ==
+        std::vector<uint64_t>{id});
+}
+
 TEST_CASE("a VACUUM that drops episodes builds the copy's graph again, into its checkpoint only") {
   TempDir dir;
   const std::string path = dir.File("d.agentmem");
