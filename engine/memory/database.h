@@ -349,6 +349,7 @@ class Database {
     std::vector<format::TextRecord> texts;
     uint32_t pages = 0;  // record pages, the commit page not counted
     format::CommitRecord commit;
+    PageRef last_episodes;  // the last episode page, for the cache (null: none)
   };
   Status PendingVectorsAsStored();
   Status EncodePending(std::string* buf, Layout* layout);
