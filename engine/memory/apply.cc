@@ -183,8 +183,9 @@ Status Database::ApplyTxn(DecodedTxn& d) {
   }
   // Vectors committed without a graph image (a compacted file, whose
   // checkpoint holds its graph, read from its first page) are inserted here,
-  // as their writer would have; a handle's own commits have their nodes.
-  if (s.ok() && d.graphs.empty() && graph_writes_ == GraphWrites::kDeltas) {
+  // as their writer would have. A handle's own commit has its nodes and no
+  // graph image among its records: it is not looked at.
+  if (s.ok() && !d.own && d.graphs.empty() && graph_writes_ == GraphWrites::kDeltas) {
     std::vector<const format::EpisodeRecord*> episodes;
     for (const auto& [r, loc] : d.episodes) {
       if (!r.vector.empty()) episodes.push_back(&r);
@@ -219,6 +220,7 @@ Database::DecodedTxn Database::TakePending(Layout& layout, uint64_t end) {
   d.forgets = std::move(pending_forgets_);
   d.commit = layout.commit;
   d.end = end;
+  d.own = true;
   ClearPending();
   return d;
 }

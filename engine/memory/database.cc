@@ -426,6 +426,9 @@ Status Database::CommitPending() {
     if (recall_) recall_->Break(s);  // its graph holds the in-doubt inserts
     return s;
   }
+  // The next commit's context texts read the latest episodes: the page
+  // goes into the cache as written, not read back.
+  if (layout.last_episodes) log_->pager().Keep(std::move(layout.last_episodes));
   // The bytes are durable per the sync mode: move the snapshot.
   DecodedTxn d = TakePending(layout, log_->end() + buf.size());
   return Committed(d, layout.pages + 1, "commit");

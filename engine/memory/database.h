@@ -328,6 +328,9 @@ class Database {
     format::CommitRecord commit;
     uint64_t checkpoint_start = 0;  // a checkpoint transaction: where it starts
     uint64_t end = 0;               // just past the commit page
+    // This handle's own commit (TakePending): its episodes' graph nodes are
+    // in already (InsertForCommit), so ApplyTxn looks for none missing.
+    bool own = false;
   };
   struct Counters {
     uint64_t episode = 1, fact = 1, block = 1;  // the next id of each
@@ -346,6 +349,7 @@ class Database {
     std::vector<format::TextRecord> texts;
     uint32_t pages = 0;  // record pages, the commit page not counted
     format::CommitRecord commit;
+    PageRef last_episodes;  // the last episode page, for the cache (null: none)
   };
   Status PendingVectorsAsStored();
   Status CheckStorable(const std::vector<float>& v) const;

@@ -48,6 +48,24 @@ Status Database::CheckStorable(const std::vector<float>& v) const {
   return Status(kRange, UnstorableMessage());
 }
 
+namespace {
+
+// The bytes of an episode record that zstd is not expected to shrink: its
+// vector's nonzero components (those of a dense embedding are close to
+// random bits; a sparse vector's zeros compress).
+size_t IncompressibleBytes(const EpisodeRecord& r) {
+  size_t nonzero = 0;
+  for (float f : r.vector) nonzero += f != 0.0f;
+  switch (r.vector_type) {
+    case format::VectorType::kF16: return nonzero * 2;
+    case format::VectorType::kInt8: return nonzero;
+    case format::VectorType::kF32: break;
+  }
+  return nonzero * 4;
+}
+
+}  // namespace
+
 // Packs the pending records into pages starting at the end of the log, then
 // the commit page, and says in `layout` where each record went.
 Status Database::EncodePending(std::string* buf, Layout* layout) {
@@ -69,7 +87,12 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
     format::EncodeMeta(pending_meta_, &rec);
     w.AddAlone(PageType::kMeta, rec);
   }
-  add_all(PageType::kEpisodes, pending_episodes_, format::EncodeEpisode, &layout->episodes);
+  layout->episodes.reserve(pending_episodes_.size());
+  for (const EpisodeRecord& r : pending_episodes_) {
+    rec.clear();
+    format::EncodeEpisode(r, &rec);
+    layout->episodes.push_back(w.Add(PageType::kEpisodes, rec, IncompressibleBytes(r)));
+  }
   add_all(PageType::kBlocks, pending_blocks_, format::EncodeBlock, &layout->blocks);
   add_all(PageType::kFacts, pending_facts_, format::EncodeFact, &layout->facts);
   add_all(PageType::kForget, pending_forgets_, format::EncodeForget, nullptr);
@@ -89,6 +112,7 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
   NextIds(&c.next_episode_id, &c.next_fact_id, &c.next_block_version);
   *buf = w.Finish(&c);
   layout->pages = c.page_count;
+  layout->last_episodes = w.LastEpisodePage();
   return Status::OK();
 }
 

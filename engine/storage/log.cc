@@ -14,19 +14,41 @@ using format::PageType;
 
 void TxnWriter::ClosePage() {
   if (count_ == 0) return;
-  std::string page = format::EncodePage(type_, pos_, salt_, count_, payload_, true);
+  const bool may_pay = payload_.size() - std::min(incompressible_, payload_.size()) >= payload_.size() / 8;
+  std::string page = format::EncodePage(type_, pos_, salt_, count_, payload_, may_pay);
+  if (type_ == PageType::kEpisodes) {
+    episodes_head_.assign(page, 0, format::kPageHeaderSize);
+    episodes_offset_ = pos_;
+    episodes_payload_.swap(payload_);
+  }
   pos_ += page.size();
   buf_ += page;
   pages_++;
   payload_.clear();
   count_ = 0;
+  incompressible_ = 0;
 }
 
-RecordLoc TxnWriter::Add(PageType type, std::string_view record) {
+RecordLoc TxnWriter::Add(PageType type, std::string_view record, size_t incompressible) {
   if (count_ > 0 && (type != type_ || payload_.size() + record.size() + 5 > page_size_)) ClosePage();
   type_ = type;
   format::AppendRecord(record, &payload_);
+  incompressible_ += incompressible;
   return RecordLoc{pos_, count_++};
+}
+
+PageRef TxnWriter::LastEpisodePage() const {
+  if (episodes_head_.empty()) return nullptr;
+  auto page = std::make_shared<Page>();
+  page->offset = episodes_offset_;
+  if (!format::PeekPageHeader(episodes_head_, episodes_offset_, salt_, &page->header).ok()) return nullptr;
+  page->payload = episodes_payload_;
+  if (!format::SplitRecords(page->payload, page->header.record_count,
+                            static_cast<int64_t>(page->header.page_no), &page->records)
+           .ok()) {
+    return nullptr;
+  }
+  return page;
 }
 
 void TxnWriter::AddAlone(PageType type, std::string_view record) {

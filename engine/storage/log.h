@@ -72,8 +72,11 @@ class TxnWriter {
  public:
   TxnWriter(uint64_t start, const format::FileHeader& header)
       : start_(start), pos_(start), salt_(header.salt), page_size_(header.page_size) {}
-  // Adds one encoded record; returns where it goes.
-  RecordLoc Add(format::PageType type, std::string_view record);
+  // Adds one encoded record; returns where it goes. `incompressible` is how
+  // many of its bytes zstd is not expected to shrink (a dense vector's): a
+  // page whose other bytes are under an eighth of it is stored without
+  // trying, since compression would not save the eighth it must (EncodePage).
+  RecordLoc Add(format::PageType type, std::string_view record, size_t incompressible = 0);
   // Adds a record on a page of its own.
   void AddAlone(format::PageType type, std::string_view record);
   // Record pages so far (the page being filled included).
@@ -81,6 +84,10 @@ class TxnWriter {
   // Closes the last record page and appends the commit page; fills in c's
   // txn_start and page_count. Returns the transaction's bytes.
   std::string Finish(format::CommitRecord* c);
+  // The last episode page of the transaction, as Pager::ReadPage would return
+  // it once the transaction is written (null when it has none). REQUIRES:
+  // Finish() was called.
+  PageRef LastEpisodePage() const;
 
  private:
   void ClosePage();
@@ -92,6 +99,10 @@ class TxnWriter {
   std::string buf_, payload_;
   format::PageType type_ = format::PageType::kEpisodes;
   uint32_t count_ = 0;  // records on the page being filled
+  size_t incompressible_ = 0;  // of the page being filled (Add)
+  // The last episode page closed: its header bytes, offset and payload.
+  std::string episodes_head_, episodes_payload_;
+  uint64_t episodes_offset_ = 0;
 };
 
 class Log {

@@ -88,6 +88,18 @@ Status Pager::Load(uint64_t offset, PageRef* out) const {
   return Status::OK();
 }
 
+void Pager::Keep(PageRef page) {
+  const size_t charge = ChargeOf(*page);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (charge > budget_ || index_.find(page->offset) != index_.end()) return;
+  Lru node;
+  node.push_back(Entry{page, charge});
+  index_.emplace(page->offset, node.begin());
+  EvictTo(budget_ - charge);
+  lru_.splice(lru_.begin(), node);
+  held_ += charge;
+}
+
 Status Pager::ReadPage(uint64_t offset, PageRef* out, bool keep) {
   out->reset();
   {

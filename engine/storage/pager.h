@@ -86,6 +86,13 @@ class Pager {
   // end of the file), kIoErr*, kNoMem; kMisuse without a file.
   Status ReadPage(uint64_t offset, PageRef* out, bool keep = true);
 
+  // Caches `page`, which this handle wrote at page->offset and whose write
+  // succeeded, as ReadPage would have after reading it back (header, payload
+  // decompressed, records split). A page already cached, or whose charge
+  // exceeds the budget, is not kept. The writer keeps the page its next
+  // commit is likely to read (a session's latest episodes).
+  void Keep(PageRef page);
+
   // Checks a whole page held in memory (PaddedPageSize bytes, more are
   // ignored) that was read at `offset` of a file whose header holds `salt`:
   // page header, checksum, and decompression. On success sets *header and

@@ -1208,6 +1208,58 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
   CHECK(problems.empty());
 }
 
+TEST_CASE("a compacted file read from its first page gives the graph a node for every episode its transactions hold") {
+  namespace fmt = agentmem::format;
+  TempDir dir;
+  const std::string path = dir.File("g.agentmem");
+  Options o;
+  o.checkpoint_bytes = 64 * 1024;
+  {
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 5; t++) {  // past kExactScanMax, so vector recall walks the graph
+      Ok(db->Begin());
+      for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
+      Ok(db->Commit());
+    }
+    Ok(db->Close());
+    db = MustOpen(path, o);
+    Ok(db->Vacuum({}, nullptr));
+    Ok(db->Close());
+  }
+  REQUIRE(LayoutOf(path).bytes.count(kGraphPage) == 0);
+  std::string raw = agentmem::test::ReadFileBytes(path);
+  fmt::FileHeader h;
+  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
+  for (int slot = 0; slot < 2; slot++) {
+    fmt::Superblock sb;
+    sb.generation = 100 + slot;
+    sb.salt = h.salt;
+    sb.durable_through = raw.size();
+    raw.replace(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize, fmt::EncodeSuperblock(sb));
+  }
+  agentmem::test::WriteFileBytes(path, raw);
+  auto db = MustOpen(path, o);
+  // Each episode's own text is its nearest vector: found only if the scan
+  // of its transaction gave it a node.
+  for (int i : {0, 999, 2500, 4999}) {
+    RecallQuery rq;
+    rq.user_id = "u";
+    rq.text = Text("u", i);
+    rq.mode = RecallMode::kVector;
+    rq.k = 1;
+    rq.min_similarity = -INFINITY;
+    std::vector<RecallHit> hits;
+    agentmem::engine::RecallPlan plan;
+    Ok(db->Recall(rq, &hits, &plan));
+    CHECK(plan.vector_path.find("hnsw") != std::string::npos);
+    REQUIRE(hits.size() == 1);
+    CHECK(hits[0].id == static_cast<uint64_t>(i + 1));
+  }
+  std::vector<std::string> problems;
+  Ok(db->Check(&problems));
+  CHECK(problems.empty());
+}
+
 TEST_CASE("a close compacts the file once superseded checkpoints and graph deltas exceed half the rest of it, unless auto_vacuum is off") {
   TempDir dir;
   std::vector<std::vector<uint64_t>> answers[2];

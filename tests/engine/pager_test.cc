@@ -281,6 +281,49 @@ TEST_CASE("a database with a tiny page cache still reads all its records") {
   CHECK(db->pager().pages_held() == 0);
 }
 
+TEST_CASE("a page kept by its writer is served from the cache, unless one is cached there or it exceeds the budget") {
+  Image img = MakeImage(2, 3, 100);
+  Fixture f(img);
+  PageRef read;
+  REQUIRE(f.pager.ReadPage(img.offsets[0], &read).ok());
+  // A second copy of the first page, as its writer would keep it.
+  Fixture g(img);
+  PageRef copy;
+  REQUIRE(g.pager.ReadPage(img.offsets[0], &copy).ok());
+  f.pager.Keep(copy);
+  PageRef again;
+  REQUIRE(f.pager.ReadPage(img.offsets[0], &again).ok());
+  CHECK(again.get() == read.get());  // the cached one stays
+  PageRef second;
+  REQUIRE(g.pager.ReadPage(img.offsets[1], &second).ok());
+  f.pager.Keep(second);
+  CHECK(f.pager.pages_held() == 2);
+  const uint64_t misses = f.pager.misses();
+  REQUIRE(f.pager.ReadPage(img.offsets[1], &again).ok());
+  CHECK(again.get() == second.get());
+  CHECK(f.pager.misses() == misses);
+  Fixture h(img);
+  h.pager.set_budget(Pager::ChargeOf(*second) - 1);
+  h.pager.Keep(second);
+  CHECK(h.pager.pages_held() == 0);
+}
+
+TEST_CASE("a commit's episode is in the cache for the next commit, whose context texts read it") {
+  auto env = agentmem::engine::NewMemEnv();
+  auto db = OpenMem(env.get());
+  format::EpisodeRecord r;
+  r.user_id = "u";
+  r.session_id = "s";
+  r.role.assign("user", 4);
+  r.text = "the first turn of the session";
+  REQUIRE(db->Remember(r, nullptr).ok());
+  const uint64_t misses = db->pager().misses();
+  r.text = "the second turn, indexed with the first as its context";
+  REQUIRE(db->Remember(r, nullptr).ok());
+  CHECK(db->pager().misses() == misses);
+  CHECK(db->pager().hits() > 0);
+}
+
 TEST_CASE("a page read without keep is verified but not cached") {
   Image img = MakeImage(2, 2, 64);
   img.bytes[img.offsets[1] + format::kPageHeaderSize + 3] ^= 0x01;
