@@ -1024,6 +1024,23 @@ std::vector<std::vector<uint64_t>> Answers(Database* db, const std::vector<std::
 }
 
 // 300 episodes of users u0, u1 and u2 in six commits of 50.
+// Rewrites both superblocks as a file's first superblock is, knowing no
+// checkpoint: an open then scans every transaction from the first page.
+void ForgetCheckpoint(const std::string& path) {
+  namespace fmt = agentmem::format;
+  std::string raw = agentmem::test::ReadFileBytes(path);
+  fmt::FileHeader h;
+  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
+  for (int slot = 0; slot < 2; slot++) {
+    fmt::Superblock sb;
+    sb.generation = 100 + slot;
+    sb.salt = h.salt;
+    sb.durable_through = raw.size();
+    raw.replace(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize, fmt::EncodeSuperblock(sb));
+  }
+  agentmem::test::WriteFileBytes(path, raw);
+}
+
 void RememberInSixCommits(Database* db) {
   for (int t = 0; t < 6; t++) {
     Ok(db->Begin());
@@ -1169,7 +1186,6 @@ TEST_CASE("a VACUUM that drops episodes builds the copy's graph again, into its 
 }
 
 TEST_CASE("a compacted file read from its first page inserts the vectors its checkpoint's graph holds") {
-  namespace fmt = agentmem::format;
   TempDir dir;
   const std::string path = dir.File("s.agentmem");
   Options o;
@@ -1187,17 +1203,7 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
   REQUIRE(LayoutOf(path).bytes.count(kGraphPage) == 0);
   // Superblocks that know no checkpoint (as a file's first superblock does):
   // the open scans every transaction from the first page.
-  std::string raw = agentmem::test::ReadFileBytes(path);
-  fmt::FileHeader h;
-  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
-  for (int slot = 0; slot < 2; slot++) {
-    fmt::Superblock sb;
-    sb.generation = 100 + slot;
-    sb.salt = h.salt;
-    sb.durable_through = raw.size();
-    raw.replace(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize, fmt::EncodeSuperblock(sb));
-  }
-  agentmem::test::WriteFileBytes(path, raw);
+  ForgetCheckpoint(path);
   auto db = MustOpen(path, o);
   CHECK(Answers(db.get(), {"u0", "u1", "u2"}) == answers);
   const uint64_t id = Remember(db.get(), "u1", "s", "a brand new memory about sailing boats");
@@ -1209,7 +1215,6 @@ TEST_CASE("a compacted file read from its first page inserts the vectors its che
 }
 
 TEST_CASE("a compacted file read from its first page gives the graph a node for every episode its transactions hold") {
-  namespace fmt = agentmem::format;
   TempDir dir;
   const std::string path = dir.File("g.agentmem");
   Options o;
@@ -1227,17 +1232,7 @@ TEST_CASE("a compacted file read from its first page gives the graph a node for 
     Ok(db->Close());
   }
   REQUIRE(LayoutOf(path).bytes.count(kGraphPage) == 0);
-  std::string raw = agentmem::test::ReadFileBytes(path);
-  fmt::FileHeader h;
-  REQUIRE(fmt::DecodeFileHeader(std::string_view(raw).substr(0, fmt::kFirstPageOffset), &h).ok());
-  for (int slot = 0; slot < 2; slot++) {
-    fmt::Superblock sb;
-    sb.generation = 100 + slot;
-    sb.salt = h.salt;
-    sb.durable_through = raw.size();
-    raw.replace(fmt::kSuperblockOffset[slot], fmt::kSuperblockSize, fmt::EncodeSuperblock(sb));
-  }
-  agentmem::test::WriteFileBytes(path, raw);
+  ForgetCheckpoint(path);
   auto db = MustOpen(path, o);
   // Each episode's own text is its nearest vector: found only if the scan
   // of its transaction gave it a node.
