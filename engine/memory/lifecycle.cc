@@ -785,11 +785,15 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   Status s = ApplyRetention();  // expired episodes are not copied
   if (s.ok()) s = log_->file()->Size(&r.bytes_before);
   const std::string tmp = path_ + "-vacuum";
-  // A file with a checkpoint gets a copy whose checkpoint holds the graph
-  // (no deltas); should that checkpoint not fit in a page, the copy is
-  // written again with deltas. Either way this handle's indexes went to the
-  // copy or were dropped (WriteCompacted): it reloads.
-  const bool graph_in_checkpoint = opts_.checkpoint_bytes != 0 && log_->checkpoint_size() != 0;
+  // A file with a checkpoint, or one of at least checkpoint_bytes whose graph
+  // the copy can take, gets a copy whose checkpoint holds the graph (no
+  // deltas); should that checkpoint not fit in a page, the copy is written
+  // again with deltas. Either way this handle's indexes went to the copy or
+  // were dropped (WriteCompacted): it reloads.
+  const bool graph_in_checkpoint =
+      s.ok() && opts_.checkpoint_bytes != 0 &&
+      (log_->checkpoint_size() != 0 ||
+       (r.bytes_before >= opts_.checkpoint_bytes && recall_ && recall_->CanTakeGraph()));
   const bool indexes_dropped = graph_in_checkpoint && s.ok();
   if (s.ok()) s = WriteCompacted(tmp, r.bytes_before, graph_in_checkpoint, &r.bytes_after);
   if (graph_in_checkpoint && s.code() == kTooBig) {

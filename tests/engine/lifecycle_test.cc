@@ -1099,6 +1099,35 @@ TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's che
         std::vector<uint64_t>{id});
 }
 
+TEST_CASE("a VACUUM of a file past checkpoint_bytes that has no checkpoint yet puts the graph in the copy's checkpoint") {
+  TempDir dir;
+  const std::string path = dir.File("n.agentmem");
+  Options o;
+  o.checkpoint_bytes = 1024 * 1024;
+  auto db = MustOpen(path, o);
+  for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
+    Ok(db->Begin());
+    for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
+    Ok(db->Commit());
+  }
+  const FileLayout before = LayoutOf(path);
+  REQUIRE(before.bytes.count(kCheckpointPage) == 0);  // a writer checkpoints at 16 x checkpoint_bytes
+  REQUIRE(before.bytes.count(kGraphPage));
+  REQUIRE(agentmem::test::ReadFileBytes(path).size() >= o.checkpoint_bytes);
+  bool graph_used = false;
+  const auto answers = Answers(db.get(), {"u"}, &graph_used);
+  CHECK(graph_used);
+  Ok(db->Vacuum({}, nullptr));
+  const FileLayout after = LayoutOf(path);
+  CHECK(after.bytes.count(kGraphPage) == 0);
+  CHECK(after.sb[0].checkpoint != 0);
+  CHECK(after.sb[0].checkpoint == after.sb[1].checkpoint);
+  CHECK(Answers(db.get(), {"u"}) == answers);  // the same graph, handed over
+  Ok(db->Close());
+  db = MustOpen(path, o);
+  CHECK(Answers(db.get(), {"u"}) == answers);
+}
+
 TEST_CASE("a PURGE of a few episodes keeps the graph less their nodes, in the copy's checkpoint only") {
   TempDir dir;
   const std::string path = dir.File("p.agentmem");
