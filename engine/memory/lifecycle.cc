@@ -542,12 +542,23 @@ class NeedleScan {
  public:
   explicit NeedleScan(const std::vector<std::string>& needles) : needles_(needles) {
     found_.assign(needles.size(), false);
-    for (size_t i = 0; i < needles.size(); i++) by_prefix_[Key(needles[i].data())].push_back(i);
+    filter_.assign(size_t{1} << (kFilterBits - 6), 0);
+    for (size_t i = 0; i < needles.size(); i++) {
+      const uint64_t key = Key(needles[i].data());
+      by_prefix_[key].push_back(i);
+      filter_[key >> (64 - kFilterBits + 6)] |= uint64_t{1} << ((key >> (64 - kFilterBits)) & 63);
+    }
   }
   void Scan(std::string_view hay) {
     if (needles_.empty() || hay.size() < 16) return;
     for (size_t pos = 0; pos + 16 <= hay.size(); pos++) {
-      auto it = by_prefix_.find(Key(hay.data() + pos));
+      // A bit per value of the key's top bits, set for each needle: most
+      // positions stop here, in a table that stays in the cache.
+      const uint64_t key = Key(hay.data() + pos);
+      if (!((filter_[key >> (64 - kFilterBits + 6)] >> ((key >> (64 - kFilterBits)) & 63)) & 1)) {
+        continue;
+      }
+      auto it = by_prefix_.find(key);
       if (it == by_prefix_.end()) continue;
       for (size_t i : it->second) {
         const std::string& n = needles_[i];
@@ -566,8 +577,10 @@ class NeedleScan {
     std::memcpy(&b, p + 8, 8);
     return a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
   }
+  static constexpr int kFilterBits = 20;  // a 128 KiB table
   const std::vector<std::string>& needles_;
   std::vector<bool> found_;
+  std::vector<uint64_t> filter_;
   std::unordered_map<uint64_t, std::vector<size_t>> by_prefix_;
 };
 
