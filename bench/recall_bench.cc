@@ -136,7 +136,7 @@ struct Config {
   std::string peers_script = "bench/peers/peers.mjs";
   std::string node = "node";
   bool run_single = true, run_filter = true, run_open = true, run_embedder = true,
-       run_locomo = true, run_sift = true;
+       run_locomo = true, run_sift = true, run_purge = true;
   std::vector<int> modes = {bench::kHybrid, bench::kBm25, bench::kVector};
   std::vector<int> ef_sweep = {10, 16, 24, 32, 48, 64, 96, 128, 256};
   bool callgrind = false, callgrind_prepare = false;
@@ -168,7 +168,8 @@ const char* kUsage =
     "                   /work/shared/data)\n"
     "  --out DIR        results folder (bench/results)\n"
     "  --workdir DIR    where the store files go (/tmp/agentmem-bench)\n"
-    "  --no-single --no-filter --no-open --no-embedder --no-locomo --no-sift   skip a phase\n"
+    "  --no-single --no-filter --no-open --no-embedder --no-locomo --no-sift --no-purge\n"
+    "                   skip a phase\n"
     "  --keep           leave the store files in --workdir\n"
     "  --callgrind      instruction counts of ingest and recall (run under valgrind\n"
     "                   --tool=callgrind --collect-atstart=no; see make bench-callgrind)\n"
@@ -953,8 +954,12 @@ void WriteQueryFile(const std::string& path, const std::string& text, const floa
 
 struct Figures {  // what the goals compare, per system
   std::map<std::string, double> hybrid_p50, hybrid_p99, bm25_p50, bm25_p99, open_first_ms,
-      open_ms, file_bytes, ingest_rate, vector_p50, vector_recall;
+      open_ms, file_bytes, ingest_rate, vector_p50, vector_recall, single_rate, single_cpu_ms,
+      peak_rss_mib;
   double hnsw_build_rate = 0;
+  double text_ratio = -1;     // agentmem's text-only file / its raw text (built-in embedder)
+  double purge_seconds = -1;  // agentmem: PURGE of purge_of of purge_n episodes
+  size_t purge_of = 0, purge_n = 0;
 };
 
 struct Ctx {
@@ -1055,6 +1060,8 @@ void SingleIngestPhase(Ctx& x, SystemRun& r) {
             Fmt("p99 %.3f, max %.3f ms; thread CPU p50 %.3f ms", s.p99 / 1e3, s.max / 1e3,
                 cpu.p50 / 1e3),
             name);
+    x.fig.single_rate[name] = static_cast<double>(m) / r.seconds;
+    x.fig.single_cpu_ms[name] = cpu.p50 / 1e3;
     RemoveStore(*store, path);
   }
 }
@@ -1346,6 +1353,7 @@ void SizePhase(Ctx& x, SystemRun& r) {
                                        : "hnswlib index file + SQLite text with FTS5",
             name);
     long peak = StatusKiB("VmHWM");
+    x.fig.peak_rss_mib[name] = (peak - r.rss0) / 1024.0;
     rep.Add("memory", "peak RSS of the bench during this system's run", (peak - r.rss0) / 1024.0,
             "MiB",
             Fmt("VmHWM above the %.0f MiB the bench held before (its data)", r.rss0 / 1024.0),
@@ -1744,10 +1752,11 @@ void EmbedderIngest(Ctx& x, const EmbedderSpace& space, const std::string& label
                 "have no embedder",
                 r.seconds + r.close_seconds, n, space.name.c_str(), space.dim),
             "agentmem");
-  x.rep.Add(Fmt("size, text only (%s)", what.c_str()), "file / raw text",
-            static_cast<double>(FileBytes(path)) /
-                static_cast<double>(TextBytes(x.d.texts, n)),
-            "×", "vectors made by the engine are in the file; raw = text bytes only", "agentmem");
+  const double ratio = static_cast<double>(FileBytes(path)) /
+                      static_cast<double>(TextBytes(x.d.texts, n));
+  x.rep.Add(Fmt("size, text only (%s)", what.c_str()), "file / raw text", ratio, "×",
+            "vectors made by the engine are in the file; raw = text bytes only", "agentmem");
+  if (label == "built-in embedder") x.fig.text_ratio = ratio;
   std::remove(path.c_str());
 }
 
@@ -1760,6 +1769,57 @@ void RunEmbedderIngest(Ctx& x) {
     EmbedderIngest(x, {"agentmem-hash-v1", 384}, "agentmem-hash-v1",
                    std::min<size_t>(x.c.n, 10000));
   }
+}
+
+// ------------------------------------------------------------------ purge
+
+// Forgetting with PURGE: min(N, 50,000) episodes of one user (the bench's
+// texts and vectors, 1,000 per durable transaction, in 50 sessions), then one
+// session's episodes forgotten with AGENTMEM_FORGET_PURGE -- the forget, the
+// VACUUM that copies the file without them and the search of the copy for
+// every forgotten byte, timed as the one call a user makes.
+void RunPurge(Ctx& x) {
+  const Config& c = x.c;
+  const size_t n = std::min<size_t>(c.n, 50000), sessions = 50;
+  std::string options = Fmt("vector_dim=%d&vector_metric=cosine&sync=full&embedder=bench-synthetic",
+                            c.dim);
+  if (const char* more = std::getenv("AGENTMEM_BENCH_OPTIONS"); more != nullptr && *more)
+    options += std::string("&") + more;
+  const std::string path = StorePath(c, "agentmem", Fmt("purge-n%zu", n));
+  std::remove(path.c_str());
+  agentmem_db* db = nullptr;
+  auto check = [&](int rc, const char* what) {
+    if (rc != AGENTMEM_OK && rc != AGENTMEM_DONE)
+      throw std::runtime_error(Fmt("purge: %s: %s", what, agentmem_errmsg(db)));
+  };
+  check(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                         options.c_str()),
+        "open");
+  Progress("agentmem purge: %zu episodes in %zu sessions -> %s", n, sessions, path.c_str());
+  for (size_t i = 0; i < n; i++) {
+    if (i % c.batch == 0) check(agentmem_begin(db), "begin");
+    const std::string session = Fmt("s%zu", i % sessions);
+    check(agentmem_remember(db, kUser.c_str(), session.c_str(), "user", x.d.texts[i].c_str(), 0,
+                            nullptr, x.d.vecs.row(i), c.dim, nullptr),
+          "remember");
+    if (i % c.batch == c.batch - 1 || i == n - 1) check(agentmem_commit(db), "commit");
+  }
+  agentmem_receipt r{};
+  const double t0 = Seconds();
+  check(agentmem_forget(db, kUser.c_str(), "s7", 0, AGENTMEM_FORGET_PURGE, &r), "forget");
+  const double seconds = Seconds() - t0;
+  agentmem_close(db);
+  std::remove(path.c_str());
+  x.fig.purge_seconds = seconds;
+  x.fig.purge_of = static_cast<size_t>(r.episodes);
+  x.fig.purge_n = n;
+  x.rep.Add(Fmt("forget with PURGE, %lld of %zu episodes", static_cast<long long>(r.episodes), n),
+            "seconds", seconds, "s",
+            Fmt("forget + VACUUM + search of every byte of the copy: file %.1f -> %.1f MiB, "
+                "%lld needles, residue %lld",
+                r.bytes_before / 1048576.0, r.bytes_after / 1048576.0,
+                static_cast<long long>(r.needles), static_cast<long long>(r.residue)),
+            "agentmem");
 }
 
 // Reads a texmex .fvecs / .ivecs file: [int32 dim][dim values] per row.
@@ -2075,6 +2135,62 @@ void AddPeerGoals(Ctx& x) {
   x.rep.AddSection("## Goals against the best peer (LanceDB, sqlite-vec)", lines);
 }
 
+// The performance targets: absolute figures, and ratios to SQLite measured
+// in this run, each met or not.
+void AddTargets(Ctx& x) {
+  const Figures& f = x.fig;
+  std::vector<std::string> lines = {
+      "Each target with agentmem's figure from the tables above, this run; a ratio's "
+      "denominator is SQLite's (WAL, synchronous=FULL) or hnswlib's figure from the same run.",
+      "",
+      "| target | agentmem | compared with | goal | met? |",
+      "|---|---:|---:|---:|---|"};
+  auto get = [](const std::map<std::string, double>& m, const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? -1.0 : it->second;
+  };
+  auto row = [&](const std::string& what, double a, const std::string& shown,
+                 const std::string& against, const char* goal, bool met) {
+    if (a < 0) {
+      lines.push_back("| " + what + " | — | — | " + goal + " | not measured |");
+      return;
+    }
+    lines.push_back(Fmt("| %s | %s | %s | %s | %s |", what.c_str(), shown.c_str(),
+                        against.c_str(), goal, met ? "yes" : "**no**"));
+  };
+  const double hp50 = get(f.hybrid_p50, "agentmem"), hp99 = get(f.hybrid_p99, "agentmem"),
+               bp99 = get(f.bm25_p99, "agentmem"), open = get(f.open_first_ms, "agentmem");
+  row("hybrid recall p50", hp50, Fmt("%.3f ms", hp50), "—", "≤ 0.5 ms", hp50 <= 0.5);
+  row("hybrid recall p99", hp99, Fmt("%.3f ms", hp99), "—", "≤ 2 ms", hp99 <= 2);
+  row("BM25 OR-query p99", bp99, Fmt("%.3f ms", bp99), "—", "≤ 2 ms", bp99 <= 2);
+  row("open → first recall, new process", open, Fmt("%.1f ms", open), "—", "≤ 50 ms",
+      open <= 50);
+  const double file = get(f.file_bytes, "agentmem"), sqlite_file = get(f.file_bytes, "sqlite");
+  row("file vs SQLite's", sqlite_file > 0 ? file : -1,
+      Fmt("%.0f MiB", file / 1048576.0), Fmt("%.0f MiB (%.2f×)", sqlite_file / 1048576.0,
+                                             file / sqlite_file),
+      "≤ 1×", file <= sqlite_file);
+  row("text-only file (built-in embedder) vs its text", f.text_ratio,
+      Fmt("%.1f×", f.text_ratio), "—", "≤ 10×", f.text_ratio <= 10);
+  const double sr = get(f.single_rate, "agentmem"), sqlite_sr = get(f.single_rate, "sqlite");
+  row("single-commit ingest vs SQLite's", sqlite_sr > 0 ? sr : -1, Fmt("%.0f /s", sr),
+      Fmt("%.0f /s (%.2f×)", sqlite_sr, sr / sqlite_sr), "≥ 1×", sr >= sqlite_sr);
+  const double sc = get(f.single_cpu_ms, "agentmem"), sqlite_sc = get(f.single_cpu_ms, "sqlite");
+  row("single-commit thread CPU vs SQLite's", sqlite_sc > 0 ? sc : -1, Fmt("%.3f ms", sc),
+      Fmt("%.3f ms (%.2f×)", sqlite_sc, sc / sqlite_sc), "≤ 2×", sc <= 2 * sqlite_sc);
+  const double ing = get(f.ingest_rate, "agentmem");
+  row("1,000 per transaction vs hnswlib's 2-thread build", f.hnsw_build_rate > 0 ? ing : -1,
+      Fmt("%.0f /s", ing), Fmt("%.0f /s (%.2f×)", f.hnsw_build_rate, ing / f.hnsw_build_rate),
+      "≥ 1×", ing >= f.hnsw_build_rate);
+  const double rss = get(f.peak_rss_mib, "agentmem"), sqlite_rss = get(f.peak_rss_mib, "sqlite");
+  row("peak RSS of ingest + recall vs SQLite's", sqlite_rss > 0 ? rss : -1,
+      Fmt("%.0f MiB", rss), Fmt("%.0f MiB (%.2f×)", sqlite_rss, rss / sqlite_rss), "≤ 2×",
+      rss <= 2 * sqlite_rss);
+  row(Fmt("PURGE of %zu of %zu episodes", f.purge_of, f.purge_n), f.purge_seconds,
+      Fmt("%.2f s", f.purge_seconds), "—", "≤ 5 s", f.purge_seconds <= 5);
+  x.rep.AddSection("## Targets", lines);
+}
+
 void AddGoals(Ctx& x) {
   const Figures& f = x.fig;
   std::vector<std::string> lines = {
@@ -2124,6 +2240,7 @@ void AddGoals(Ctx& x) {
   row("batched ingest vs SQLite + FTS5 (reported)", get(f.ingest_rate, "agentmem"),
       get(f.ingest_rate, "sqlite"), "/s", false, 1, "≥ 1");
   x.rep.AddSection("## Goals", lines);
+  AddTargets(x);
   AddPeerGoals(x);
 }
 
@@ -2250,6 +2367,7 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--no-open") c->run_open = false;
     else if (a == "--keep") g_keep_stores = true;
     else if (a == "--no-embedder") c->run_embedder = false;
+    else if (a == "--no-purge") c->run_purge = false;
     else if (a == "--no-locomo") c->run_locomo = false;
     else if (a == "--no-sift") c->run_sift = false;
     else if (a == "--no-peers") c->peers.clear();
@@ -2444,6 +2562,7 @@ int Main(int argc, char** argv) {
     RunPeers(x);
     bool has_am = std::count(c.systems.begin(), c.systems.end(), "agentmem") > 0;
     if (c.run_embedder && has_am) RunEmbedderIngest(x);
+    if (c.run_purge && has_am) RunPurge(x);
     std::string data_dir = FindDataDir(c);
     if ((c.run_locomo || c.run_sift) && data_dir.empty()) {
       x.checks.push_back("- evaluation data not found (--data, $AGENTMEM_DATA_DIR, "
