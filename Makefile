@@ -328,7 +328,7 @@ fuzz: san-build
 # make test's TSan build leaves out engine_tests (a long build for one case);
 # make tsan adds it.
 TSAN_TARGETS := $(REL_TESTS) tests/reliability/reliability_worker \
-                tests/reliability/hnsw_threads_tests tests/sql/sql_tests
+                tests/reliability/hnsw_threads_tests tests/recall_threads_tests tests/sql/sql_tests
 tsan-build: fuzz-deps
 	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
 	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true

@@ -199,6 +199,7 @@ if [ -n "$tsan_dir" ]; then
   export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}
   for spec in "reliability/reliability_tests|*threads of one process*" \
               "reliability/hnsw_threads_tests|*searches running during*,*several threads*" \
+              "recall_threads_tests|*" \
               "sql/sql_tests|*" "?engine_tests|*take turns as writers*"; do
     exe="$tsan_dir/tests/${spec%%|*}"
     exe=${exe/\?/}
