@@ -1,6 +1,6 @@
 // engine/memory/leg_worker.h -- LegWorker: one helper thread of a handle,
 // which runs the vector leg of a hybrid recall while the calling thread runs
-// the BM25 leg (docs/recall.md, "Hybrid: the two legs").
+// the BM25 leg (docs/architecture.md, "The two legs of a hybrid query").
 //
 // The thread starts with the first TryStart() and is joined by the
 // destructor. TryStart() never queues: when the worker is running another
