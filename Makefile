@@ -263,8 +263,9 @@ test-arm64: build-arm64
 #             build-fuzz/fuzz-artifacts/<target>/ and make fails
 # make tsan   the threaded tests under ThreadSanitizer (clang-14, build-tsan):
 #             R7's thread variant (1,000 transactions), the graph's concurrent
-#             searches and inserts, every sql_tests case (one handle shared by
-#             threads) and two writer handles in one process; make test runs
+#             searches and inserts, hybrid recalls with the worker thread,
+#             every sql_tests case (one handle shared by threads) and two
+#             writer handles in one process; make test runs
 #             the same with 200 transactions
 # make valgrind  format_tests, sql_tests and engine_tests (less the sweeps and
 #             the process cases, which take hours there) under valgrind

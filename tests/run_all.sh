@@ -22,7 +22,8 @@
 #                 SAN_DIR/fuzz-artifacts/<target>/)
 #   --tsan        runs the threaded cases of TSAN_DIR (a clang-14 ThreadSanitizer
 #                 build): R7's handles in threads, the graph's concurrent
-#                 searches and inserts, sql_tests (one handle shared by
+#                 searches and inserts, hybrid recalls with the worker
+#                 thread, sql_tests (one handle shared by
 #                 threads) and, when TSAN_DIR has engine_tests (make tsan),
 #                 two writer handles in one process
 #   --valgrind    runs format_tests and sql_tests of BUILD_DIR under valgrind
