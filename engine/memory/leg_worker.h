@@ -5,16 +5,27 @@
 // The thread starts with the first TryStart() and is joined by the
 // destructor. TryStart() never queues: when the worker is running another
 // caller's task, when the machine has one CPU, or when the thread cannot be
-// started, it returns false and the caller runs the task itself. A task must
-// not throw and must not call TryStart() on the same worker.
+// started, it returns false and the caller runs the task itself. Finish()
+// does not wait for a worker that has not begun the task (on a loaded
+// machine a woken thread can wait milliseconds for a CPU): the caller takes
+// the task back and runs it, so a query is never much slower than on one
+// thread. A machine too loaded to give the worker a CPU at once makes it
+// late (a task begun, or run, with the worker off the CPU for more than
+// 250 µs): the worker then refuses the next tasks, 16 after one late task,
+// doubling while they stay late, up to 1,024, so that on such a machine
+// queries run on one thread and only an occasional one probes again. A task
+// must not throw and must not call TryStart() on the same
+// worker.
 //
 // Thread safety: every member may be called from any thread. A TryStart()
-// that returned true is followed by exactly one Wait() from the same thread,
-// before the task's argument goes away. The destructor REQUIRES that no task
-// is in flight.
+// that returned true is followed by exactly one Finish() or Cancel() from the
+// same thread, before the task's argument goes away. The destructor REQUIRES
+// that no task is in flight.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -28,16 +39,40 @@ class LegWorker {
   LegWorker(const LegWorker&) = delete;
   LegWorker& operator=(const LegWorker&) = delete;
 
-  // Starts task(arg) on the worker thread and returns true; or returns false,
-  // having run nothing, when the worker is busy or unavailable.
-  bool TryStart(void (*task)(void*), void* arg);
-  // Blocks until the task TryStart() started has returned.
-  void Wait();
+  enum class Start {
+    kStarted,     // task(arg) is the worker's until Finish() or Cancel()
+    kBusy,        // running another caller's task
+    kUnavailable, // one CPU, or the thread could not start
+    kBackingOff,  // refusing tasks after late ones
+  };
+  // Starts task(arg) on the worker thread (kStarted); any other answer means
+  // nothing was run and the caller runs the task itself.
+  Start TryStart(void (*task)(void*), void* arg);
+  // Returns once the task TryStart() started has run: true when the worker
+  // ran it, false when it had not begun it and the calling thread did.
+  bool Finish();
+  // Takes the task back unrun if the worker has not begun it; else waits
+  // for it to return.
+  void Cancel();
   // Whether the thread is running (it was started and not yet joined).
   bool started() const;
 
+#ifdef AGENTMEM_TEST_HOOKS
+  // Tests (builds with -Dtest_hooks=true): true makes every LegWorker of the
+  // process run every task it is given: no backoff, and Finish() waits for a
+  // task the worker has not begun. false restores.
+  static void SetAlwaysParallelForTest(bool on);
+#endif
+
  private:
   void Loop();
+  // Takes the task back if the worker has not begun it: true, and *task and
+  // *arg are the task; else false.
+  bool TakeBack(void (**task)(void*), void** arg);
+  void WaitDone();
+  // The caller is done with the worker; starts a backoff after a late task.
+  // REQUIRES: mu_ held.
+  void Release();
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a task or stop_ for the worker
@@ -47,6 +82,11 @@ class LegWorker {
   bool busy_ = false;         // under mu_: a caller is between TryStart() and Wait()
   bool unavailable_ = false;  // under mu_: one CPU, or the thread could not start
   bool stop_ = false;         // under mu_
+  // Under mu_: when the task was posted, whether it was late, and the backoff.
+  std::chrono::steady_clock::time_point posted_;
+  bool late_ = false;
+  uint32_t backoff_ = 0;  // tasks refused after the last late one
+  uint32_t refuse_ = 0;   // of those, still to refuse
   std::atomic<bool> done_{false};  // the task returned; written under mu_
   std::thread thread_;
 };

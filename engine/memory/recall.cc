@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
+#include <utility>
 
 #include "index/vector/distance.h"
 #include "index/vector/exact_search.h"
@@ -803,12 +804,13 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   const bool run_bm25 = q.mode != RecallMode::kVector;
   const bool run_vector = q.mode != RecallMode::kBm25;
   VectorLeg leg(this, &q, candidates, depth);
-  // The worker runs the vector leg while this thread runs the BM25 leg; the
-  // guard waits for it on every way out of this scope.
-  struct WaitGuard {
+  // The worker runs the vector leg while this thread runs the BM25 leg; on
+  // an early way out of this scope (an exception) the guard takes the leg
+  // back or waits for it.
+  struct LegGuard {
     LegWorker* worker = nullptr;
-    ~WaitGuard() {
-      if (worker) worker->Wait();
+    ~LegGuard() {
+      if (worker) worker->Cancel();
     }
   } parallel;
   if (run_bm25 && run_vector) {
@@ -818,11 +820,17 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
       plan.legs = "one thread: the metadata filter reads records";
     } else if (plan.filtered <= kParallelMin) {
       plan.legs = "one thread: " + std::to_string(plan.filtered) + " candidates";
-    } else if (legs_->TryStart(&VectorLeg::RunOn, &leg)) {
-      parallel.worker = legs_;
-      plan.legs = "parallel: vector leg on the handle's worker thread";
     } else {
-      plan.legs = "one thread: the worker is busy or unavailable";
+      switch (legs_->TryStart(&VectorLeg::RunOn, &leg)) {
+        case LegWorker::Start::kStarted: parallel.worker = legs_; break;
+        case LegWorker::Start::kBusy: plan.legs = "one thread: the worker is busy"; break;
+        case LegWorker::Start::kUnavailable:
+          plan.legs = "one thread: no worker thread (one CPU, or it could not start)";
+          break;
+        case LegWorker::Start::kBackingOff:
+          plan.legs = "one thread: the worker was late for a CPU recently";
+          break;
+      }
     }
   } else {
     plan.legs = "one leg";
@@ -837,8 +845,10 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   std::vector<index::Neighbor> vec;
   if (run_vector) {
     if (parallel.worker) {
-      parallel.worker->Wait();
-      parallel.worker = nullptr;
+      LegWorker* worker = std::exchange(parallel.worker, nullptr);
+      plan.legs = worker->Finish()
+                      ? "parallel: vector leg on the handle's worker thread"
+                      : "one thread: the worker had not begun the vector leg when BM25 ended";
       if (leg.exception) std::rethrow_exception(leg.exception);
     } else {
       leg.Run();
