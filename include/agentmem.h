@@ -170,7 +170,11 @@ const char *agentmem_errstr(int code);
 **                             while the calling thread runs BM25; the hits are
 **                             the same. A query finding the worker busy, or a
 **                             machine with one CPU, runs both on the calling
-**                             thread; so does every query with 1.
+**                             thread, and so does one whose vector search the
+**                             worker has not begun when BM25 is done; a worker
+**                             kept waiting for a CPU (a loaded machine) is left
+**                             unused for the next 16 to 1,024 queries. With 1
+**                             every query runs on the calling thread.
 ** The vector_*, embedder and text options (tokenizer, stem, stop_words,
 ** context, own_weight) define the file's vector space and text analysis when
 ** the file is created; on an existing file they must match what the file
