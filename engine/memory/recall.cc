@@ -780,6 +780,29 @@ void RecallIndex::VectorLeg::RunOn(void* leg) {
   }
 }
 
+LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates,
+                                       VectorLeg* leg, std::string* legs) const {
+  if (!legs_) {
+    *legs = "one thread: recall_threads=1";
+  } else if (q.extra_filter) {
+    *legs = "one thread: the metadata filter reads records";
+  } else if (candidates <= kParallelMin) {
+    *legs = "one thread: " + std::to_string(candidates) + " candidates";
+  } else {
+    switch (legs_->TryStart(&VectorLeg::RunOn, leg)) {
+      case LegWorker::Start::kStarted: return legs_;
+      case LegWorker::Start::kBusy: *legs = "one thread: the worker is busy"; break;
+      case LegWorker::Start::kUnavailable:
+        *legs = "one thread: no worker thread (one CPU, or it could not start)";
+        break;
+      case LegWorker::Start::kBackingOff:
+        *legs = "one thread: the worker was late for a CPU recently";
+        break;
+    }
+  }
+  return nullptr;
+}
+
 Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
                            RecallPlan* plan_out) const {
   RecallPlan plan;
@@ -814,24 +837,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
     }
   } parallel;
   if (run_bm25 && run_vector) {
-    if (!legs_) {
-      plan.legs = "one thread: recall_threads=1";
-    } else if (q.extra_filter) {
-      plan.legs = "one thread: the metadata filter reads records";
-    } else if (plan.filtered <= kParallelMin) {
-      plan.legs = "one thread: " + std::to_string(plan.filtered) + " candidates";
-    } else {
-      switch (legs_->TryStart(&VectorLeg::RunOn, &leg)) {
-        case LegWorker::Start::kStarted: parallel.worker = legs_; break;
-        case LegWorker::Start::kBusy: plan.legs = "one thread: the worker is busy"; break;
-        case LegWorker::Start::kUnavailable:
-          plan.legs = "one thread: no worker thread (one CPU, or it could not start)";
-          break;
-        case LegWorker::Start::kBackingOff:
-          plan.legs = "one thread: the worker was late for a CPU recently";
-          break;
-      }
-    }
+    parallel.worker = StartVectorLeg(q, plan.filtered, &leg, &plan.legs);
   } else {
     plan.legs = "one leg";
   }

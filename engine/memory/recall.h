@@ -318,6 +318,11 @@ class RecallIndex {
     void Run();
     static void RunOn(void* leg);  // LegWorker's task
   };
+  // Hands *leg to the worker when the query may use it (Recall()) and the
+  // worker takes it: returns the worker, to Finish() or Cancel(). Else
+  // returns nullptr, and *legs says why (RecallPlan::legs).
+  LegWorker* StartVectorLeg(const RecallQuery& q, uint64_t candidates, VectorLeg* leg,
+                            std::string* legs) const;
   // The two ranked lists merged into one hit per episode (unsorted): the
   // BM25 list's in its order, then the vector list's that it lacks.
   std::vector<RecallHit> Fuse(const RecallQuery& q, const std::vector<index::ScoredDoc>& bm25,
