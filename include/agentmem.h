@@ -36,6 +36,9 @@
 **    writer waits up to the busy timeout and then gets AGENTMEM_BUSY; readers
 **    are never blocked.
 **  - Network file systems with broken byte-range locks are not supported.
+**  - A handle may own a thread (recall_threads=2, after its first large
+**    hybrid recall): as with SQLite, do not carry an open handle across
+**    fork(); open a new one in the child.
 */
 #ifndef AGENTMEM_H
 #define AGENTMEM_H
