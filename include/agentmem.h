@@ -176,8 +176,10 @@ const char *agentmem_errstr(int code);
 **                             thread, and so does one whose vector search the
 **                             worker has not begun when BM25 is done; a worker
 **                             kept waiting for a CPU (a loaded machine) is left
-**                             unused for the next 16 to 1,024 queries. With 1
-**                             every query runs on the calling thread.
+**                             unused for the next 16 to 1,024 queries, and so
+**                             is it while the load average is at least the
+**                             number of CPUs. With 1 every query runs on the
+**                             calling thread.
 ** The vector_*, embedder and text options (tokenizer, stem, stop_words,
 ** context, own_weight) define the file's vector space and text analysis when
 ** the file is created; on an existing file they must match what the file

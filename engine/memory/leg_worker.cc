@@ -1,6 +1,7 @@
 // engine/memory/leg_worker.cc -- see leg_worker.h.
 #include "engine/memory/leg_worker.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +33,16 @@ constexpr auto kLate = std::chrono::microseconds(250);
 // late task in a row up to kMaxBackoff; a task on time ends the backoff.
 constexpr uint32_t kMinBackoff = 16;
 constexpr uint32_t kMaxBackoff = 1024;
+
+// How often TryStart() reads the load average.
+constexpr auto kLoadCheckEvery = std::chrono::seconds(1);
+
+// Whether the machine's one-minute load average says every CPU is busy (a
+// second thread of a query would wait for one). False when unknown.
+bool NoIdleCpu(unsigned cpus) {
+  double load = 0;
+  return getloadavg(&load, 1) == 1 && load >= static_cast<double>(cpus);
+}
 
 std::chrono::nanoseconds ThreadCpuTime() {
   timespec ts;
@@ -75,6 +86,12 @@ LegWorker::Start LegWorker::TryStart(void (*task)(void*), void* arg) {
       refuse_--;
       return Start::kBackingOff;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - load_checked_ >= kLoadCheckEvery) {
+      load_checked_ = now;
+      no_idle_cpu_ = NoIdleCpu(std::thread::hardware_concurrency());
+    }
+    if (no_idle_cpu_ && !AlwaysParallel()) return Start::kNoIdleCpu;
     if (!thread_.joinable()) {
       if (std::thread::hardware_concurrency() == 1) {
         unavailable_ = true;
@@ -91,7 +108,7 @@ LegWorker::Start LegWorker::TryStart(void (*task)(void*), void* arg) {
     arg_ = arg;
     busy_ = true;
     late_ = false;
-    posted_ = std::chrono::steady_clock::now();
+    posted_ = now;
     done_.store(false, std::memory_order_relaxed);
   }
   work_cv_.notify_one();

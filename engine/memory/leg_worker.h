@@ -13,8 +13,10 @@
 // late (a task begun, or run, with the worker off the CPU for more than
 // 250 µs): the worker then refuses the next tasks, 16 after one late task,
 // doubling while they stay late, up to 1,024, so that on such a machine
-// queries run on one thread and only an occasional one probes again. A task
-// must not throw and must not call TryStart() on the same
+// queries run on one thread and only an occasional one probes again. For
+// the same reason the worker refuses tasks while the one-minute load average
+// (read at most once a second) is at least the number of CPUs. A task must
+// not throw and must not call TryStart() on the same
 // worker.
 //
 // Thread safety: every member may be called from any thread. A TryStart()
@@ -44,6 +46,7 @@ class LegWorker {
     kBusy,        // running another caller's task
     kUnavailable, // one CPU, or the thread could not start
     kBackingOff,  // refusing tasks after late ones
+    kNoIdleCpu,   // the load average is at least the number of CPUs
   };
   // Starts task(arg) on the worker thread (kStarted); any other answer means
   // nothing was run and the caller runs the task itself.
@@ -87,6 +90,9 @@ class LegWorker {
   bool late_ = false;
   uint32_t backoff_ = 0;  // tasks refused after the last late one
   uint32_t refuse_ = 0;   // of those, still to refuse
+  // Under mu_: when the load average was last read, and what it said.
+  std::chrono::steady_clock::time_point load_checked_;
+  bool no_idle_cpu_ = false;
   std::atomic<bool> done_{false};  // the task returned; written under mu_
   std::thread thread_;
 };

@@ -798,6 +798,9 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
       case LegWorker::Start::kBackingOff:
         *legs = "one thread: the worker was late for a CPU recently";
         break;
+      case LegWorker::Start::kNoIdleCpu:
+        *legs = "one thread: the load average leaves no CPU idle";
+        break;
     }
   }
   return nullptr;

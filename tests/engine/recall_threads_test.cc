@@ -94,9 +94,13 @@ TEST_CASE("a leg worker starts on its first task, refuses a second caller while 
     CHECK(w.TryStart(&Increment, &n) == LegWorker::Start::kBackingOff);
   }
   CHECK(n.load() == 101);
-  REQUIRE(w.TryStart(&Increment, &n) == LegWorker::Start::kStarted);
-  w.Finish();  // on the worker or taken back: it runs once
-  CHECK(n.load() == 102);
+  // A loaded machine (load average >= CPUs) keeps refusing.
+  const LegWorker::Start next = w.TryStart(&Increment, &n);
+  CHECK((next == LegWorker::Start::kStarted || next == LegWorker::Start::kNoIdleCpu));
+  if (next == LegWorker::Start::kStarted) {
+    w.Finish();  // on the worker or taken back: it runs once
+    CHECK(n.load() == 102);
+  }
 }
 #endif
 
@@ -275,7 +279,8 @@ TEST_CASE("hybrid recall with its vector leg on the worker gives the hits of one
         } else {
           CHECK((legs == "parallel: vector leg on the handle's worker thread" ||
                  legs == "one thread: the worker had not begun the vector leg when BM25 ended" ||
-                 legs == "one thread: the worker was late for a CPU recently"));
+                 legs == "one thread: the worker was late for a CPU recently" ||
+                 legs == "one thread: the load average leaves no CPU idle"));
         }
       }
     }
