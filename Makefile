@@ -263,8 +263,9 @@ test-arm64: build-arm64
 #             build-fuzz/fuzz-artifacts/<target>/ and make fails
 # make tsan   the threaded tests under ThreadSanitizer (clang-14, build-tsan):
 #             R7's thread variant (1,000 transactions), the graph's concurrent
-#             searches and inserts, every sql_tests case (one handle shared by
-#             threads) and two writer handles in one process; make test runs
+#             searches and inserts, hybrid recalls with the worker thread,
+#             every sql_tests case (one handle shared by threads) and two
+#             writer handles in one process; make test runs
 #             the same with 200 transactions
 # make valgrind  format_tests, sql_tests and engine_tests (less the sweeps and
 #             the process cases, which take hours there) under valgrind
@@ -328,7 +329,7 @@ fuzz: san-build
 # make test's TSan build leaves out engine_tests (a long build for one case);
 # make tsan adds it.
 TSAN_TARGETS := $(REL_TESTS) tests/reliability/reliability_worker \
-                tests/reliability/hnsw_threads_tests tests/sql/sql_tests
+                tests/reliability/hnsw_threads_tests tests/recall_threads_tests tests/sql/sql_tests
 tsan-build: fuzz-deps
 	[ -f build-tsan/build.ninja ] || CC=clang-14 CXX=clang++-14 meson setup build-tsan \
 	  --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dtest_hooks=true

@@ -36,6 +36,9 @@
 **    writer waits up to the busy timeout and then gets AGENTMEM_BUSY; readers
 **    are never blocked.
 **  - Network file systems with broken byte-range locks are not supported.
+**  - A handle may own a thread (recall_threads=2, after its first large
+**    hybrid recall): as with SQLite, do not carry an open handle across
+**    fork(); open a new one in the child.
 */
 #ifndef AGENTMEM_H
 #define AGENTMEM_H
@@ -168,6 +171,21 @@ const char *agentmem_errstr(int code);
 **                             least 1,000, or when superseded checkpoints and
 **                             graph deltas exceed half the rest of the file
 **                             (default 1; docs/lifecycle.md)
+**   recall_threads=1|2        threads of one hybrid recall (default 2): with 2,
+**                             a hybrid query over more than 4,096 candidates
+**                             and no metadata filter runs its vector search on
+**                             a worker thread of the handle (started by the
+**                             first such query, joined by agentmem_close())
+**                             while the calling thread runs BM25; the hits are
+**                             the same. A query finding the worker busy, or a
+**                             machine with one CPU, runs both on the calling
+**                             thread, and so does one whose vector search the
+**                             worker has not begun when BM25 is done; a worker
+**                             kept waiting for a CPU (a loaded machine) is left
+**                             unused for the next 16 to 1,024 queries, and so
+**                             is it while the load average is at least the
+**                             number of CPUs. With 1 every query runs on the
+**                             calling thread.
 ** The vector_*, embedder and text options (tokenizer, stem, stop_words,
 ** context, own_weight) define the file's vector space and text analysis when
 ** the file is created; on an existing file they must match what the file
@@ -615,7 +633,8 @@ int agentmem_recall(agentmem_db *db, const char *user_id, const char *query,
 
 /* EXPLAIN RECALL: runs the query and returns in *pzPlan a JSON object that
 ** says which plan was chosen (partition and filtered sizes, the BM25 and
-** vector paths and their work) followed by the hits with their per-list
+** vector paths and their work, and in "legs" whether a hybrid query ran its
+** two searches on two threads: recall_threads) followed by the hits with their per-list
 ** ranks and scores (doubles written so that they read back exactly). SQL
 ** explain_recall() returns the same text for the same query. Free *pzPlan
 ** with agentmem_free(). Codes as agentmem_recall(). */

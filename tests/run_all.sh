@@ -22,7 +22,8 @@
 #                 SAN_DIR/fuzz-artifacts/<target>/)
 #   --tsan        runs the threaded cases of TSAN_DIR (a clang-14 ThreadSanitizer
 #                 build): R7's handles in threads, the graph's concurrent
-#                 searches and inserts, sql_tests (one handle shared by
+#                 searches and inserts, hybrid recalls with the worker
+#                 thread, sql_tests (one handle shared by
 #                 threads) and, when TSAN_DIR has engine_tests (make tsan),
 #                 two writer handles in one process
 #   --valgrind    runs format_tests and sql_tests of BUILD_DIR under valgrind
@@ -199,6 +200,7 @@ if [ -n "$tsan_dir" ]; then
   export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}
   for spec in "reliability/reliability_tests|*threads of one process*" \
               "reliability/hnsw_threads_tests|*searches running during*,*several threads*" \
+              "recall_threads_tests|*" \
               "sql/sql_tests|*" "?engine_tests|*take turns as writers*"; do
     exe="$tsan_dir/tests/${spec%%|*}"
     exe=${exe/\?/}

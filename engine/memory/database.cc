@@ -210,6 +210,10 @@ Status Database::EnsureRecallIndex() {
                                           index::BuiltinEmbedder::For(s.embedder, s.dim));
   recall_->set_similarity_floor(RecallIndex::DefaultSimilarityFloor(s.embedder, metric.value()));
   recall_->set_space_embedder(s.embedder);
+  if (opts_.recall_threads > 1) {
+    if (!recall_worker_) recall_worker_ = std::make_unique<LegWorker>();
+    recall_->set_leg_worker(recall_worker_.get());
+  }
   return Status::OK();
 }
 

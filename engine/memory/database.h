@@ -484,6 +484,9 @@ class Database {
   // The checkpoint's bm25 images, which recall_ reads where they lie (declared
   // first: destroyed after recall_).
   std::shared_ptr<MappedBytes> recall_bm25_owner_;
+  // The worker thread of hybrid recalls (recall_threads=2), kept across the
+  // recall_ of each Reload; declared first: destroyed (joined) after recall_.
+  std::unique_ptr<LegWorker> recall_worker_;
   std::unique_ptr<RecallIndex> recall_;  // created once the vector space is known
 
   // The next ids as of the snapshot.

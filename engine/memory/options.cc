@@ -82,6 +82,9 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else if (key == "auto_vacuum") {
     if (!ParseU64(value, 0, 1, &n)) return Bad(key, value, "0 or 1");
     o->auto_vacuum = n == 1;
+  } else if (key == "recall_threads") {
+    if (!ParseU64(value, 1, 2, &n)) return Bad(key, value, "1 or 2");
+    o->recall_threads = static_cast<int>(n);
   } else if (key == "cache_size") {
     // At most 2^40 bytes either way: pages (<= 64 KiB each) or KiB.
     const bool kib = !value.empty() && value[0] == '-';
@@ -95,7 +98,7 @@ Status ApplyOne(std::string_view key, std::string_view value, Options* o) {
   } else {
     return StatusF(kMisuse, "unknown option \"%.*s\" (known: sync, busy_timeout, vector_dim, vector_type, "
                    "vector_metric, embedder, tokenizer, stem, stop_words, context, own_weight, max_text_bytes, page_size, "
-                   "cache_size, checkpoint_bytes, auto_vacuum)",
+                   "cache_size, checkpoint_bytes, auto_vacuum, recall_threads)",
                    static_cast<int>(key.size()), key.data());
   }
   return Status::OK();

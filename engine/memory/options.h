@@ -73,6 +73,10 @@ struct Options {
   // of its episode records are forgotten than live (at least 1,000 of them):
   // forgotten bytes never make up more than about half of the episodes' space.
   bool auto_vacuum = true;
+  // Threads of a hybrid recall: 2 runs its vector leg on the handle's worker
+  // thread while the caller's thread runs the BM25 leg (RecallIndex::Recall);
+  // 1 runs both legs on the caller's thread.
+  int recall_threads = 2;
   Env* env = nullptr;  // nullptr = Env::Posix()
   // For tests that need identical bytes (the format.md golden file): a fixed
   // salt for a new file (0 = random) and a clock (null = the system clock).

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
+#include <utility>
 
 #include "index/vector/distance.h"
 #include "index/vector/exact_search.h"
@@ -71,6 +72,7 @@ std::string ExplainJson(const RecallPlan& plan, const std::vector<RecallHit>& hi
   w.Field("unmatched", plan.unmatched);
   w.Field("bm25", plan.bm25_path);
   w.Field("vector", plan.vector_path);
+  w.Field("legs", plan.legs);
   w.Key("hits");
   w.BeginArray();
   for (const RecallHit& h : hits) {
@@ -717,10 +719,12 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
 }
 
 // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
-// over the union of both lists (recall.h, RecallQuery::vector_weight).
-std::unordered_map<uint64_t, RecallHit> RecallIndex::Fuse(const RecallQuery& q,
-                                                          const std::vector<index::ScoredDoc>& bm25,
-                                                          const std::vector<index::Neighbor>& vec) const {
+// over the union of both lists (recall.h, RecallQuery::vector_weight). Each
+// list holds an episode at most once; an episode in both is found by its id in
+// a sorted copy of the BM25 list's ids.
+std::vector<RecallHit> RecallIndex::Fuse(const RecallQuery& q,
+                                         const std::vector<index::ScoredDoc>& bm25,
+                                         const std::vector<index::Neighbor>& vec) const {
   const bool hybrid = q.mode == RecallMode::kHybrid;
   const double w = q.vector_weight >= 0 ? q.vector_weight : VectorWeight();
   const double best_bm25 = bm25.empty() ? 0 : bm25.front().score;  // sorted best first
@@ -729,22 +733,32 @@ std::unordered_map<uint64_t, RecallHit> RecallIndex::Fuse(const RecallQuery& q,
     high = std::max(high, Similarity(n.distance));
     low = std::min(low, Similarity(n.distance));
   }
-  std::unordered_map<uint64_t, RecallHit> fused;
+  std::vector<RecallHit> fused(bm25.size());
+  fused.reserve(bm25.size() + vec.size());
+  std::vector<std::pair<uint64_t, size_t>> by_id(bm25.size());  // (id, index in fused)
   for (size_t i = 0; i < bm25.size(); i++) {
-    RecallHit& h = fused[bm25[i].doc_id];
+    RecallHit& h = fused[i];
     h.id = bm25[i].doc_id;
     h.bm25_score = bm25[i].score;
     h.bm25_rank = static_cast<int>(i + 1);
     h.score += hybrid ? (1 - w) * (best_bm25 > 0 ? bm25[i].score / best_bm25 : 0)
                       : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    by_id[i] = {h.id, i};
   }
+  std::sort(by_id.begin(), by_id.end());
   for (size_t i = 0; i < vec.size(); i++) {
-    RecallHit& h = fused[vec[i].id];
-    h.id = vec[i].id;
-    h.vector_score = Similarity(vec[i].distance);
-    h.vector_rank = static_cast<int>(i + 1);
-    h.score += hybrid ? w * (high > low ? (h.vector_score - low) / (high - low) : 1.0)
-                      : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
+    auto at = std::lower_bound(by_id.begin(), by_id.end(), std::pair<uint64_t, size_t>{vec[i].id, 0});
+    RecallHit* h;
+    if (at != by_id.end() && at->first == vec[i].id) {
+      h = &fused[at->second];
+    } else {
+      h = &fused.emplace_back();
+      h->id = vec[i].id;
+    }
+    h->vector_score = Similarity(vec[i].distance);
+    h->vector_rank = static_cast<int>(i + 1);
+    h->score += hybrid ? w * (high > low ? (h->vector_score - low) / (high - low) : 1.0)
+                       : 1.0 / (q.rrf_k + static_cast<double>(i + 1));
   }
   return fused;
 }
@@ -766,6 +780,51 @@ void RecallIndex::Fill(const RecallQuery& q, std::span<const uint64_t> candidate
   }
 }
 
+void RecallIndex::VectorLeg::Run() {
+  std::vector<float> query;
+  status = self->VectorQuery(*q, &query);
+  if (!status.ok()) return;
+  RecallPlan plan;
+  self->VectorSearch(*q, query, candidates, depth, &hits, &plan);
+  path = std::move(plan.vector_path);
+}
+
+// On the worker thread: an exception goes back to the caller's thread.
+void RecallIndex::VectorLeg::RunOn(void* leg) {
+  VectorLeg* l = static_cast<VectorLeg*>(leg);
+  try {
+    l->Run();
+  } catch (...) {
+    l->exception = std::current_exception();
+  }
+}
+
+LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates,
+                                       VectorLeg* leg, std::string* legs) const {
+  if (!legs_) {
+    *legs = "one thread: recall_threads=1";
+  } else if (q.extra_filter) {
+    *legs = "one thread: the metadata filter reads records";
+  } else if (candidates <= kParallelMin) {
+    *legs = "one thread: " + std::to_string(candidates) + " candidates";
+  } else {
+    switch (legs_->TryStart(&VectorLeg::RunOn, leg)) {
+      case LegWorker::Start::kStarted: return legs_;
+      case LegWorker::Start::kBusy: *legs = "one thread: the worker is busy"; break;
+      case LegWorker::Start::kUnavailable:
+        *legs = "one thread: no worker thread (one CPU, or it could not start)";
+        break;
+      case LegWorker::Start::kBackingOff:
+        *legs = "one thread: the worker was late for a CPU recently";
+        break;
+      case LegWorker::Start::kNoIdleCpu:
+        *legs = "one thread: the load average leaves no CPU idle";
+        break;
+    }
+  }
+  return nullptr;
+}
+
 Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
                            RecallPlan* plan_out) const {
   RecallPlan plan;
@@ -784,22 +843,49 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
                     : !q.all_users && Unfiltered(q) ? "partition"
                                                     : "listed";
 
-  std::vector<index::ScoredDoc> bm25;
-  std::vector<index::Neighbor> vec;
   // A hybrid query looks deeper into each list than k, so that an episode
   // ranked well by both lists but in the top k of neither can win.
   const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;
-  if (q.mode != RecallMode::kVector) {
+  const bool run_bm25 = q.mode != RecallMode::kVector;
+  const bool run_vector = q.mode != RecallMode::kBm25;
+  VectorLeg leg(this, &q, candidates, depth);
+  // The worker runs the vector leg while this thread runs the BM25 leg; on
+  // an early way out of this scope (an exception) the guard takes the leg
+  // back or waits for it.
+  struct LegGuard {
+    LegWorker* worker = nullptr;
+    ~LegGuard() {
+      if (worker) worker->Cancel();
+    }
+  } parallel;
+  if (run_bm25 && run_vector) {
+    parallel.worker = StartVectorLeg(q, plan.filtered, &leg, &plan.legs);
+  } else {
+    plan.legs = "one leg";
+  }
+
+  std::vector<index::ScoredDoc> bm25;
+  if (run_bm25) {
     Bm25Search(q, candidates, depth, &bm25, &plan);
   } else {
     plan.bm25_path = "skipped: mode vector";
   }
-  if (q.mode != RecallMode::kBm25) {
-    std::vector<float> query;
-    Status s = VectorQuery(q, &query);
+  std::vector<index::Neighbor> vec;
+  if (run_vector) {
+    if (parallel.worker) {
+      LegWorker* worker = std::exchange(parallel.worker, nullptr);
+      plan.legs = worker->Finish()
+                      ? "parallel: vector leg on the handle's worker thread"
+                      : "one thread: the worker had not begun the vector leg when BM25 ended";
+      if (leg.exception) std::rethrow_exception(leg.exception);
+    } else {
+      leg.Run();
+    }
+    const Status& s = leg.status;
     if (!s.ok() && (q.mode == RecallMode::kVector || s.code() != kMisuse)) return s;
     if (s.ok()) {
-      VectorSearch(q, query, candidates, depth, &vec, &plan);
+      vec = std::move(leg.hits);
+      plan.vector_path = std::move(leg.path);
     } else {
       plan.vector_path = "skipped: " + s.message();
     }
@@ -809,19 +895,19 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   plan.bm25_hits = bm25.size();
   plan.vector_hits = vec.size();
 
-  std::unordered_map<uint64_t, RecallHit> fused = Fuse(q, bm25, vec);
+  std::vector<RecallHit> fused = Fuse(q, bm25, vec);
   int64_t now = q.now;
   if (now == 0) {
     using namespace std::chrono;
     now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
   }
-  for (auto& [id, h] : fused) {
+  for (RecallHit& h : fused) {
     if (!Matches(q, h)) {
       plan.unmatched++;
       continue;
     }
     if (q.half_life_s > 0) {
-      double age_s = std::max<double>(0, static_cast<double>(now - attrs_.Find(id)->ts) / 1e6);
+      double age_s = std::max<double>(0, static_cast<double>(now - attrs_.Find(h.id)->ts) / 1e6);
       h.score *= std::exp2(-age_s / q.half_life_s);
     }
     if (h.score >= q.min_score) hits->push_back(h);

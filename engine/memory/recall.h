@@ -8,11 +8,15 @@
 // (so a committed episode is visible to the next recall), and asks it to
 // plan and run queries.
 //
-// Thread safety: none; the owning Database serialises access.
+// Thread safety: none; the owning Database serialises access. A hybrid
+// Recall() may run its vector leg on the handle's LegWorker
+// (set_leg_worker()), which only reads this index, while the calling thread
+// runs the BM25 leg.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "engine/memory/id_table.h"
+#include "engine/memory/leg_worker.h"
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
@@ -94,6 +99,7 @@ struct RecallPlan {
   std::string candidates;  // how the candidates were held: "partition", "listed", "every episode, not listed"
   std::string bm25_path;   // "maxscore over N postings" or "skipped: …"
   std::string vector_path; // "exact scan of N vectors (simd)" / "hnsw ef=…" / "skipped: …"
+  std::string legs;        // hybrid: "parallel: …" or "one thread: <why>"; else "one leg"
   size_t bm25_hits = 0;
   size_t vector_hits = 0;
   size_t fused = 0;
@@ -220,7 +226,10 @@ class RecallIndex {
   std::vector<std::string> DocumentTokens(std::string_view text) const {
     return tokenizer_.Tokenize(text);
   }
-  // Runs a query; `plan` (optional) receives what was done.
+  // Runs a query; `plan` (optional) receives what was done. A hybrid query
+  // over more than kParallelMin candidates, without an extra_filter (which
+  // reads records), runs its vector leg on `worker` when it is idle; the hits
+  // are the same either way.
   Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
   // The embedding the built-in embedder gives `text` (the file's dimension).
   // REQUIRES: builtin_embedder().
@@ -261,6 +270,12 @@ class RecallIndex {
   // Below this many candidate vectors the planner scans exactly.
   static constexpr size_t kExactScanMax = 4096;
   static constexpr size_t kGraphEf = 64;  // search beam width of the graph path
+  // Up to this many candidates a hybrid query runs both legs on the calling
+  // thread: handing a short leg to the worker costs more than it saves.
+  static constexpr size_t kParallelMin = kExactScanMax;
+  // The worker thread of hybrid queries (nullptr: both legs on the calling
+  // thread). Not owned; it must outlive every Recall() call.
+  void set_leg_worker(LegWorker* worker) { legs_ = worker; }
 
  private:
   bool hidden_nodes_ = false;  // HideNodes hid a live episode's node
@@ -297,10 +312,30 @@ class RecallIndex {
                            size_t k,
                            std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;
-  // The two ranked lists merged into one score per episode (unsorted).
-  std::unordered_map<uint64_t, RecallHit> Fuse(const RecallQuery& q,
-                                               const std::vector<index::ScoredDoc>& bm25,
-                                               const std::vector<index::Neighbor>& vec) const;
+  // The vector leg of a query: its query vector, then VectorSearch().
+  struct VectorLeg {
+    VectorLeg(const RecallIndex* s, const RecallQuery* query, std::span<const uint64_t> c, size_t d)
+        : self(s), q(query), candidates(c), depth(d) {}
+    const RecallIndex* self;
+    const RecallQuery* q;
+    std::span<const uint64_t> candidates;
+    size_t depth;
+    Status status;  // of the query vector (VectorQuery())
+    std::vector<index::Neighbor> hits;
+    std::string path;  // RecallPlan::vector_path
+    std::exception_ptr exception;  // thrown on the worker (RunOn())
+    void Run();
+    static void RunOn(void* leg);  // LegWorker's task
+  };
+  // Hands *leg to the worker when the query may use it (Recall()) and the
+  // worker takes it: returns the worker, to Finish() or Cancel(). Else
+  // returns nullptr, and *legs says why (RecallPlan::legs).
+  LegWorker* StartVectorLeg(const RecallQuery& q, uint64_t candidates, VectorLeg* leg,
+                            std::string* legs) const;
+  // The two ranked lists merged into one hit per episode (unsorted): the
+  // BM25 list's in its order, then the vector list's that it lacks.
+  std::vector<RecallHit> Fuse(const RecallQuery& q, const std::vector<index::ScoredDoc>& bm25,
+                              const std::vector<index::Neighbor>& vec) const;
   // With q.fill, pads *hits up to q.k with candidates not among them.
   static void Fill(const RecallQuery& q, std::span<const uint64_t> candidates,
                    std::vector<RecallHit>* hits, RecallPlan* plan);
@@ -332,6 +367,7 @@ class RecallIndex {
   // graph's node records too. Built by commits.
   std::unique_ptr<index::HnswIndex> graph_;
   size_t synced_nodes_ = 0;  // graph nodes whose episode knows its node
+  LegWorker* legs_ = nullptr;
   Status broken_;
 };
 
