@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
@@ -27,9 +28,13 @@ __attribute__((target("avx,f16c"))) void HalfsToFloatsF16c(const char* src, size
   HalfsToFloatsPortable(src + 2 * i, n - i, dst + i);
 }
 
+// F16C is CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does
+// not know the name); "avx" also says the OS saves the AVX registers.
 bool HasF16c() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+         (ecx & (1u << 29)) != 0;
 }
 
 const bool kF16c = HasF16c();
