@@ -226,6 +226,11 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   }
   frozen_ = data;
   total_length_ = total;
+  if (term_parts_ != nullptr) {  // the image's terms are gained
+    for (size_t i = 0; i < frozen_terms_.size(); i++) {
+      term_parts_->Insert(term_parts_part_, FrozenText(i));
+    }
+  }
   return Status::OK();
 }
 
