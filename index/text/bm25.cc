@@ -153,6 +153,11 @@ const PostingList* Bm25Index::FindList(std::string_view term) const {
   return view.get();
 }
 
+const PostingList* Bm25Index::ListOfRef(uint32_t ref, std::deque<PostingList>* views) const {
+  if (ref & kOrdinaryRef) return &terms_[ref & ~kOrdinaryRef].list;
+  return &views->emplace_back(FrozenList(ref));
+}
+
 const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
                                            std::deque<PostingList>* views) const {
   if (!term_ids_.empty()) {
@@ -180,9 +185,8 @@ uint32_t Bm25Index::TermIdFor(std::string_view token) {
   if (const int64_t frozen = FindFrozen(token); frozen >= 0) {
     terms_[term_id].list = FrozenList(static_cast<size_t>(frozen));
     superseded_++;
-  } else if (term_parts_ != nullptr) {
-    term_parts_->Insert(term_parts_part_, token);  // gained
   }
+  if (term_parts_ != nullptr) term_parts_->Set(term_parts_part_, token, kOrdinaryRef | term_id);
   term_ids_.emplace(token, term_id);
   return term_id;
 }
@@ -257,20 +261,24 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
   std::vector<uint32_t> per_part(parts.size(), 0);
   std::vector<uint64_t> df(distinct.size(), 0);
   std::deque<PostingList> views;
-  auto look = [&](size_t p, size_t t, size_t hash) {
-    if (p >= parts.size() || parts[p] == nullptr) return;
-    const PostingList* list = parts[p]->FindListInto(distinct[t], hash, &views);
+  auto take = [&](size_t p, size_t t, const PostingList* list) {
     if (list == nullptr || list->empty()) return;
     found.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(t), list});
     per_part[p]++;
     df[t] += list->size();
   };
   for (size_t t = 0; t < distinct.size(); t++) {
-    const size_t hash = std::hash<std::string_view>{}(distinct[t]);
     if (term_parts != nullptr) {
-      for (uint32_t p : term_parts->Find(distinct[t])) look(p, t, hash);
+      for (const Bm25TermParts::Holder& h : term_parts->Find(distinct[t])) {
+        if (h.part >= parts.size() || parts[h.part] == nullptr) continue;
+        take(h.part, t, parts[h.part]->ListOfRef(h.ref, &views));
+      }
     } else {
-      for (size_t p = 0; p < parts.size(); p++) look(p, t, hash);
+      const size_t hash = std::hash<std::string_view>{}(distinct[t]);
+      for (size_t p = 0; p < parts.size(); p++) {
+        if (parts[p] == nullptr) continue;
+        take(p, t, parts[p]->FindListInto(distinct[t], hash, &views));
+      }
     }
   }
   AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {}, {},

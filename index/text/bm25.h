@@ -211,6 +211,13 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // Where a term is in this index, as Bm25TermParts records it: an ordinary
+  // term's id with kOrdinaryRef set, or a frozen term's entry in the image.
+  // REQUIRES: fewer than 2^31 terms of either kind.
+  static constexpr uint32_t kOrdinaryRef = uint32_t{1} << 31;
+  // The list of the term at `ref`; a frozen term's list is a view appended
+  // to *views. REQUIRES: `ref` is current.
+  const PostingList* ListOfRef(uint32_t ref, std::deque<PostingList>* views) const;
   // The same without the cached views of FindList(): a frozen term's list is
   // a view appended to *views (whose elements keep their addresses), so a
   // lookup takes no lock and leaves nothing behind.

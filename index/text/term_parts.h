@@ -5,17 +5,21 @@
 // The indexes are the collection's parts, numbered by the caller (the
 // recall index numbers them by user). For every term held by some part the
 // table keeps the sorted list of the parts whose index has a posting list
-// for it. An attached index keeps its entries exact: it reports each term it
-// gains (a first posting, or the terms of a frozen image it attaches) and
-// each term it loses (its last posting removed); thawing a frozen image
-// neither gains nor loses a term.
+// for it, each with the term's place in that index (its term id, or its
+// entry in the index's frozen image), so that the search reaches the list
+// without looking the term up: at a thousand parts those lookups, each a
+// few cache misses, were most of a query's time. An attached index keeps
+// its entries exact: it reports each term it gains (a first posting, or the
+// terms of a frozen image it attaches), each term that moves (a frozen term
+// that takes a new posting; every term when the image thaws) and each term
+// it loses (its last posting removed).
 //
-// Memory: 4 bytes per (term, part) pair -- every pair is at least one
-// posting, which costs 8 to 16 bytes plus its document's length and its share
-// of the block and peak summaries -- and, per distinct term of the
-// collection, one hash node holding the term's text and its list (about 80
-// bytes). Not thread-safe for writes; Find() may run concurrently with other
-// const calls.
+// Memory: 8 bytes per (term, part) pair -- each pair is a posting list of
+// that part, which costs at least one posting (8 or 16 bytes), a block
+// summary (16), a peak (8) and, frozen, a term entry (32) besides the term's
+// text -- and, per distinct term of the collection, one hash node holding
+// the term's text and its vector (about 80 bytes). Not thread-safe for
+// writes; Find() may run concurrently with other const calls.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +47,19 @@ class Bm25TermParts {
   // only when it changes, never when it is destroyed).
   void Attach(uint32_t part, Bm25Index* index);
 
-  // The parts holding `term`, increasing; empty when none does. The span is
-  // valid until the next change of any attached index.
-  std::span<const uint32_t> Find(std::string_view term) const;
+  // A part holding a term, and where the term is in that part's index
+  // (Bm25Index::TermRef()).
+  struct Holder {
+    uint32_t part;
+    uint32_t ref;
+  };
+  // The parts holding `term`, by increasing part; empty when none does. The
+  // span is valid until the next change of any attached index.
+  std::span<const Holder> Find(std::string_view term) const;
+  // Whether every pair names the list its part's index has for the term, and
+  // every term of every attached index in `parts` (part p: parts[p]) is
+  // listed. O(postings): for tests.
+  bool Consistent(std::span<const Bm25Index* const> parts) const;
 
   size_t term_count() const { return parts_.size(); }
   // (term, part) pairs recorded.
@@ -53,9 +67,9 @@ class Bm25TermParts {
   // An estimate of the heap bytes the table holds.
   size_t MemoryBytes() const;
 
-  // ---- reports of the attached indexes (bm25.cc)
-  // Part `part` gained `term`; a pair already recorded is left as it is.
-  void Insert(uint32_t part, std::string_view term);
+  // ---- reports of the attached indexes (bm25.cc, bm25_frozen.cc)
+  // Part `part` holds `term` at `ref`: a new pair, or a moved one.
+  void Set(uint32_t part, std::string_view term, uint32_t ref);
   // Part `part` lost `term`; a pair not recorded is ignored.
   void Erase(uint32_t part, std::string_view term);
 
@@ -64,7 +78,7 @@ class Bm25TermParts {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::unordered_map<std::string, std::vector<uint32_t>, StringHash, std::equal_to<>> parts_;
+  std::unordered_map<std::string, std::vector<Holder>, StringHash, std::equal_to<>> parts_;
   size_t pairs_ = 0;
 };
 
