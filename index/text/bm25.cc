@@ -158,6 +158,14 @@ const PostingList* Bm25Index::ListOfRef(uint32_t ref, std::deque<PostingList>* v
   return &views->emplace_back(FrozenList(ref));
 }
 
+void Bm25Index::PrefetchRef(uint32_t ref) const {
+  if (ref & kOrdinaryRef) {
+    __builtin_prefetch(&terms_[ref & ~kOrdinaryRef].list);
+  } else {
+    __builtin_prefetch(&frozen_terms_[ref]);
+  }
+}
+
 const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
                                            std::deque<PostingList>* views) const {
   if (!term_ids_.empty()) {
@@ -263,14 +271,29 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
   std::deque<PostingList> views;
   auto take = [&](size_t p, size_t t, const PostingList* list) {
     if (list == nullptr || list->empty()) return;
+    __builtin_prefetch(list->peaks().data());  // for MakeQueryTerm() below
     found.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(t), list});
     per_part[p]++;
     df[t] += list->size();
   };
   for (size_t t = 0; t < distinct.size(); t++) {
     if (term_parts != nullptr) {
-      for (const Bm25TermParts::Holder& h : term_parts->Find(distinct[t])) {
-        if (h.part >= parts.size() || parts[h.part] == nullptr) continue;
+      // Each list is a cache miss or two in another index: the term entries
+      // a few holders ahead are loaded while this one is read.
+      constexpr size_t kAhead = 8;
+      const std::span<const Bm25TermParts::Holder> holders = term_parts->Find(distinct[t]);
+      auto usable = [&](const Bm25TermParts::Holder& h) {
+        return h.part < parts.size() && parts[h.part] != nullptr;
+      };
+      for (size_t i = 0; i < std::min(kAhead, holders.size()); i++) {
+        if (usable(holders[i])) parts[holders[i].part]->PrefetchRef(holders[i].ref);
+      }
+      for (size_t i = 0; i < holders.size(); i++) {
+        const Bm25TermParts::Holder& h = holders[i];
+        if (i + kAhead < holders.size() && usable(holders[i + kAhead])) {
+          parts[holders[i + kAhead].part]->PrefetchRef(holders[i + kAhead].ref);
+        }
+        if (!usable(h)) continue;
         take(h.part, t, parts[h.part]->ListOfRef(h.ref, &views));
       }
     } else {

@@ -218,6 +218,8 @@ class Bm25Index {
   // The list of the term at `ref`; a frozen term's list is a view appended
   // to *views. REQUIRES: `ref` is current.
   const PostingList* ListOfRef(uint32_t ref, std::deque<PostingList>* views) const;
+  // Starts loading what ListOfRef(ref) reads first.
+  void PrefetchRef(uint32_t ref) const;
   // The same without the cached views of FindList(): a frozen term's list is
   // a view appended to *views (whose elements keep their addresses), so a
   // lookup takes no lock and leaves nothing behind.

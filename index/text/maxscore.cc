@@ -358,9 +358,10 @@ std::vector<ScoredDoc> Bm25Index::TopKAcross(std::span<const Bm25Index* const> p
   if (k == 0) return {};
   AcrossQuery q = PrepareAcross(parts, query_tokens, term_parts);
   // Best bound first, so that the k-th score rises early; ties keep the
-  // parts' order.
-  std::stable_sort(q.parts.begin(), q.parts.end(),
-                   [](const AcrossPart& a, const AcrossPart& b) { return a.bound > b.bound; });
+  // parts' order (their lists' order).
+  std::sort(q.parts.begin(), q.parts.end(), [](const AcrossPart& a, const AcrossPart& b) {
+    return a.bound > b.bound || (a.bound == b.bound && a.first < b.first);
+  });
   TopKHeap heap;
   MaxScoreSearch search(q.slots, q.scorer, k, filter, &heap);
   for (size_t i = 0; i < q.parts.size(); i++) {
