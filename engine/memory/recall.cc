@@ -688,6 +688,7 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
       for (uint32_t u = 0; u < partitions_.size(); u++) {
         if (partitions_[u]) table->Attach(u, &partitions_[u]->bm25);
       }
+      table->ShrinkToFit();
       term_parts_ = std::move(table);
     }
   }
@@ -709,7 +710,9 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
                     std::to_string(stats.parts_searched) + " indexes searched, " +
                     std::to_string(stats.parts_skipped) + " skipped on their bound, " +
                     std::to_string(stats.postings_scored) + " of " +
-                    std::to_string(stats.postings_total) + " postings scored";
+                    std::to_string(stats.postings_total) + " postings scored; term table of " +
+                    std::to_string(term_parts_->term_count()) + " terms, " +
+                    std::to_string(term_parts_->pair_count()) + " (term, user) pairs";
 }
 
 // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum

@@ -153,9 +153,10 @@ const PostingList* Bm25Index::FindList(std::string_view term) const {
   return view.get();
 }
 
-const PostingList* Bm25Index::ListOfRef(uint32_t ref, std::deque<PostingList>* views) const {
+const PostingList* Bm25Index::ListOfRef(uint32_t ref, PostingList* view) const {
   if (ref & kOrdinaryRef) return &terms_[ref & ~kOrdinaryRef].list;
-  return &views->emplace_back(FrozenList(ref));
+  *view = FrozenList(ref);
+  return view;
 }
 
 void Bm25Index::PrefetchRef(uint32_t ref) const {
@@ -269,6 +270,12 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
   std::vector<uint32_t> per_part(parts.size(), 0);
   std::vector<uint64_t> df(distinct.size(), 0);
   std::deque<PostingList> views;
+  std::vector<PostingList> ref_views;
+  if (term_parts != nullptr) {
+    size_t holders = 0;
+    for (std::string_view token : distinct) holders += term_parts->Find(token).size();
+    ref_views.reserve(holders);  // never grows past: the lists stay put
+  }
   auto take = [&](size_t p, size_t t, const PostingList* list) {
     if (list == nullptr || list->empty()) return;
     __builtin_prefetch(list->peaks().data());  // for MakeQueryTerm() below
@@ -294,7 +301,10 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
           parts[holders[i + kAhead].part]->PrefetchRef(holders[i + kAhead].ref);
         }
         if (!usable(h)) continue;
-        take(h.part, t, parts[h.part]->ListOfRef(h.ref, &views));
+        PostingList* view = &ref_views.emplace_back();
+        const PostingList* list = parts[h.part]->ListOfRef(h.ref, view);
+        if (list != view) ref_views.pop_back();
+        take(h.part, t, list);
       }
     } else {
       const size_t hash = std::hash<std::string_view>{}(distinct[t]);
@@ -305,7 +315,7 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
     }
   }
   AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {}, {},
-                std::move(views)};
+                std::move(views), std::move(ref_views)};
   std::vector<size_t> slot(distinct.size());
   std::vector<double> idf(distinct.size());
   for (size_t t = 0; t < distinct.size(); t++) {

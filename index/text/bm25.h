@@ -215,9 +215,10 @@ class Bm25Index {
   // term's id with kOrdinaryRef set, or a frozen term's entry in the image.
   // REQUIRES: fewer than 2^31 terms of either kind.
   static constexpr uint32_t kOrdinaryRef = uint32_t{1} << 31;
-  // The list of the term at `ref`; a frozen term's list is a view appended
-  // to *views. REQUIRES: `ref` is current.
-  const PostingList* ListOfRef(uint32_t ref, std::deque<PostingList>* views) const;
+  // The list of the term at `ref`: an ordinary term's own list, or a frozen
+  // term's list viewed into *view (and `view` returned).
+  // REQUIRES: `ref` is current.
+  const PostingList* ListOfRef(uint32_t ref, PostingList* view) const;
   // Starts loading what ListOfRef(ref) reads first.
   void PrefetchRef(uint32_t ref) const;
   // The same without the cached views of FindList(): a frozen term's list is
@@ -264,7 +265,11 @@ class Bm25Index {
     size_t slots = 0;               // distinct query tokens in the collection
     std::vector<QueryTerm> terms;   // every part's lists, part by part, in slot order
     std::vector<AcrossPart> parts;  // the parts holding a query token, in argument order
-    std::deque<PostingList> views;  // the frozen lists the terms point to
+    // The frozen lists the terms point to: views of FindListInto(), and
+    // those of ListOfRef() (reserved up front, so that they never move;
+    // a deque would allocate for every two of them).
+    std::deque<PostingList> views;
+    std::vector<PostingList> ref_views;
   };
   static AcrossQuery PrepareAcross(std::span<const Bm25Index* const> parts,
                                    std::span<const std::string> query_tokens,

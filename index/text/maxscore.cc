@@ -132,9 +132,15 @@ MaxScoreSearch::MaxScoreSearch(size_t slots, const Bm25TermScorer& scorer, size_
 }
 
 void MaxScoreSearch::Run(std::span<const Bm25Index::QueryTerm> terms, QueryStats* stats) {
-  terms_.assign(terms.begin(), terms.end());
-  std::stable_sort(terms_.begin(), terms_.end(),
-                   [](const auto& a, const auto& b) { return a.upper_bound < b.upper_bound; });
+  // Ascending by bound, ties in the given order: an insertion sort, as a
+  // part has a few lists and std::stable_sort would allocate for them.
+  terms_.clear();
+  for (const Bm25Index::QueryTerm& t : terms) {
+    terms_.push_back(t);
+    for (size_t i = terms_.size() - 1; i > 0 && terms_[i - 1].upper_bound > t.upper_bound; i--) {
+      std::swap(terms_[i - 1], terms_[i]);
+    }
+  }
   cursors_.clear();
   prefix_bound_.clear();
   stats_ = QueryStats();

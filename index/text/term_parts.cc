@@ -37,8 +37,8 @@ bool Bm25TermParts::Consistent(std::span<const Bm25Index* const> parts) const {
       if (h.part >= parts.size() || parts[h.part] == nullptr) return false;
       const Bm25Index& index = *parts[h.part];
       if (index.term_parts_ != this || index.term_parts_part_ != h.part) return false;
-      std::deque<PostingList> views;
-      const PostingList* list = index.ListOfRef(h.ref, &views);
+      PostingList view;
+      const PostingList* list = index.ListOfRef(h.ref, &view);
       const std::vector<Posting> want = index.Postings(text);
       if (list == nullptr || list->size() != want.size() || want.empty()) return false;
       for (size_t j = 0; j < want.size(); j++) {
@@ -52,6 +52,10 @@ bool Bm25TermParts::Consistent(std::span<const Bm25Index* const> parts) const {
     if (index != nullptr && index->term_parts_ == this) held += index->term_count();
   }
   return listed == held && listed == pairs_;
+}
+
+void Bm25TermParts::ShrinkToFit() {
+  for (auto& [text, holders] : parts_) holders.shrink_to_fit();
 }
 
 size_t Bm25TermParts::MemoryBytes() const {

@@ -61,6 +61,10 @@ class Bm25TermParts {
   // listed. O(postings): for tests.
   bool Consistent(std::span<const Bm25Index* const> parts) const;
 
+  // Gives back the spare capacity of every term's vector (after attaching
+  // many indexes at once).
+  void ShrinkToFit();
+
   size_t term_count() const { return parts_.size(); }
   // (term, part) pairs recorded.
   size_t pair_count() const { return pairs_; }
