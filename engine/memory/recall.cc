@@ -141,7 +141,10 @@ Status RecallIndex::AddEntry(uint64_t id, uint32_t user, uint32_t session, uint3
   a.has_vector = has_vector;
   if (node != EpisodeAttrs::kNoNode) a.node = node;
   if (partitions_.size() <= a.user) partitions_.resize(a.user + 1);
-  if (!partitions_[a.user]) partitions_[a.user] = std::make_unique<UserPartition>();
+  if (!partitions_[a.user]) {
+    partitions_[a.user] = std::make_unique<UserPartition>();
+    if (term_parts_) term_parts_->Attach(a.user, &partitions_[a.user]->bm25);
+  }
   partitions_[a.user]->ids.push_back(id);
   partitions_[a.user]->vectors += a.has_vector;
   if (context() > 0) {
@@ -699,23 +702,38 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
                                       const index::DocFilter& filter, size_t k,
                                       std::vector<index::ScoredDoc>* out,
                                       RecallPlan* plan) const {
-  std::vector<const index::Bm25Index*> parts;
-  parts.reserve(partitions_.size());
+  {
+    std::lock_guard<std::mutex> lock(term_parts_mu_);
+    if (!term_parts_) {
+      auto table = std::make_unique<index::Bm25TermParts>();
+      for (uint32_t u = 0; u < partitions_.size(); u++) {
+        if (partitions_[u]) table->Attach(u, &partitions_[u]->bm25);
+      }
+      table->ShrinkToFit();
+      term_parts_ = std::move(table);
+    }
+  }
+  // By user index, as term_parts_ numbers them (null: no partition).
+  std::vector<const index::Bm25Index*> parts(partitions_.size(), nullptr);
+  size_t users = 0;
   uint64_t docs = 0;
-  for (const auto& user : partitions_) {
-    if (!user) continue;
-    parts.push_back(&user->bm25);
-    docs += user->bm25.doc_count();
+  for (size_t u = 0; u < partitions_.size(); u++) {
+    if (!partitions_[u]) continue;
+    parts[u] = &partitions_[u]->bm25;
+    users++;
+    docs += partitions_[u]->bm25.doc_count();
   }
   index::QueryStats stats;
-  *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats);
-  plan->bm25_path = "maxscore across " + std::to_string(parts.size()) +
+  *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats, term_parts_.get());
+  plan->bm25_path = "maxscore across " + std::to_string(users) +
                     " users' indexes, statistics of all " + std::to_string(docs) +
                     " documents: " + std::to_string(tokens.size()) + " query tokens, " +
                     std::to_string(stats.parts_searched) + " indexes searched, " +
                     std::to_string(stats.parts_skipped) + " skipped on their bound, " +
                     std::to_string(stats.postings_scored) + " of " +
-                    std::to_string(stats.postings_total) + " postings scored";
+                    std::to_string(stats.postings_total) + " postings scored; term table of " +
+                    std::to_string(term_parts_->term_count()) + " terms, " +
+                    std::to_string(term_parts_->pair_count()) + " (term, user) pairs";
 }
 
 // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -307,7 +308,8 @@ class RecallIndex {
                    size_t k, std::vector<index::Neighbor>* out, RecallPlan* plan) const;
   void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                   std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
-  // BM25 over every user as one collection (Bm25Index::TopKAcross()).
+  // BM25 over every user as one collection (Bm25Index::TopKAcross()),
+  // through term_parts_ (built by the first such search).
   void Bm25SearchEveryUser(std::span<const std::string> tokens, const index::DocFilter& filter,
                            size_t k,
                            std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
@@ -354,6 +356,16 @@ class RecallIndex {
   std::string space_embedder_;
   double similarity_floor_ = -INFINITY;
   IdTable<EpisodeAttrs> attrs_;
+  // Which users' BM25 indexes hold each term (index/text/term_parts.h; part
+  // numbers are user indexes), so that a search over every user looks a
+  // query token up only in the indexes that hold it. Built from every
+  // partition by the first such search (under term_parts_mu_: searches are
+  // const), null until then; from then on every partition is attached and
+  // keeps it exact through its inserts, removals and frozen images. Its
+  // memory: 4 bytes per (term, user) pair, each of which is at least one
+  // posting, plus about 80 bytes per distinct term of the file.
+  mutable std::mutex term_parts_mu_;
+  mutable std::unique_ptr<index::Bm25TermParts> term_parts_;
   std::vector<std::unique_ptr<UserPartition>> partitions_;  // by user index
   Names users_, sessions_, roles_;
   // The episodes of each (user, session), increasing; forgotten ones leave.

@@ -153,6 +153,20 @@ const PostingList* Bm25Index::FindList(std::string_view term) const {
   return view.get();
 }
 
+const PostingList* Bm25Index::ListOfRef(uint32_t ref, PostingList* view) const {
+  if (ref & kOrdinaryRef) return &terms_[ref & ~kOrdinaryRef].list;
+  *view = FrozenList(ref);
+  return view;
+}
+
+void Bm25Index::PrefetchRef(uint32_t ref) const {
+  if (ref & kOrdinaryRef) {
+    __builtin_prefetch(&terms_[ref & ~kOrdinaryRef].list);
+  } else {
+    __builtin_prefetch(&frozen_terms_[ref]);
+  }
+}
+
 const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
                                            std::deque<PostingList>* views) const {
   if (!term_ids_.empty()) {
@@ -181,12 +195,14 @@ uint32_t Bm25Index::TermIdFor(std::string_view token) {
     terms_[term_id].list = FrozenList(static_cast<size_t>(frozen));
     superseded_++;
   }
+  if (term_parts_ != nullptr) term_parts_->Set(term_parts_part_, token, kOrdinaryRef | term_id);
   term_ids_.emplace(token, term_id);
   return term_id;
 }
 
 void Bm25Index::ReleaseTerm(uint32_t term_id) {
   Term& term = terms_[term_id];
+  if (term_parts_ != nullptr) term_parts_->Erase(term_parts_part_, term.text);  // lost
   term_ids_.erase(term.text);
   term = Term();
   free_term_ids_.push_back(term_id);
@@ -227,8 +243,10 @@ std::vector<Bm25Index::QueryTerm> Bm25Index::PrepareQuery(std::span<const std::s
 // is that of one index holding every document: the distinct tokens found in
 // some part, in order of first appearance. A part scores a term it lacks as
 // the 0.0 a document without the term adds, so its sums are the same.
+// With `term_parts` a token is looked up only in the parts listed for it.
 Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const> parts,
-                                                std::span<const std::string> query_tokens) {
+                                                std::span<const std::string> query_tokens,
+                                                const Bm25TermParts* term_parts) {
   std::vector<std::string_view> distinct;
   for (const std::string& token : query_tokens) {
     if (std::find(distinct.begin(), distinct.end(), token) == distinct.end()) {
@@ -236,26 +254,68 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
     }
   }
   uint64_t n = 0, total_length = 0;
-  std::vector<uint64_t> df(distinct.size(), 0);
-  std::vector<size_t> hashes;
-  for (std::string_view token : distinct) hashes.push_back(std::hash<std::string_view>{}(token));
-  // lists[p * distinct.size() + t]: part p's list of token t, or null.
-  std::vector<const PostingList*> lists(parts.size() * distinct.size(), nullptr);
-  std::deque<PostingList> views;
   Bm25Params params;
-  for (size_t p = 0; p < parts.size(); p++) {
-    if (parts[p] == nullptr) continue;
-    params = parts[p]->params_;
-    n += parts[p]->doc_count();
-    total_length += parts[p]->total_length_;
-    for (size_t t = 0; t < distinct.size(); t++) {
-      const PostingList* list = parts[p]->FindListInto(distinct[t], hashes[t], &views);
-      lists[p * distinct.size() + t] = list;
-      if (list != nullptr) df[t] += list->size();
+  for (const Bm25Index* part : parts) {
+    if (part == nullptr) continue;
+    params = part->params_;
+    n += part->doc_count();
+    total_length += part->total_length_;
+  }
+  // Every (part, token) list, token by token; per_part[p]: how many part p has.
+  struct Found {
+    uint32_t part, token;
+    const PostingList* list;
+  };
+  std::vector<Found> found;
+  std::vector<uint32_t> per_part(parts.size(), 0);
+  std::vector<uint64_t> df(distinct.size(), 0);
+  std::deque<PostingList> views;
+  std::vector<PostingList> ref_views;
+  if (term_parts != nullptr) {
+    size_t holders = 0;
+    for (std::string_view token : distinct) holders += term_parts->Find(token).size();
+    ref_views.reserve(holders);  // never grows past: the lists stay put
+  }
+  auto take = [&](size_t p, size_t t, const PostingList* list) {
+    if (list == nullptr || list->empty()) return;
+    __builtin_prefetch(list->peaks().data());  // for MakeQueryTerm() below
+    found.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(t), list});
+    per_part[p]++;
+    df[t] += list->size();
+  };
+  for (size_t t = 0; t < distinct.size(); t++) {
+    if (term_parts != nullptr) {
+      // Each list is a cache miss or two in another index: the term entries
+      // a few holders ahead are loaded while this one is read.
+      constexpr size_t kAhead = 8;
+      const std::span<const Bm25TermParts::Holder> holders = term_parts->Find(distinct[t]);
+      auto usable = [&](const Bm25TermParts::Holder& h) {
+        return h.part < parts.size() && parts[h.part] != nullptr;
+      };
+      for (size_t i = 0; i < std::min(kAhead, holders.size()); i++) {
+        if (usable(holders[i])) parts[holders[i].part]->PrefetchRef(holders[i].ref);
+      }
+      for (size_t i = 0; i < holders.size(); i++) {
+        const Bm25TermParts::Holder& h = holders[i];
+        if (i + kAhead < holders.size() && usable(holders[i + kAhead])) {
+          parts[holders[i + kAhead].part]->PrefetchRef(holders[i + kAhead].ref);
+        }
+        if (!usable(h)) continue;
+        PostingList* view = &ref_views.emplace_back();
+        const PostingList* list = parts[h.part]->ListOfRef(h.ref, view);
+        if (list != view) ref_views.pop_back();
+        take(h.part, t, list);
+      }
+    } else {
+      const size_t hash = std::hash<std::string_view>{}(distinct[t]);
+      for (size_t p = 0; p < parts.size(); p++) {
+        if (parts[p] == nullptr) continue;
+        take(p, t, parts[p]->FindListInto(distinct[t], hash, &views));
+      }
     }
   }
-  AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {},
-                std::move(views)};
+  AcrossQuery q{Bm25TermScorer(params.k1, params.b, AvgdlOf(n, total_length)), 0, {}, {},
+                std::move(views), std::move(ref_views)};
   std::vector<size_t> slot(distinct.size());
   std::vector<double> idf(distinct.size());
   for (size_t t = 0; t < distinct.size(); t++) {
@@ -263,15 +323,23 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
     slot[t] = q.slots++;
     idf[t] = IdfOf(n, df[t]);
   }
+  // The parts in argument order, each with its lists in token (= slot) order;
+  // per_part[p] becomes the position of part p's next list.
+  std::vector<uint32_t> part_at(parts.size(), 0);
+  uint32_t next = 0;
   for (size_t p = 0; p < parts.size(); p++) {
-    AcrossPart part{parts[p], {}, 0.0};
-    for (size_t t = 0; t < distinct.size(); t++) {
-      const PostingList* list = lists[p * distinct.size() + t];
-      if (list == nullptr) continue;
-      part.terms.push_back(MakeQueryTerm(list, idf[t], slot[t], q.scorer));
-      part.bound += part.terms.back().upper_bound;
-    }
-    if (!part.terms.empty()) q.parts.push_back(std::move(part));
+    if (per_part[p] == 0) continue;
+    part_at[p] = static_cast<uint32_t>(q.parts.size());
+    q.parts.push_back({next, per_part[p], 0.0});
+    const uint32_t count = per_part[p];
+    per_part[p] = next;
+    next += count;
+  }
+  q.terms.resize(found.size(), QueryTerm{nullptr, 0, 0, 0});
+  for (const Found& f : found) {
+    QueryTerm& term = q.terms[per_part[f.part]++];
+    term = MakeQueryTerm(f.list, idf[f.token], slot[f.token], q.scorer);
+    q.parts[part_at[f.part]].bound += term.upper_bound;
   }
   return q;
 }
@@ -279,17 +347,15 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
 std::vector<ScoredDoc> Bm25Index::TopKAcrossBruteForce(std::span<const Bm25Index* const> parts,
                                                        std::span<const std::string> query_tokens,
                                                        size_t k, const DocFilter& filter) {
-  const AcrossQuery q = PrepareAcross(parts, query_tokens);
+  const AcrossQuery q = PrepareAcross(parts, query_tokens, nullptr);
   std::unordered_map<uint64_t, std::vector<double>> by_slot;
-  for (const AcrossPart& part : q.parts) {
-    for (const QueryTerm& t : part.terms) {
-      const PostingList& list = *t.list;
-      for (size_t i = 0; i < list.size(); i++) {
-        if (filter && !filter(list.doc_id(i))) continue;
-        std::vector<double>& slots = by_slot[list.doc_id(i)];
-        slots.resize(q.slots, 0.0);
-        slots[t.slot] = q.scorer.Score(t.idf, list.tf(i), list.doc_len(i));
-      }
+  for (const QueryTerm& t : q.terms) {
+    const PostingList& list = *t.list;
+    for (size_t i = 0; i < list.size(); i++) {
+      if (filter && !filter(list.doc_id(i))) continue;
+      std::vector<double>& slots = by_slot[list.doc_id(i)];
+      slots.resize(q.slots, 0.0);
+      slots[t.slot] = q.scorer.Score(t.idf, list.tf(i), list.doc_len(i));
     }
   }
   std::vector<ScoredDoc> all;

@@ -41,6 +41,7 @@
 #include "index/text/bm25_scorer.h"
 #include "index/text/posting_list.h"
 #include "index/text/postings.h"
+#include "index/text/term_parts.h"
 
 namespace agentmem::index {
 
@@ -168,12 +169,17 @@ class Bm25Index {
   // collection's statistics); once k documents are held, a part whose bound
   // cannot beat the k-th score is skipped whole, and inside a part MaxScore
   // prunes against the k-th score from its first posting.
+  // With `term_parts` (term_parts.h), whose part numbers index `parts`, a
+  // query token is looked up only in the parts that table lists for it;
+  // without, in every part.
   // REQUIRES: doc ids are unique across the parts; every part has the same
-  // params. Null parts are ignored.
+  // params; each index attached to `term_parts` as part p is parts[p]. Null
+  // parts are ignored.
   static std::vector<ScoredDoc> TopKAcross(std::span<const Bm25Index* const> parts,
                                            std::span<const std::string> query_tokens, size_t k,
                                            const DocFilter& filter = {},
-                                           QueryStats* stats = nullptr);
+                                           QueryStats* stats = nullptr,
+                                           const Bm25TermParts* term_parts = nullptr);
   // The same ranking, by scoring every posting of every query term of every
   // part (the oracle of TopKAcross()).
   static std::vector<ScoredDoc> TopKAcrossBruteForce(std::span<const Bm25Index* const> parts,
@@ -182,6 +188,7 @@ class Bm25Index {
 
  private:
   friend class MaxScoreSearch;  // the state of one TopK() call (maxscore.cc)
+  friend class Bm25TermParts;   // reads the terms of an index it attaches
 
   struct Term {
     std::string text;
@@ -204,6 +211,16 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // Where a term is in this index, as Bm25TermParts records it: an ordinary
+  // term's id with kOrdinaryRef set, or a frozen term's entry in the image.
+  // REQUIRES: fewer than 2^31 terms of either kind.
+  static constexpr uint32_t kOrdinaryRef = uint32_t{1} << 31;
+  // The list of the term at `ref`: an ordinary term's own list, or a frozen
+  // term's list viewed into *view (and `view` returned).
+  // REQUIRES: `ref` is current.
+  const PostingList* ListOfRef(uint32_t ref, PostingList* view) const;
+  // Starts loading what ListOfRef(ref) reads first.
+  void PrefetchRef(uint32_t ref) const;
   // The same without the cached views of FindList(): a frozen term's list is
   // a view appended to *views (whose elements keep their addresses), so a
   // lookup takes no lock and leaves nothing behind.
@@ -240,18 +257,23 @@ class Bm25Index {
   // in the collection in canonical order, each part's lists for them, and the
   // collection's statistics.
   struct AcrossPart {
-    const Bm25Index* index;
-    std::vector<QueryTerm> terms;  // the part's lists, slots of the collection
-    double bound;                  // sum of the terms' upper bounds
+    uint32_t first, count;  // the part's lists: terms[first, first + count)
+    double bound;           // sum of their upper bounds
   };
   struct AcrossQuery {
     Bm25TermScorer scorer;          // the collection's avgdl
     size_t slots = 0;               // distinct query tokens in the collection
+    std::vector<QueryTerm> terms;   // every part's lists, part by part, in slot order
     std::vector<AcrossPart> parts;  // the parts holding a query token, in argument order
-    std::deque<PostingList> views;  // the frozen lists the parts' terms point to
+    // The frozen lists the terms point to: views of FindListInto(), and
+    // those of ListOfRef() (reserved up front, so that they never move;
+    // a deque would allocate for every two of them).
+    std::deque<PostingList> views;
+    std::vector<PostingList> ref_views;
   };
   static AcrossQuery PrepareAcross(std::span<const Bm25Index* const> parts,
-                                   std::span<const std::string> query_tokens);
+                                   std::span<const std::string> query_tokens,
+                                   const Bm25TermParts* term_parts);
 
   Bm25Params params_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> term_ids_;
@@ -290,6 +312,11 @@ class Bm25Index {
   // that is not there is told by the hash alone, without reading any text.
   mutable std::atomic<bool> frozen_table_ready_{false};
   mutable std::vector<uint64_t> frozen_table_;
+
+  // The table this index reports its gained and lost terms to, as part
+  // term_parts_part_ (Bm25TermParts::Attach()); null when not attached.
+  Bm25TermParts* term_parts_ = nullptr;
+  uint32_t term_parts_part_ = 0;
 };
 
 }  // namespace agentmem::index

@@ -226,6 +226,11 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   }
   frozen_ = data;
   total_length_ = total;
+  if (term_parts_ != nullptr) {  // the image's terms are gained
+    for (size_t i = 0; i < frozen_terms_.size(); i++) {
+      term_parts_->Set(term_parts_part_, FrozenText(i), static_cast<uint32_t>(i));
+    }
+  }
   return Status::OK();
 }
 
@@ -424,6 +429,11 @@ Status Bm25Index::Thaw() {
   docs_ = std::move(fresh.docs_);
   total_length_ = fresh.total_length_;
   DetachFrozen();
+  if (term_parts_ != nullptr) {  // every term moves; none is gained or lost
+    for (const auto& [text, term_id] : term_ids_) {
+      term_parts_->Set(term_parts_part_, text, kOrdinaryRef | term_id);
+    }
+  }
   return Status::OK();
 }
 

@@ -26,7 +26,10 @@
 //
 // Several indexes as one collection (TopKAcross()): one search per index,
 // each with the collection's idf and avgdl, all offering to one top-k heap,
-// so the k-th score one index reached prunes the next from its start.
+// so the k-th score one index reached prunes the next from its start. The
+// searches share one MaxScoreSearch, whose buffers are reused from index to
+// index: with a thousand indexes, allocating them per index would cost more
+// than the small lists' postings.
 //
 // Exactness: a candidate enters when it ranks before the k-th document
 // (greater score, or equal score and smaller id); within one index,
@@ -66,15 +69,17 @@ std::vector<ScoredDoc> Drain(TopKHeap* heap) {
 
 }  // namespace
 
-// The search of one index's lists, offering to a top-k heap that may already
-// hold documents (of other indexes).
+// The search of one index's lists at a time, offering to a top-k heap that
+// may already hold documents (of other indexes).
 class MaxScoreSearch {
  public:
-  // `terms`: the query's lists with idf, bound and slot (< slots) for `scorer`.
-  MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t slots,
-                 const Bm25TermScorer& scorer, size_t k, const DocFilter& filter, TopKHeap* heap);
-  // Offers every document that can enter to the heap; adds its work to *stats.
-  void Run(QueryStats* stats);
+  // Lists' slots are < `slots`; their idf and bound are for `scorer`.
+  MaxScoreSearch(size_t slots, const Bm25TermScorer& scorer, size_t k, const DocFilter& filter,
+                 TopKHeap* heap);
+  // Searches the lists of one index (`terms`: the query's lists with idf,
+  // bound and slot): offers every document that can enter to the heap; adds
+  // the work to *stats (if not null).
+  void Run(std::span<const Bm25Index::QueryTerm> terms, QueryStats* stats);
 
  private:
   struct Cursor {
@@ -120,12 +125,28 @@ class MaxScoreSearch {
   QueryStats stats_;
 };
 
-MaxScoreSearch::MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t slots,
-                               const Bm25TermScorer& scorer, size_t k, const DocFilter& filter,
-                               TopKHeap* heap)
-    : filter_(filter), k_(k), scorer_(scorer), terms_(std::move(terms)), heap_(*heap) {
-  std::stable_sort(terms_.begin(), terms_.end(),
-                   [](const auto& a, const auto& b) { return a.upper_bound < b.upper_bound; });
+MaxScoreSearch::MaxScoreSearch(size_t slots, const Bm25TermScorer& scorer, size_t k,
+                               const DocFilter& filter, TopKHeap* heap)
+    : filter_(filter), k_(k), scorer_(scorer), heap_(*heap) {
+  contributions_.assign(slots, 0.0);  // every candidate leaves them 0 (SumContributions)
+}
+
+void MaxScoreSearch::Run(std::span<const Bm25Index::QueryTerm> terms, QueryStats* stats) {
+  // Ascending by bound, ties in the given order: an insertion sort, as a
+  // part has a few lists and std::stable_sort would allocate for them.
+  terms_.clear();
+  for (const Bm25Index::QueryTerm& t : terms) {
+    terms_.push_back(t);
+    for (size_t i = terms_.size() - 1; i > 0 && terms_[i - 1].upper_bound > t.upper_bound; i--) {
+      std::swap(terms_[i - 1], terms_[i]);
+    }
+  }
+  cursors_.clear();
+  prefix_bound_.clear();
+  stats_ = QueryStats();
+  first_essential_ = 0;
+  failed_run_end_ = 0;
+  failed_run_threshold_ = -1;
   double sum = 0;
   for (const Bm25Index::QueryTerm& q : terms_) {
     cursors_.push_back({&q});
@@ -134,11 +155,7 @@ MaxScoreSearch::MaxScoreSearch(std::vector<Bm25Index::QueryTerm> terms, size_t s
     prefix_bound_.push_back(sum);
     stats_.postings_total += q.list->size();
   }
-  contributions_.assign(slots, 0.0);
   UpdateEssential();  // a heap already full prunes from the first posting
-}
-
-void MaxScoreSearch::Run(QueryStats* stats) {
   uint64_t doc_id;
   while (first_essential_ < cursors_.size() && NextCandidate(&doc_id)) {
     if (SkipRun(doc_id)) continue;
@@ -333,34 +350,39 @@ std::vector<ScoredDoc> Bm25Index::TopK(std::span<const std::string> query_tokens
   const size_t slots = terms.size();
   TopKHeap heap;
   if (stats != nullptr) *stats = QueryStats();
-  MaxScoreSearch(std::move(terms), slots, scorer, k, filter, &heap).Run(stats);
+  MaxScoreSearch(slots, scorer, k, filter, &heap).Run(terms, stats);
   return Drain(&heap);
 }
 
 std::vector<ScoredDoc> Bm25Index::TopKAcross(std::span<const Bm25Index* const> parts,
                                              std::span<const std::string> query_tokens, size_t k,
-                                             const DocFilter& filter, QueryStats* stats) {
+                                             const DocFilter& filter, QueryStats* stats,
+                                             const Bm25TermParts* term_parts) {
   QueryStats sink;
   if (stats == nullptr) stats = &sink;
   *stats = QueryStats();
   if (k == 0) return {};
-  AcrossQuery q = PrepareAcross(parts, query_tokens);
+  AcrossQuery q = PrepareAcross(parts, query_tokens, term_parts);
   // Best bound first, so that the k-th score rises early; ties keep the
-  // parts' order.
-  std::stable_sort(q.parts.begin(), q.parts.end(),
-                   [](const AcrossPart& a, const AcrossPart& b) { return a.bound > b.bound; });
+  // parts' order (their lists' order).
+  std::sort(q.parts.begin(), q.parts.end(), [](const AcrossPart& a, const AcrossPart& b) {
+    return a.bound > b.bound || (a.bound == b.bound && a.first < b.first);
+  });
   TopKHeap heap;
+  MaxScoreSearch search(q.slots, q.scorer, k, filter, &heap);
   for (size_t i = 0; i < q.parts.size(); i++) {
-    AcrossPart& part = q.parts[i];
+    const AcrossPart& part = q.parts[i];
     if (heap.size() == k && part.bound * (1 + kBoundSlack) <= heap.top().score) {
       stats->parts_skipped += q.parts.size() - i;  // the rest have no higher bound
       for (size_t j = i; j < q.parts.size(); j++) {
-        for (const QueryTerm& t : q.parts[j].terms) stats->postings_total += t.list->size();
+        for (uint32_t t = q.parts[j].first; t < q.parts[j].first + q.parts[j].count; t++) {
+          stats->postings_total += q.terms[t].list->size();
+        }
       }
       break;
     }
     stats->parts_searched++;
-    MaxScoreSearch(std::move(part.terms), q.slots, q.scorer, k, filter, &heap).Run(stats);
+    search.Run(std::span(q.terms).subspan(part.first, part.count), stats);
   }
   return Drain(&heap);
 }

@@ -1204,3 +1204,91 @@ TEST_CASE("recall over every user lists candidates only for a filter, and fills 
   CHECK(j["bm25"].get<std::string>().find("maxscore: ") == 0);
   agentmem_close(db);
 }
+
+// The term table of a search over every user (which users' indexes hold a
+// term) is built by the first such search and then kept by every write: a
+// term a user gains later, a new user, a term whose only episode in a user is
+// forgotten, and the frozen indexes of a checkpoint. Each search must equal
+// the one user of a second file that holds every episode (same ids, texts and
+// contexts), also under a time and a role filter.
+TEST_CASE("recall over every user keeps up with terms that users gain and lose after its first search") {
+  TempDir dir;
+  const std::string users_path = dir.path() + "/users.agentmem";
+  const std::string one_path = dir.path() + "/one.agentmem";
+  agentmem_db* users = nullptr;
+  agentmem_db* one = nullptr;
+  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
+  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  int64_t ts = 1000;
+  // A turn of `user`: its own user in the first file, its own session of
+  // the one user in the second.
+  auto remember = [&](const std::string& user, const std::string& text, const char* role = "user") {
+    ts++;
+    int64_t a = Remember(users, user, "s", text, ts, role);
+    int64_t b = Remember(one, "everyone", user, text, ts, role);
+    REQUIRE(a == b);
+    return a;
+  };
+  const char* words[] = {"harbour", "lantern", "cello", "garden", "tomato", "winter", "river"};
+  for (int i = 0; i < 60; i++) {
+    std::string text = std::string(words[i % 7]) + " " + words[(i * 3 + 1) % 7] + " note " +
+                       std::to_string(i % 5);
+    remember("user" + std::to_string(i % 6), text, i % 2 == 0 ? "user" : "assistant");
+  }
+  const std::vector<std::string> queries = {"harbour lantern", "cello winter river", "garden",
+                                            "zeppelin harbour", "quokka", "zeppelin quokka cello"};
+  auto compare = [&](const char* when) {
+    INFO(when);
+    for (const std::string& query : queries) {
+      INFO("query: " << query);
+      for (int filter = 0; filter < 3; filter++) {
+        agentmem_recall_options o = Opts(AGENTMEM_RECALL_BM25, 10);
+        if (filter == 1) o.role = "assistant";
+        if (filter == 2) {
+          o.ts_from = 1010;
+          o.ts_to = ts - 3;
+        }
+        const std::vector<Hit> want = Recall(one, "everyone", query.c_str(), &o);
+        o.all_users = 1;
+        CheckSameHits(Recall(users, nullptr, query.c_str(), &o), want);
+      }
+    }
+  };
+  compare("the first search builds the table");
+  // A term user2 gains after the table was built, and a user created after it.
+  const int64_t zeppelin = remember("user2", "a zeppelin over the harbour");
+  remember("user9", "a quokka in the garden", "assistant");
+  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).size() == 1);
+  CHECK(RecallEveryUser(users, "quokka", AGENTMEM_RECALL_BM25, 10).size() == 1);
+  compare("after a new term and a new user");
+  // The only episode with the term is forgotten.
+  REQUIRE(agentmem_forget_episode(users, zeppelin, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_episode(one, zeppelin, 0, nullptr) == AGENTMEM_OK);
+  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
+  compare("after forgetting the term's only episode");
+
+  // Closed with a checkpoint and reopened: the table is built from frozen
+  // indexes, which then take new terms and forgets.
+  agentmem_close(users);
+  agentmem_close(one);
+  REQUIRE(agentmem_open_v2(users_path.c_str(), &users, AGENTMEM_OPEN_READWRITE,
+                           "checkpoint_bytes=1") == AGENTMEM_OK);
+  REQUIRE(agentmem_open_v2(one_path.c_str(), &one, AGENTMEM_OPEN_READWRITE,
+                           "checkpoint_bytes=1") == AGENTMEM_OK);
+  remember("user4", "lantern by the river");
+  agentmem_close(users);
+  agentmem_close(one);
+  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
+  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  compare("reopened from a checkpoint");
+  const int64_t second = remember("user3", "another zeppelin, and a cello");
+  compare("a frozen user gains a term");
+  REQUIRE(agentmem_forget_episode(users, second, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_episode(one, second, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_episode(users, 9, 0, nullptr) == AGENTMEM_OK);
+  REQUIRE(agentmem_forget_episode(one, 9, 0, nullptr) == AGENTMEM_OK);
+  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
+  compare("a frozen user forgets");
+  agentmem_close(users);
+  agentmem_close(one);
+}

@@ -438,4 +438,83 @@ TEST_CASE("a top-k across indexes attached to frozen images ranks like one index
   compare();
 }
 
+TEST_CASE("a term table follows indexes whose frozen images are attached, extended and thawed") {
+  std::mt19937_64 rng(test::Seed() + 31);
+  const size_t vocab = 120;
+  std::vector<std::string> terms;
+  for (size_t w = 0; w < vocab; w++) terms.push_back("w" + std::to_string(w));
+  terms.push_back("brandnew");
+  const size_t n_parts = 8;
+  // Each part's documents, written to an image; one index of every document.
+  Bm25Index whole;
+  std::vector<Image> images;
+  std::vector<std::vector<uint64_t>> docs_of(n_parts);
+  uint64_t next_id = 1;
+  for (size_t p = 0; p < n_parts; p++) {
+    Bm25Index live;
+    for (int d = 0; d < 60; d++) {
+      Tokens doc = RandomDoc(rng, vocab);
+      REQUIRE(live.Add(next_id, doc).ok());
+      REQUIRE(whole.Add(next_id, doc).ok());
+      docs_of[p].push_back(next_id++);
+    }
+    images.push_back(Image::Of(live));
+  }
+  // Half the parts are attached to the table before their image, half after.
+  Bm25TermParts table;
+  std::vector<std::unique_ptr<Bm25Index>> owned;
+  std::vector<const Bm25Index*> parts;
+  for (size_t p = 0; p < n_parts; p++) {
+    owned.push_back(std::make_unique<Bm25Index>());
+    parts.push_back(owned.back().get());
+    if (p % 2 == 0) table.Attach(static_cast<uint32_t>(p), owned[p].get());
+    REQUIRE(owned[p]->AttachFrozen(images[p].data(), images[p].size, 10000).ok());
+    if (p % 2 == 1) table.Attach(static_cast<uint32_t>(p), owned[p].get());
+  }
+  auto check = [&](const char* when) {
+    INFO(when);
+    for (const std::string& term : terms) {
+      std::vector<uint32_t> want;
+      for (size_t p = 0; p < n_parts; p++) {
+        if (parts[p]->DocFrequency(term) > 0) want.push_back(static_cast<uint32_t>(p));
+      }
+      std::vector<uint32_t> got;
+      for (const Bm25TermParts::Holder& h : table.Find(term)) got.push_back(h.part);
+      INFO("term " << term);
+      CHECK(got == want);
+    }
+    CHECK(table.Consistent(parts));
+    for (int q = 0; q < 20; q++) {
+      Tokens query = RandomDoc(rng, vocab);
+      query.resize(std::min<size_t>(query.size(), 6));
+      if (q % 4 == 0) query.push_back("brandnew");
+      CheckSameHits(Bm25Index::TopKAcross(parts, query, 10, {}, nullptr, &table),
+                    whole.TopK(query, 10));
+    }
+  };
+  check("frozen images");
+  // New documents on top of the images: old terms move out of the images,
+  // a new one appears in part 2 only.
+  for (size_t p = 0; p < n_parts; p++) {
+    Tokens doc = RandomDoc(rng, vocab);
+    if (p == 2) doc.push_back("brandnew");
+    REQUIRE(owned[p]->Add(next_id, doc).ok());
+    REQUIRE(whole.Add(next_id, doc).ok());
+    docs_of[p].push_back(next_id++);
+  }
+  check("documents added on top of the images");
+  // Removing a document of an image thaws it; removing the only document of
+  // a term takes the part out of the term's list.
+  for (size_t p = 0; p < n_parts; p += 3) {
+    for (size_t i = 0; i < docs_of[p].size(); i += 2) {
+      REQUIRE(owned[p]->Remove(docs_of[p][i]).ok());
+      REQUIRE(whole.Remove(docs_of[p][i]).ok());
+    }
+  }
+  REQUIRE(owned[2]->Remove(docs_of[2].back()).ok());
+  REQUIRE(whole.Remove(docs_of[2].back()).ok());
+  CHECK(table.Find("brandnew").empty());
+  check("documents removed, images thawed");
+}
+
 }  // namespace agentmem::index

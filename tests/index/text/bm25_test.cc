@@ -362,5 +362,118 @@ TEST_CASE("a top-k across many indexes skips those whose bound cannot beat the k
   for (const ScoredDoc& d : top) CHECK(d.doc_id % 20 == 4);  // the rare word's documents
 }
 
+// Asserts that `table` lists, for each of `terms`, exactly the parts whose
+// index holds it, in increasing order.
+void CheckTermParts(const Bm25TermParts& table, const std::vector<const Bm25Index*>& parts,
+                    const std::vector<std::string>& terms) {
+  for (const std::string& term : terms) {
+    std::vector<uint32_t> want;
+    for (size_t p = 0; p < parts.size(); p++) {
+      if (parts[p] != nullptr && parts[p]->DocFrequency(term) > 0) {
+        want.push_back(static_cast<uint32_t>(p));
+      }
+    }
+    std::vector<uint32_t> got;
+    for (const Bm25TermParts::Holder& h : table.Find(term)) got.push_back(h.part);
+    INFO("term " << term);
+    CHECK(got == want);
+  }
+  CHECK(table.Consistent(parts));
+}
+
+TEST_CASE("a term table follows every document added and removed, and a top-k through it ranks "
+          "like one index") {
+  const uint64_t seed = test::Seed() + 4;
+  std::mt19937_64 rng(seed);
+  MESSAGE("seed " << seed);
+  RandomCorpus corpus(rng, 1600, 250);
+  std::vector<std::string> vocab;
+  for (size_t w = 0; w < corpus.vocab; w++) vocab.push_back(WordName(w));
+  vocab.push_back("fresh");
+  // 30 parts; the last one is created after the table was built, as a new
+  // user is.
+  const size_t n_parts = 30;
+  std::vector<std::unique_ptr<Bm25Index>> owned;
+  std::vector<const Bm25Index*> parts(n_parts, nullptr);
+  for (size_t p = 0; p + 1 < n_parts; p++) {
+    owned.push_back(std::make_unique<Bm25Index>());
+    parts[p] = owned.back().get();
+  }
+  // owned[p] is parts[p], writable.
+  Bm25Index whole;
+  std::vector<std::pair<uint64_t, size_t>> live;  // (doc id, part)
+  uint64_t next_id = 1;
+  auto add = [&](size_t p, const Tokens& doc) {
+    Add(owned[p].get(), next_id, doc);
+    Add(&whole, next_id, doc);
+    live.push_back({next_id++, p});
+  };
+  for (size_t i = 0; i < 800; i++) add(rng() % (n_parts - 1), corpus.docs[i]);
+  Bm25TermParts table;
+  for (size_t p = 0; p + 1 < n_parts; p++) table.Attach(static_cast<uint32_t>(p), owned[p].get());
+  CheckTermParts(table, parts, vocab);
+
+  auto compare = [&](const char* when) {
+    INFO(when);
+    CheckTermParts(table, parts, vocab);
+    for (int q = 0; q < 25; q++) {
+      Tokens query = corpus.Query(rng);
+      if (q % 5 == 0) query.push_back("fresh");
+      const size_t k = std::vector<size_t>{1, 10, 100}[rng() % 3];
+      INFO("query " << q << " k " << k);
+      auto want = whole.TopK(query, k);
+      CheckSameRanking(Bm25Index::TopKAcross(parts, query, k, {}, nullptr, &table), want);
+      CheckSameRanking(Bm25Index::TopKAcross(parts, query, k), want);
+      DocFilter odd = [](uint64_t id) { return id % 2 == 1; };
+      CheckSameRanking(Bm25Index::TopKAcross(parts, query, k, odd, nullptr, &table),
+                       whole.TopK(query, k, odd));
+    }
+  };
+  compare("after the table was built");
+
+  // A word that first appears in a part after the table was built, then
+  // leaves with its only document.
+  add(3, {"fresh", "w1"});
+  const uint64_t fresh_id = next_id - 1;
+  CHECK(table.Find("fresh").size() == 1);
+  auto top = Bm25Index::TopKAcross(parts, Tokens{"fresh"}, 5, {}, nullptr, &table);
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].doc_id == fresh_id);
+  REQUIRE(owned[3].get()->Remove(fresh_id).ok());
+  REQUIRE(whole.Remove(fresh_id).ok());
+  live.erase(std::find(live.begin(), live.end(), std::make_pair(fresh_id, size_t{3})));
+  CHECK(table.Find("fresh").empty());
+  CHECK(Bm25Index::TopKAcross(parts, Tokens{"fresh"}, 5, {}, nullptr, &table).empty());
+
+  // A new part, then documents coming and going everywhere.
+  owned.push_back(std::make_unique<Bm25Index>());
+  parts[n_parts - 1] = owned.back().get();
+  table.Attach(static_cast<uint32_t>(n_parts - 1), owned.back().get());
+  for (size_t i = 800; i < corpus.docs.size(); i++) {
+    add(rng() % n_parts, corpus.docs[i]);
+    if (rng() % 3 == 0) {
+      const size_t at = rng() % live.size();
+      const auto [id, p] = live[at];
+      REQUIRE(owned[p].get()->Remove(id).ok());
+      REQUIRE(whole.Remove(id).ok());
+      live.erase(live.begin() + static_cast<ptrdiff_t>(at));
+    }
+    if (i % 200 == 0) compare("while documents come and go");
+  }
+  compare("at the end");
+  // Emptying a part takes it out of every term's list.
+  for (size_t at = live.size(); at-- > 0;) {
+    if (live[at].second != 7) continue;
+    REQUIRE(owned[7].get()->Remove(live[at].first).ok());
+    REQUIRE(whole.Remove(live[at].first).ok());
+    live.erase(live.begin() + static_cast<ptrdiff_t>(at));
+  }
+  compare("with an empty part");
+  CHECK(table.pair_count() > 0);
+  table.ShrinkToFit();
+  CHECK(table.Consistent(parts));
+  CHECK(table.MemoryBytes() >= table.pair_count() * sizeof(Bm25TermParts::Holder));
+}
+
 }  // namespace
 }  // namespace agentmem::index
