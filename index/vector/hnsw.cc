@@ -684,6 +684,10 @@ struct HnswIndex::Impl {
   std::shared_ptr<void> region;
   size_t mapped = 0;
   bool level0_mapped = false;
+  // The mapped nodes' upper-layer lists when they do not start 4-byte
+  // aligned in the image (they follow one level byte per node): a copy
+  // that is, so that no link is read from a misaligned address.
+  std::unique_ptr<uint32_t[]> upper_lists;
 };
 
 HnswIndex::Impl::~Impl() {
@@ -1534,6 +1538,11 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     impl->region = std::move(owner);
     impl->mapped = n;
     char* lists = image + kMapHeader + n;
+    if (reinterpret_cast<uintptr_t>(lists) % alignof(uint32_t) != 0) {
+      impl->upper_lists.reset(new uint32_t[(upper_sum + kListSlack) / 4 + 1]());
+      std::memcpy(impl->upper_lists.get(), lists, upper_sum);
+      lists = reinterpret_cast<char*>(impl->upper_lists.get());
+    }
     for (size_t i = 0; i < n; ++i) {
       g.element_levels_[i] = levels[i];
       if (levels[i] > 0) {

@@ -1044,6 +1044,32 @@ TEST_CASE("an index without its entry point, without every node, or asked for a 
   CHECK(index->size() == n);  // the index itself is unchanged
 }
 
+TEST_CASE("a mapped image of a node count that is no multiple of four searches like its index") {
+  // One level byte per node precedes the upper-layer lists in the image:
+  // they start misaligned unless the node count is a multiple of four.
+  auto rng = SeededRng(64);
+  const size_t dim = 16;
+  for (size_t n : {size_t{1001}, size_t{1002}, size_t{1003}}) {
+    CAPTURE(n);
+    std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+    auto index = NewIndex(Metric::kL2, dim);
+    AddRows(index.get(), data, dim, 0, n, 1);
+    REQUIRE(index->Stats().max_level >= 1);
+    std::string image;
+    REQUIRE(index->SerializeMappable(&image).ok());
+    MappedCopy copy = MappedCopy::Of(image, 0);
+    auto mapped = copy.Map(0);
+    REQUIRE(mapped.ok());
+    for (size_t r = 0; r < 50; ++r) {
+      std::span<const float> q(data.data() + r * dim, dim);
+      const auto want = MustSearch(*index, q, Top(5));
+      const auto got = MustSearch(**mapped, q, Top(5));
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].id == want[i].id);
+    }
+  }
+}
+
 TEST_CASE("a mapped index without some nodes is an index of its own") {
   auto rng = SeededRng(63);
   const size_t n = 2000, dim = 24;
