@@ -278,15 +278,19 @@ bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) const {
   return agree && n == graph_->size();
 }
 
+bool RecallIndex::TakableGraph(std::vector<uint64_t>* forgotten) const {
+  return ForgottenNodes(forgotten) &&
+         static_cast<double>(forgotten->size()) <= kRepairShare * static_cast<double>(graph_->size());
+}
+
 bool RecallIndex::CanTakeGraph() const {
   std::vector<uint64_t> forgotten;
-  return ForgottenNodes(&forgotten) &&
-         static_cast<double>(forgotten.size()) <= kRepairShare * static_cast<double>(graph_->size());
+  return TakableGraph(&forgotten);
 }
 
 std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
   std::vector<uint64_t> forgotten;
-  if (!CanTakeGraph() || !ForgottenNodes(&forgotten)) return nullptr;
+  if (!TakableGraph(&forgotten)) return nullptr;
   std::unique_ptr<index::HnswIndex> graph;
   if (forgotten.empty()) {
     graph = std::move(graph_);

@@ -279,6 +279,8 @@ class RecallIndex {
   void set_leg_worker(LegWorker* worker) { legs_ = worker; }
 
  private:
+  // ForgottenNodes, and they are at most kRepairShare of the graph's nodes.
+  bool TakableGraph(std::vector<uint64_t>* forgotten) const;
   bool hidden_nodes_ = false;  // HideNodes hid a live episode's node
   struct UserPartition {
     index::Bm25Index bm25;
