@@ -1049,6 +1049,18 @@ void RememberInSixCommits(Database* db) {
   }
 }
 
+// `commits` commits of 1,000 episodes of user u: past kExactScanMax, so
+// vector recall walks the graph. `sessions` > 1 spreads them over sessions.
+void RememberThousands(Database* db, int commits, int sessions = 1) {
+  for (int t = 0; t < commits; t++) {
+    Ok(db->Begin());
+    for (int i = 0; i < 1000; i++) {
+      const std::string session = sessions > 1 ? "s" + std::to_string(i % sessions) : "s";
+      Remember(db, "u", session, Text("u", t * 1000 + i));
+    }
+    Ok(db->Commit());
+  }
+}
 }  // namespace
 
 TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's checkpoint only, and recall is unchanged") {
@@ -1058,11 +1070,7 @@ TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's che
   o.checkpoint_bytes = 64 * 1024;
   {
     auto db = MustOpen(path, o);
-    for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
-      Ok(db->Begin());
-      for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
-      Ok(db->Commit());
-    }
+    RememberThousands(db.get(), 6);
     Ok(db->Close());
   }
   const FileLayout before = LayoutOf(path);
@@ -1105,11 +1113,7 @@ TEST_CASE("a VACUUM of a file past checkpoint_bytes that has no checkpoint yet p
   Options o;
   o.checkpoint_bytes = 1024 * 1024;
   auto db = MustOpen(path, o);
-  for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
-    Ok(db->Begin());
-    for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
-    Ok(db->Commit());
-  }
+  RememberThousands(db.get(), 6);
   const FileLayout before = LayoutOf(path);
   REQUIRE(before.bytes.count(kCheckpointPage) == 0);  // a writer checkpoints at 16 x checkpoint_bytes
   REQUIRE(before.bytes.count(kGraphPage));
@@ -1135,13 +1139,7 @@ TEST_CASE("a PURGE of a few episodes keeps the graph less their nodes, in the co
   o.checkpoint_bytes = 64 * 1024;
   {
     auto db = MustOpen(path, o);
-    for (int t = 0; t < 6; t++) {  // past kExactScanMax, so vector recall walks the graph
-      Ok(db->Begin());
-      for (int i = 0; i < 1000; i++) {
-        Remember(db.get(), "u", "s" + std::to_string(i % 40), Text("u", t * 1000 + i));
-      }
-      Ok(db->Commit());
-    }
+    RememberThousands(db.get(), 6, 40);
     Ok(db->Close());
   }
   auto db = MustOpen(path, o);
@@ -1250,11 +1248,7 @@ TEST_CASE("a compacted file read from its first page gives the graph a node for 
   o.checkpoint_bytes = 64 * 1024;
   {
     auto db = MustOpen(path, o);
-    for (int t = 0; t < 5; t++) {  // past kExactScanMax, so vector recall walks the graph
-      Ok(db->Begin());
-      for (int i = 0; i < 1000; i++) Remember(db.get(), "u", "s", Text("u", t * 1000 + i));
-      Ok(db->Commit());
-    }
+    RememberThousands(db.get(), 5);
     Ok(db->Close());
     db = MustOpen(path, o);
     Ok(db->Vacuum({}, nullptr));

@@ -1070,6 +1070,57 @@ void CheckSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want) {
   }
 }
 
+// Two files of the same turns: in `users` each turn belongs to its own user,
+// in `one` to user "everyone" with that user as its session, so every episode
+// has the same id, text and context in both, and a search over every user of
+// the first must equal the one user of the second.
+struct UsersAndOne {
+  TempDir dir;
+  const std::string users_path = dir.path() + "/users.agentmem";
+  const std::string one_path = dir.path() + "/one.agentmem";
+  agentmem_db* users = nullptr;
+  agentmem_db* one = nullptr;
+
+  UsersAndOne() { Open(nullptr); }
+  ~UsersAndOne() { Close(); }
+  UsersAndOne(const UsersAndOne&) = delete;
+  UsersAndOne& operator=(const UsersAndOne&) = delete;
+
+  static constexpr int kOpenFlags = AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE;
+  void Open(const char* options) {
+    REQUIRE(agentmem_open_v2(users_path.c_str(), &users, kOpenFlags, options) ==
+            AGENTMEM_OK);
+    REQUIRE(agentmem_open_v2(one_path.c_str(), &one, kOpenFlags, options) ==
+            AGENTMEM_OK);
+  }
+  void Close() {
+    agentmem_close(users);
+    agentmem_close(one);
+    users = one = nullptr;
+  }
+  // Reopens both so that `write` runs in handles that checkpoint at close,
+  // then reopens them again: their BM25 indexes are then frozen.
+  template <class Write>
+  void ThroughCheckpoint(Write write) {
+    Close();
+    Open("checkpoint_bytes=1");
+    write();
+    Close();
+    Open(nullptr);
+  }
+  int64_t Remember(const std::string& user, const std::string& text, int64_t ts,
+                   const char* role = "user") {
+    const int64_t a = ::Remember(users, user, "s", text, ts, role);
+    const int64_t b = ::Remember(one, "everyone", user, text, ts, role);
+    REQUIRE(a == b);
+    return a;
+  }
+  void Forget(int64_t id) {
+    REQUIRE(agentmem_forget_episode(users, id, 0, nullptr) == AGENTMEM_OK);
+    REQUIRE(agentmem_forget_episode(one, id, 0, nullptr) == AGENTMEM_OK);
+  }
+};
+
 }  // namespace
 
 // One file holds each session of each conversation as its own user (about
@@ -1091,24 +1142,16 @@ TEST_CASE("recall over every user scores like one user holding every episode, al
   } else {
     queries = {"garden tomato", "cello music winter", "lisbon hills road trip", "puppy"};
   }
-  TempDir dir;
-  const std::string users_path = dir.path() + "/users.agentmem";
-  const std::string one_path = dir.path() + "/one.agentmem";
-  agentmem_db* users = nullptr;
-  agentmem_db* one = nullptr;
-  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
-  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
-  REQUIRE(agentmem_begin(users) == AGENTMEM_OK);
-  REQUIRE(agentmem_begin(one) == AGENTMEM_OK);
+  UsersAndOne f;
+  REQUIRE(agentmem_begin(f.users) == AGENTMEM_OK);
+  REQUIRE(agentmem_begin(f.one) == AGENTMEM_OK);
   std::set<std::string> user_names;
   for (size_t i = 0; i < turns.size(); i++) {
-    int64_t a = Remember(users, turns[i].session, "s", turns[i].text, 1000 + static_cast<int64_t>(i));
-    int64_t b = Remember(one, "everyone", turns[i].session, turns[i].text, 1000 + static_cast<int64_t>(i));
-    REQUIRE(a == b);
+    f.Remember(turns[i].session, turns[i].text, 1000 + static_cast<int64_t>(i));
     user_names.insert(turns[i].session);
   }
-  REQUIRE(agentmem_commit(users) == AGENTMEM_OK);
-  REQUIRE(agentmem_commit(one) == AGENTMEM_OK);
+  REQUIRE(agentmem_commit(f.users) == AGENTMEM_OK);
+  REQUIRE(agentmem_commit(f.one) == AGENTMEM_OK);
   MESSAGE(turns.size() << " turns over " << user_names.size() << " users, " << queries.size()
                        << " queries");
 
@@ -1119,15 +1162,15 @@ TEST_CASE("recall over every user scores like one user holding every episode, al
       for (int mode : {AGENTMEM_RECALL_BM25, AGENTMEM_RECALL_HYBRID}) {
         for (int k : {10, 50}) {
           agentmem_recall_options o = Opts(mode, k);
-          CheckSameHits(RecallEveryUser(users, query.c_str(), mode, k),
-                        Recall(one, "everyone", query.c_str(), &o));
+          CheckSameHits(RecallEveryUser(f.users, query.c_str(), mode, k),
+                        Recall(f.one, "everyone", query.c_str(), &o));
         }
       }
     }
     char* plan = nullptr;
     agentmem_recall_options o = Opts(AGENTMEM_RECALL_HYBRID, 10);
     o.all_users = 1;
-    REQUIRE(agentmem_explain_recall(users, nullptr, queries[0].c_str(), &o, &plan) == AGENTMEM_OK);
+    REQUIRE(agentmem_explain_recall(f.users, nullptr, queries[0].c_str(), &o, &plan) == AGENTMEM_OK);
     auto j = nlohmann::json::parse(plan);
     agentmem_free(plan);
     CHECK(j["candidates"] == "every episode, not listed");
@@ -1138,27 +1181,13 @@ TEST_CASE("recall over every user scores like one user holding every episode, al
   compare("in the handles that wrote them");
 
   // Closed with a checkpoint and reopened: the BM25 tables are frozen.
-  for (agentmem_db** db : {&users, &one}) agentmem_close(*db);
-  REQUIRE(agentmem_open_v2(users_path.c_str(), &users, AGENTMEM_OPEN_READWRITE, "checkpoint_bytes=1") ==
-          AGENTMEM_OK);
-  REQUIRE(agentmem_open_v2(one_path.c_str(), &one, AGENTMEM_OPEN_READWRITE, "checkpoint_bytes=1") ==
-          AGENTMEM_OK);
-  Remember(users, "late-user", "s", "a late turn about the garden and the cello");
-  Remember(one, "everyone", "late-user", "a late turn about the garden and the cello");
+  f.ThroughCheckpoint([&] { f.Remember("late-user", "a late turn about the garden and the cello", 0); });
   user_names.insert("late-user");
-  for (agentmem_db** db : {&users, &one}) agentmem_close(*db);
-  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
-  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
   compare("reopened from a checkpoint");
 
   // Forgetting turns changes N, df and avgdl alike in both.
-  for (int64_t id : {3, 40, 41, 500}) {
-    REQUIRE(agentmem_forget_episode(users, id, 0, nullptr) == AGENTMEM_OK);
-    REQUIRE(agentmem_forget_episode(one, id, 0, nullptr) == AGENTMEM_OK);
-  }
+  for (int64_t id : {3, 40, 41, 500}) f.Forget(id);
   compare("after forgetting turns");
-  agentmem_close(users);
-  agentmem_close(one);
 }
 
 TEST_CASE("recall over every user lists candidates only for a filter, and fills from every user") {
@@ -1212,22 +1241,10 @@ TEST_CASE("recall over every user lists candidates only for a filter, and fills 
 // the one user of a second file that holds every episode (same ids, texts and
 // contexts), also under a time and a role filter.
 TEST_CASE("recall over every user keeps up with terms that users gain and lose after its first search") {
-  TempDir dir;
-  const std::string users_path = dir.path() + "/users.agentmem";
-  const std::string one_path = dir.path() + "/one.agentmem";
-  agentmem_db* users = nullptr;
-  agentmem_db* one = nullptr;
-  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
-  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  UsersAndOne f;
   int64_t ts = 1000;
-  // A turn of `user`: its own user in the first file, its own session of
-  // the one user in the second.
   auto remember = [&](const std::string& user, const std::string& text, const char* role = "user") {
-    ts++;
-    int64_t a = Remember(users, user, "s", text, ts, role);
-    int64_t b = Remember(one, "everyone", user, text, ts, role);
-    REQUIRE(a == b);
-    return a;
+    return f.Remember(user, text, ++ts, role);
   };
   const char* words[] = {"harbour", "lantern", "cello", "garden", "tomato", "winter", "river"};
   for (int i = 0; i < 60; i++) {
@@ -1248,9 +1265,9 @@ TEST_CASE("recall over every user keeps up with terms that users gain and lose a
           o.ts_from = 1010;
           o.ts_to = ts - 3;
         }
-        const std::vector<Hit> want = Recall(one, "everyone", query.c_str(), &o);
+        const std::vector<Hit> want = Recall(f.one, "everyone", query.c_str(), &o);
         o.all_users = 1;
-        CheckSameHits(Recall(users, nullptr, query.c_str(), &o), want);
+        CheckSameHits(Recall(f.users, nullptr, query.c_str(), &o), want);
       }
     }
   };
@@ -1258,37 +1275,22 @@ TEST_CASE("recall over every user keeps up with terms that users gain and lose a
   // A term user2 gains after the table was built, and a user created after it.
   const int64_t zeppelin = remember("user2", "a zeppelin over the harbour");
   remember("user9", "a quokka in the garden", "assistant");
-  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).size() == 1);
-  CHECK(RecallEveryUser(users, "quokka", AGENTMEM_RECALL_BM25, 10).size() == 1);
+  CHECK(RecallEveryUser(f.users, "zeppelin", AGENTMEM_RECALL_BM25, 10).size() == 1);
+  CHECK(RecallEveryUser(f.users, "quokka", AGENTMEM_RECALL_BM25, 10).size() == 1);
   compare("after a new term and a new user");
   // The only episode with the term is forgotten.
-  REQUIRE(agentmem_forget_episode(users, zeppelin, 0, nullptr) == AGENTMEM_OK);
-  REQUIRE(agentmem_forget_episode(one, zeppelin, 0, nullptr) == AGENTMEM_OK);
-  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
+  f.Forget(zeppelin);
+  CHECK(RecallEveryUser(f.users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
   compare("after forgetting the term's only episode");
 
   // Closed with a checkpoint and reopened: the table is built from frozen
   // indexes, which then take new terms and forgets.
-  agentmem_close(users);
-  agentmem_close(one);
-  REQUIRE(agentmem_open_v2(users_path.c_str(), &users, AGENTMEM_OPEN_READWRITE,
-                           "checkpoint_bytes=1") == AGENTMEM_OK);
-  REQUIRE(agentmem_open_v2(one_path.c_str(), &one, AGENTMEM_OPEN_READWRITE,
-                           "checkpoint_bytes=1") == AGENTMEM_OK);
-  remember("user4", "lantern by the river");
-  agentmem_close(users);
-  agentmem_close(one);
-  REQUIRE(agentmem_open(users_path.c_str(), &users) == AGENTMEM_OK);
-  REQUIRE(agentmem_open(one_path.c_str(), &one) == AGENTMEM_OK);
+  f.ThroughCheckpoint([&] { remember("user4", "lantern by the river"); });
   compare("reopened from a checkpoint");
   const int64_t second = remember("user3", "another zeppelin, and a cello");
   compare("a frozen user gains a term");
-  REQUIRE(agentmem_forget_episode(users, second, 0, nullptr) == AGENTMEM_OK);
-  REQUIRE(agentmem_forget_episode(one, second, 0, nullptr) == AGENTMEM_OK);
-  REQUIRE(agentmem_forget_episode(users, 9, 0, nullptr) == AGENTMEM_OK);
-  REQUIRE(agentmem_forget_episode(one, 9, 0, nullptr) == AGENTMEM_OK);
-  CHECK(RecallEveryUser(users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
+  f.Forget(second);
+  f.Forget(9);
+  CHECK(RecallEveryUser(f.users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
   compare("a frozen user forgets");
-  agentmem_close(users);
-  agentmem_close(one);
 }

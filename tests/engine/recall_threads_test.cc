@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "engine/memory/leg_worker.h"
+#include "tests/util/oracle.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::engine::LegWorker;
+using agentmem::test::RandomWords;
 using agentmem::test::TempDir;
 
 namespace {
@@ -141,20 +143,6 @@ std::vector<float> Unit(std::mt19937_64& rng) {
   return v;
 }
 
-const char* const kWords[] = {"river", "garden", "piano",  "coffee", "mountain", "letter",
-                              "winter", "bridge", "lamp",   "market", "violin",   "harbor",
-                              "orange", "forest", "silver", "window", "engine",   "candle",
-                              "desert", "island", "pepper", "castle", "thunder",  "meadow"};
-
-std::string Words(std::mt19937_64& rng, int n) {
-  std::string s;
-  for (int i = 0; i < n; i++) {
-    if (i) s += ' ';
-    s += kWords[rng() % std::size(kWords)];
-  }
-  return s;
-}
-
 // 6,000 episodes of user "a" and 500 of "b", each with a few words and a
 // vector: above RecallIndex::kParallelMin, so that user a's hybrid queries
 // take the worker.
@@ -168,7 +156,7 @@ void MakeFile(const std::string& path, uint64_t seed) {
     REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
     for (int i = batch; i < batch + 1000 && i < kEpisodes; i++) {
       std::vector<float> v = Unit(rng);
-      std::string text = Words(rng, 3 + static_cast<int>(rng() % 8));
+      std::string text = RandomWords(rng, 3 + static_cast<int>(rng() % 8));
       REQUIRE(agentmem_remember(db, i % 13 == 0 ? "b" : "a", i % 2 ? "odd" : "even", "user",
                                 text.c_str(), 1000 + i, nullptr, v.data(), kDim,
                                 nullptr) == AGENTMEM_OK);
@@ -184,7 +172,7 @@ std::vector<Query> MakeQueries(uint64_t seed, int n) {
   for (int i = 0; i < n; i++) {
     Query q;
     q.user = i % 10 == 9 ? "b" : "a";
-    q.text = Words(rng, 1 + static_cast<int>(rng() % 5));
+    q.text = RandomWords(rng, 1 + static_cast<int>(rng() % 5));
     if (i % 7 != 6) q.vec = Unit(rng);  // else: no vector, the vector leg is skipped
     q.k = i % 5 == 0 ? 1 : i % 5 == 1 ? 50 : 10;
     q.all_users = i % 11 == 10;

@@ -518,7 +518,9 @@ const char* const kWords[] = {"memory", "agent",   "recall", "note",    "tea",  
                               "plan",   "meeting", "paris",  "résumé",  "☕",     "deadline",
                               "graph",  "vector",  "user",   "prefers", "green", "Tuesday"};
 
-std::string Words(std::mt19937_64& rng, int n) {
+}  // namespace
+
+std::string RandomWords(std::mt19937_64& rng, int n) {
   std::string s;
   for (int i = 0; i < n; i++) {
     if (i) s += ' ';
@@ -527,22 +529,20 @@ std::string Words(std::mt19937_64& rng, int n) {
   return s;
 }
 
-}  // namespace
-
 EpisodeRecord RandomEpisode(std::mt19937_64& rng, uint32_t dim, uint64_t n) {
   EpisodeRecord r;
   r.user_id = "u" + Num(rng() % 3);
   r.session_id = "s" + Num(rng() % 4);
   static const char* const kRoles[] = {"user", "assistant", "tool"};
   r.role = kRoles[rng() % 3];
-  r.text = "episode " + Num(n) + ": " + Words(rng, 3 + static_cast<int>(rng() % 30));
+  r.text = "episode " + Num(n) + ": " + RandomWords(rng, 3 + static_cast<int>(rng() % 30));
   if (rng() % 8 == 0) {
     // Long and repetitive: fills most of a page and compresses.
-    std::string phrase = " the agent recalled the user's " + Words(rng, 3) + ".";
+    std::string phrase = " the agent recalled the user's " + RandomWords(rng, 3) + ".";
     while (r.text.size() < 2500 + rng() % 1500) r.text += phrase;
   }
   r.ts = 1'600'000'000'000'000 + static_cast<int64_t>(n) * 1000;
-  if (rng() % 2) r.metadata = "{\"n\":" + Num(n) + ",\"tag\":\"" + Words(rng, 1) + "\"}";
+  if (rng() % 2) r.metadata = "{\"n\":" + Num(n) + ",\"tag\":\"" + RandomWords(rng, 1) + "\"}";
   if (rng() % 3 != 0) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     r.vector.resize(dim);
@@ -556,7 +556,7 @@ BlockRecord RandomBlock(std::mt19937_64& rng, uint64_t n) {
   r.user_id = "u" + Num(rng() % 3);
   static const char* const kNames[] = {"persona", "goals", "scratch"};
   r.name = kNames[rng() % 3];
-  r.value = "block version " + Num(n) + ": " + Words(rng, 2 + static_cast<int>(rng() % 12));
+  r.value = "block version " + Num(n) + ": " + RandomWords(rng, 2 + static_cast<int>(rng() % 12));
   r.limit = rng() % 2 ? 0 : 1000;
   r.pinned_order = static_cast<int32_t>(rng() % 4) - 1;
   return r;
@@ -569,7 +569,7 @@ FactRecord RandomFact(std::mt19937_64& rng, uint64_t n) {
   static const char* const kPredicates[] = {"likes", "works_at", "deadline"};
   r.subject = kSubjects[rng() % 3];
   r.predicate = kPredicates[rng() % 3];
-  r.object = "object " + Num(n) + " " + Words(rng, 2);
+  r.object = "object " + Num(n) + " " + RandomWords(rng, 2);
   r.confidence = static_cast<float>(rng() % 101) / 100.0f;
   r.source_episode_ids = {n, n + 7};
   r.valid_from = 1'600'000'000'000'000 + static_cast<int64_t>(n);

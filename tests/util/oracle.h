@@ -208,6 +208,8 @@ class Driver {
 format::EpisodeRecord RandomEpisode(std::mt19937_64& rng, uint32_t dim, uint64_t n);
 format::BlockRecord RandomBlock(std::mt19937_64& rng, uint64_t n);
 format::FactRecord RandomFact(std::mt19937_64& rng, uint64_t n);
+// `n` words from a small vocabulary (some of them not ASCII), space-separated.
+std::string RandomWords(std::mt19937_64& rng, int n);
 
 // One line describing a record, for failure messages.
 std::string Describe(const format::EpisodeRecord& r);

@@ -91,6 +91,19 @@ std::vector<Neighbor> MustSearch(const HnswIndex& index, std::span<const float> 
   return std::move(*r);
 }
 
+// Both indexes answer `q` with the same ids in the same order (and the same
+// distances, when `distances`).
+void CheckSameAnswers(const HnswIndex& want_index, const HnswIndex& got_index,
+                      std::span<const float> q, const HnswSearchOptions& o, bool distances = false) {
+  const auto want = MustSearch(want_index, q, o);
+  const auto got = MustSearch(got_index, q, o);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i].id == want[i].id);
+    if (distances) CHECK(got[i].distance == want[i].distance);
+  }
+}
+
 size_t Overlap(const std::vector<Neighbor>& got, const std::vector<uint64_t>& truth, size_t k) {
   std::set<uint64_t> want(truth.begin(), truth.begin() + std::min(k, truth.size()));
   size_t hits = 0;
@@ -383,14 +396,7 @@ TEST_CASE("serialise then deserialise gives identical results and identical byte
     CHECK((*copy)->Stats().max_level == index->Stats().max_level);
     CHECK(ImageOf(**copy) == image);
     for (int t = 0; t < 50; ++t) {
-      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
-      auto a = MustSearch(*index, q, Top(10, 40));
-      auto b = MustSearch(**copy, q, Top(10, 40));
-      REQUIRE(a.size() == b.size());
-      for (size_t i = 0; i < a.size(); ++i) {
-        CHECK(a[i].id == b[i].id);
-        CHECK(a[i].distance == b[i].distance);
-      }
+      CheckSameAnswers(*index, **copy, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40), true);
     }
     // The copy keeps working: a new insert is found (under inner product a
     // longer vector nearby may score higher than the vector itself: then the
@@ -446,14 +452,7 @@ TEST_CASE("a mapped image searches like the index it came from and keeps taking 
       CHECK(m.Stats().deleted == index->Stats().deleted);
       CHECK(ImageOf(m) == ImageOf(*index));
       for (int t = 0; t < 30; ++t) {
-        std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
-        auto a = MustSearch(*index, q, Top(10, 40));
-        auto b = MustSearch(m, q, Top(10, 40));
-        REQUIRE(a.size() == b.size());
-        for (size_t i = 0; i < a.size(); ++i) {
-          CHECK(a[i].id == b[i].id);
-          CHECK(a[i].distance == b[i].distance);
-        }
+        CheckSameAnswers(*index, m, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40), true);
       }
       CHECK(m.Contains(2));
       CHECK_FALSE(m.Contains(1));  // marked deleted
@@ -557,11 +556,7 @@ TEST_CASE("a mappable image without vectors maps the same graph once its vectors
     Result<std::unique_ptr<HnswIndex>> mapped = copy.Map(0);
     REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
     for (int t = 0; t < 20; ++t) {
-      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
-      auto a = MustSearch(*index, q, Top(10, 40));
-      auto b = MustSearch(**mapped, q, Top(10, 40));
-      REQUIRE(a.size() == b.size());
-      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].id == b[i].id);
+      CheckSameAnswers(*index, **mapped, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40));
     }
   }
 }
@@ -641,11 +636,7 @@ TEST_CASE("deltas applied to a checkpoint reproduce the index byte for byte") {
     REQUIRE((*replica)->ApplyDelta(delta).ok());
     CHECK(ImageOf(**replica) == full);
   }
-  std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
-  auto a = MustSearch(*live, q, Top(10));
-  auto b = MustSearch(**replica, q, Top(10));
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].id == b[i].id);
+  CheckSameAnswers(*live, **replica, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10));
 }
 
 TEST_CASE("a delta applied twice or to the wrong base is refused and changes nothing") {
@@ -1061,11 +1052,7 @@ TEST_CASE("a mapped image of a node count that is no multiple of four searches l
     auto mapped = copy.Map(0);
     REQUIRE(mapped.ok());
     for (size_t r = 0; r < 50; ++r) {
-      std::span<const float> q(data.data() + r * dim, dim);
-      const auto want = MustSearch(*index, q, Top(5));
-      const auto got = MustSearch(**mapped, q, Top(5));
-      REQUIRE(got.size() == want.size());
-      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i].id == want[i].id);
+      CheckSameAnswers(*index, **mapped, std::span<const float>(data.data() + r * dim, dim), Top(5));
     }
   }
 }
