@@ -2074,6 +2074,19 @@ void RunSift(Ctx& x, const std::string& dir) {
 
 // The same goals against the best peer of this run (the lowest latency or
 // size, the highest rate among LanceDB and sqlite-vec): agentmem / best peer.
+// A system's figure in `m`, or -1 when it was not measured.
+double FigureOf(const std::map<std::string, double>& m, const char* system) {
+  auto it = m.find(system);
+  return it == m.end() ? -1.0 : it->second;
+}
+
+// A ratio or figure with about three significant digits.
+std::string Num(double v) {
+  const double m = std::fabs(v);
+  return m >= 100 ? Fmt("%.0f", v) : m >= 10 ? Fmt("%.1f", v) : m >= 1 ? Fmt("%.2f", v)
+                                                                        : Fmt("%.3f", v);
+}
+
 void AddPeerGoals(Ctx& x) {
   const Figures& f = x.fig;
   const std::vector<std::string>& peers = x.c.peers;
@@ -2092,11 +2105,6 @@ void AddPeerGoals(Ctx& x) {
       "",
       "| goal | agentmem | best peer | agentmem / best peer | goal ratio | met? | each peer |",
       "|---|---:|---:|---:|---:|---|---|"};
-  auto num = [](double v) {
-    double m = std::fabs(v);
-    return m >= 100 ? Fmt("%.0f", v) : m >= 10 ? Fmt("%.1f", v) : m >= 1 ? Fmt("%.2f", v)
-                                                                          : Fmt("%.3f", v);
-  };
   auto row = [&](const std::string& goal, const std::map<std::string, double>& m, double scale,
                  const char* unit, bool lower, double goal_ratio, const char* goal_s) {
     auto a = m.find("agentmem");
@@ -2109,7 +2117,7 @@ void AddPeerGoals(Ctx& x) {
       std::string extra;
       if (&m == &f.vector_p50 && f.vector_recall.count(p))
         extra = Fmt(" (recall@10 %.3f)", f.vector_recall.at(p));
-      Append(&each, "; ", Fmt("%s %s %s%s", p.c_str(), num(v).c_str(), unit, extra.c_str()));
+      Append(&each, "; ", Fmt("%s %s %s%s", p.c_str(), Num(v).c_str(), unit, extra.c_str()));
       if (best.empty() || (lower ? v < bv : v > bv)) best = p, bv = v;
     }
     if (a == m.end() || best.empty()) {
@@ -2119,8 +2127,8 @@ void AddPeerGoals(Ctx& x) {
     double av = a->second / scale, r = av / bv;
     bool met = lower ? r <= goal_ratio : r >= goal_ratio;
     lines.push_back(Fmt("| %s | %s %s | %s %s (%s) | %s | %s | %s | %s |", goal.c_str(),
-                        num(av).c_str(), unit, num(bv).c_str(), unit, best.c_str(),
-                        num(r).c_str(), goal_s, goal_ratio > 0 ? (met ? "yes" : "**no**") : "—",
+                        Num(av).c_str(), unit, Num(bv).c_str(), unit, best.c_str(),
+                        Num(r).c_str(), goal_s, goal_ratio > 0 ? (met ? "yes" : "**no**") : "—",
                         each.c_str()));
   };
   row("hybrid recall p50 (≥ 50× faster)", f.hybrid_p50, 1, "ms", true, 0.02, "≤ 0.02");
@@ -2145,10 +2153,6 @@ void AddTargets(Ctx& x) {
       "",
       "| target | agentmem | compared with | goal | met? |",
       "|---|---:|---:|---:|---|"};
-  auto get = [](const std::map<std::string, double>& m, const char* k) {
-    auto it = m.find(k);
-    return it == m.end() ? -1.0 : it->second;
-  };
   auto row = [&](const std::string& what, double a, const std::string& shown,
                  const std::string& against, const char* goal, bool met) {
     if (a < 0) {
@@ -2158,31 +2162,31 @@ void AddTargets(Ctx& x) {
     lines.push_back(Fmt("| %s | %s | %s | %s | %s |", what.c_str(), shown.c_str(),
                         against.c_str(), goal, met ? "yes" : "**no**"));
   };
-  const double hp50 = get(f.hybrid_p50, "agentmem"), hp99 = get(f.hybrid_p99, "agentmem"),
-               bp99 = get(f.bm25_p99, "agentmem"), open = get(f.open_first_ms, "agentmem");
+  const double hp50 = FigureOf(f.hybrid_p50, "agentmem"), hp99 = FigureOf(f.hybrid_p99, "agentmem"),
+               bp99 = FigureOf(f.bm25_p99, "agentmem"), open = FigureOf(f.open_first_ms, "agentmem");
   row("hybrid recall p50", hp50, Fmt("%.3f ms", hp50), "—", "≤ 0.5 ms", hp50 <= 0.5);
   row("hybrid recall p99", hp99, Fmt("%.3f ms", hp99), "—", "≤ 2 ms", hp99 <= 2);
   row("BM25 OR-query p99", bp99, Fmt("%.3f ms", bp99), "—", "≤ 2 ms", bp99 <= 2);
   row("open → first recall, new process", open, Fmt("%.1f ms", open), "—", "≤ 50 ms",
       open <= 50);
-  const double file = get(f.file_bytes, "agentmem"), sqlite_file = get(f.file_bytes, "sqlite");
+  const double file = FigureOf(f.file_bytes, "agentmem"), sqlite_file = FigureOf(f.file_bytes, "sqlite");
   row("file vs SQLite's", sqlite_file > 0 ? file : -1,
       Fmt("%.0f MiB", file / 1048576.0), Fmt("%.0f MiB (%.2f×)", sqlite_file / 1048576.0,
                                              file / sqlite_file),
       "≤ 1×", file <= sqlite_file);
   row("text-only file (built-in embedder) vs its text", f.text_ratio,
       Fmt("%.1f×", f.text_ratio), "—", "≤ 10×", f.text_ratio <= 10);
-  const double sr = get(f.single_rate, "agentmem"), sqlite_sr = get(f.single_rate, "sqlite");
+  const double sr = FigureOf(f.single_rate, "agentmem"), sqlite_sr = FigureOf(f.single_rate, "sqlite");
   row("single-commit ingest vs SQLite's", sqlite_sr > 0 ? sr : -1, Fmt("%.0f /s", sr),
       Fmt("%.0f /s (%.2f×)", sqlite_sr, sr / sqlite_sr), "≥ 1×", sr >= sqlite_sr);
-  const double sc = get(f.single_cpu_ms, "agentmem"), sqlite_sc = get(f.single_cpu_ms, "sqlite");
+  const double sc = FigureOf(f.single_cpu_ms, "agentmem"), sqlite_sc = FigureOf(f.single_cpu_ms, "sqlite");
   row("single-commit thread CPU vs SQLite's", sqlite_sc > 0 ? sc : -1, Fmt("%.3f ms", sc),
       Fmt("%.3f ms (%.2f×)", sqlite_sc, sc / sqlite_sc), "≤ 2×", sc <= 2 * sqlite_sc);
-  const double ing = get(f.ingest_rate, "agentmem");
+  const double ing = FigureOf(f.ingest_rate, "agentmem");
   row("1,000 per transaction vs hnswlib's 2-thread build", f.hnsw_build_rate > 0 ? ing : -1,
       Fmt("%.0f /s", ing), Fmt("%.0f /s (%.2f×)", f.hnsw_build_rate, ing / f.hnsw_build_rate),
       "≥ 1×", ing >= f.hnsw_build_rate);
-  const double rss = get(f.peak_rss_mib, "agentmem"), sqlite_rss = get(f.peak_rss_mib, "sqlite");
+  const double rss = FigureOf(f.peak_rss_mib, "agentmem"), sqlite_rss = FigureOf(f.peak_rss_mib, "sqlite");
   row("peak RSS of ingest + recall vs SQLite's", sqlite_rss > 0 ? rss : -1,
       Fmt("%.0f MiB", rss), Fmt("%.0f MiB (%.2f×)", sqlite_rss, rss / sqlite_rss), "≤ 2×",
       rss <= 2 * sqlite_rss);
@@ -2199,10 +2203,6 @@ void AddGoals(Ctx& x) {
       "",
       "| goal | agentmem | baseline | agentmem / baseline | goal ratio | met? |",
       "|---|---:|---:|---:|---:|---|"};
-  auto get = [](const std::map<std::string, double>& m, const char* k) {
-    auto it = m.find(k);
-    return it == m.end() ? -1.0 : it->second;
-  };
   auto row = [&](const std::string& goal, double a, double b, const char* unit, bool lower,
                  double goal_ratio, const char* goal_s) {
     if (a < 0 || b <= 0) {
@@ -2211,34 +2211,29 @@ void AddGoals(Ctx& x) {
     }
     double r = a / b;
     bool met = lower ? r <= goal_ratio : r >= goal_ratio;
-    auto num = [](double v) {
-      double m = std::fabs(v);
-      return m >= 100 ? Fmt("%.0f", v) : m >= 10 ? Fmt("%.1f", v) : m >= 1 ? Fmt("%.2f", v)
-                                                                            : Fmt("%.3f", v);
-    };
-    lines.push_back(Fmt("| %s | %s %s | %s %s | %s | %s | %s |", goal.c_str(), num(a).c_str(),
-                        unit, num(b).c_str(), unit, num(r).c_str(), goal_s,
+    lines.push_back(Fmt("| %s | %s %s | %s %s | %s | %s | %s |", goal.c_str(), Num(a).c_str(),
+                        unit, Num(b).c_str(), unit, Num(r).c_str(), goal_s,
                         met ? "yes" : "**no**"));
   };
   row("hybrid recall p50 vs SQLite + FTS5 + cosine UDF (≥ 50× faster)",
-      get(f.hybrid_p50, "agentmem"), get(f.hybrid_p50, "sqlite"), "ms", true, 0.02, "≤ 0.02");
-  row("hybrid recall p99 vs SQLite (reported)", get(f.hybrid_p99, "agentmem"),
-      get(f.hybrid_p99, "sqlite"), "ms", true, 1, "< 1");
-  row("BM25 OR-query p99 vs FTS5 (≥ 10× lower)", get(f.bm25_p99, "agentmem"),
-      get(f.bm25_p99, "sqlite"), "ms", true, 0.1, "≤ 0.1");
+      FigureOf(f.hybrid_p50, "agentmem"), FigureOf(f.hybrid_p50, "sqlite"), "ms", true, 0.02, "≤ 0.02");
+  row("hybrid recall p99 vs SQLite (reported)", FigureOf(f.hybrid_p99, "agentmem"),
+      FigureOf(f.hybrid_p99, "sqlite"), "ms", true, 1, "< 1");
+  row("BM25 OR-query p99 vs FTS5 (≥ 10× lower)", FigureOf(f.bm25_p99, "agentmem"),
+      FigureOf(f.bm25_p99, "sqlite"), "ms", true, 0.1, "≤ 0.1");
   row("open → first recall vs hnswlib loadIndex + FTS5 → first recall (≥ 15× faster)",
-      get(f.open_first_ms, "agentmem"), get(f.open_first_ms, "hnswlib"), "ms", true, 1.0 / 15,
+      FigureOf(f.open_first_ms, "agentmem"), FigureOf(f.open_first_ms, "hnswlib"), "ms", true, 1.0 / 15,
       "≤ 0.067");
-  row("open → first recall vs hnswlib loadIndex alone", get(f.open_first_ms, "agentmem"),
-      get(f.open_ms, "hnswlib"), "ms", true, 1.0 / 15, "≤ 0.067");
+  row("open → first recall vs hnswlib loadIndex alone", FigureOf(f.open_first_ms, "agentmem"),
+      FigureOf(f.open_ms, "hnswlib"), "ms", true, 1.0 / 15, "≤ 0.067");
   row("file size vs SQLite (smaller, while also holding the graph)",
-      get(f.file_bytes, "agentmem") / 1048576.0, get(f.file_bytes, "sqlite") / 1048576.0, "MiB",
+      FigureOf(f.file_bytes, "agentmem") / 1048576.0, FigureOf(f.file_bytes, "sqlite") / 1048576.0, "MiB",
       true, 0.9999, "< 1");
   row("batched ingest vs hnswlib's own 2-thread build (no slower)",
-      get(f.ingest_rate, "agentmem"), f.hnsw_build_rate > 0 ? f.hnsw_build_rate : -1, "/s",
+      FigureOf(f.ingest_rate, "agentmem"), f.hnsw_build_rate > 0 ? f.hnsw_build_rate : -1, "/s",
       false, 1, "≥ 1");
-  row("batched ingest vs SQLite + FTS5 (reported)", get(f.ingest_rate, "agentmem"),
-      get(f.ingest_rate, "sqlite"), "/s", false, 1, "≥ 1");
+  row("batched ingest vs SQLite + FTS5 (reported)", FigureOf(f.ingest_rate, "agentmem"),
+      FigureOf(f.ingest_rate, "sqlite"), "/s", false, 1, "≥ 1");
   x.rep.AddSection("## Goals", lines);
   AddTargets(x);
   AddPeerGoals(x);
