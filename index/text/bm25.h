@@ -112,14 +112,16 @@ class Bm25Index {
   size_t term_count() const { return term_ids_.size() + frozen_terms_.size() - superseded_; }
 
   // ---- frozen images (checkpoints; docs/format.md §5.8, bm25 section)
-  // Appends this index as a frozen image (version 2), 8-byte aligned within
-  // *out (which must itself start 8-byte aligned): a table of the documents
-  // (ids and lengths), a sorted term table and each term's postings (indexes
-  // into the document table, with tf), blocks and peaks.
+  // Appends this index as a frozen image, 8-byte aligned within *out (which
+  // must itself start 8-byte aligned): a table of the documents (ids and
+  // lengths), a sorted term table and each term's postings (indexes into the
+  // document table, with tf), blocks and peaks. Version 3 packs a posting in
+  // four bytes; an index with a tf above 255 or more than 2^24 documents is
+  // written as version 2 (eight bytes a posting).
   // REQUIRES: fewer than 2^32 documents.
   void EncodeFrozen(std::string* out) const;
-  // Makes an empty index hold the documents of a frozen image (version 1 or
-  // 2) at `data` (8-byte aligned; it must outlive the index), used where it
+  // Makes an empty index hold the documents of a frozen image (version 1, 2
+  // or 3) at `data` (8-byte aligned; it must outlive the index), used where it
   // lies: terms are found by binary search, a term's arrays are viewed, and
   // copied only when a later Add() gives the term a posting. Every offset,
   // count, index and doc id (<= max_doc), and every block and peak summary,
@@ -298,7 +300,8 @@ class Bm25Index {
   const char* frozen_text_ = nullptr;
   std::span<const Posting> frozen_postings_;                       // version 1
   std::span<const PostingList::IndexedPosting> frozen_indexed_;    // version 2
-  std::span<const uint32_t> frozen_lens_;  // version 1: per posting; 2: per document
+  std::span<const PostingList::PackedPosting> frozen_packed_;      // version 3
+  std::span<const uint32_t> frozen_lens_;  // version 1: per posting; 2, 3: per document
   std::span<const PostingList::Block> frozen_blocks_;
   std::span<const PostingList::Peak> frozen_peaks_;
   size_t superseded_ = 0;  // frozen terms that moved to terms_

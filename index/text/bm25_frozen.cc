@@ -1,9 +1,10 @@
 // index/text/bm25_frozen.cc -- a Bm25Index written as a frozen image and used
 // where it lies (see bm25.h, "frozen images"; docs/format.md §5.8).
 //
-// Image layout, version 2 (what EncodeFrozen writes), little-endian, every
-// array 8-byte aligned (sizes in bytes):
-//   header    80: u32 magic "AB25", u32 version 2, u64 doc_count,
+// Image layout, version 3 (what EncodeFrozen writes when every tf is at most
+// 255 and there are at most 2^24 documents), little-endian, every array
+// 8-byte aligned (sizes in bytes):
+//   header    80: u32 magic "AB25", u32 version 3, u64 doc_count,
 //                 u64 total_length, u64 term_count, u64 posting_count,
 //                 u64 block_count, u64 peak_count, u64 text_bytes, 16 zero
 //   docs      8 * doc_count         doc ids, increasing
@@ -12,10 +13,13 @@
 //                 u32 text_offset, u32 text_length, u64 first_posting,
 //                 u32 posting_count, u32 first_block, u32 first_peak,
 //                 u32 peak_count
-//   postings  8 * posting_count     u32 doc (an index into docs), u32 tf
+//   postings  4 * posting_count     u32: doc (an index into docs) << 8 | tf
+//                                   (padded to 8)
 //   blocks    16 * block_count      u64 last_doc (a doc id), u32 max_tf, u32 min_len
 //   peaks     8 * peak_count        u32 tf, u32 min_len
 //   text      text_bytes            the terms' bytes (padded to 8)
+// Version 2, written when an image does not fit version 3, differs only in
+// its postings: 8 bytes each, u32 doc, u32 tf.
 // Version 1, which AttachFrozen still reads, has no lens table; its postings
 // are 16 bytes each (u64 doc id, u32 tf, u32 zero) and are followed by
 // 4 * posting_count bytes holding the |d| of each posting's document (padded
@@ -37,7 +41,10 @@ static_assert(sizeof(Posting) == 16 && sizeof(PostingList::IndexedPosting) == 8 
               sizeof(PostingList::Block) == 16 && sizeof(PostingList::Peak) == 8);
 
 constexpr uint32_t kMagic = 0x35324241;  // "AB25"
-constexpr uint32_t kVersion = 2;  // written; version 1 is still read
+// Written: version 3, or 2 for an image whose postings do not pack; version
+// 1 is still read.
+constexpr uint32_t kPackedVersion = 3;
+constexpr uint32_t kIndexedVersion = 2;
 constexpr size_t kHeader = 80;
 
 size_t Pad8(size_t n) { return (n + 7) & ~size_t{7}; }
@@ -130,8 +137,13 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
     peaks += e.list->peaks().size();
     text += e.text.size();
   }
+  const bool packed =
+      docs.size() <= PostingList::kPackedMaxDocs &&
+      std::all_of(indexed.begin(), indexed.end(), [](const PostingList::IndexedPosting& p) {
+        return p.tf <= PostingList::kPackedMaxTf;
+      });
   Append(out, kMagic);
-  Append(out, kVersion);
+  Append(out, packed ? kPackedVersion : kIndexedVersion);
   Append(out, uint64_t{docs.size()});
   Append(out, total_length_);
   Append(out, uint64_t{entries.size()});
@@ -154,7 +166,14 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
     at_peak += e.list->peaks().size();
     at_text += e.text.size();
   }
-  out->append(reinterpret_cast<const char*>(indexed.data()), indexed.size() * 8);
+  if (packed) {
+    for (const PostingList::IndexedPosting& p : indexed) {
+      Append(out, PostingList::PackedPosting{p.doc << PostingList::kPackedTfBits | p.tf});
+    }
+    out->resize(Pad8(out->size()), '\0');
+  } else {
+    out->append(reinterpret_cast<const char*>(indexed.data()), indexed.size() * 8);
+  }
   for (const Entry& e : entries) {
     out->append(reinterpret_cast<const char*>(e.list->blocks().data()), e.list->blocks().size() * 16);
   }
@@ -179,35 +198,43 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   if (std::any_of(data + 64, data + kHeader, [](char c) { return c != 0; })) {
     return Bad("its reserved header bytes are not zero");
   }
-  if (version != 1 && version != 2) {
+  if (version < 1 || version > kPackedVersion) {
     return StatusF(kFormatVersion, "bm25 frozen image: version %u is not known", version);
   }
-  const bool v2 = version == 2;
+  // Versions 2 and 3: lengths per document, postings that index the documents.
+  const bool per_doc = version >= 2;
   const auto [docs, total, terms, postings, blocks, peaks, text] =
       std::tuple{n[0], n[1], n[2], n[3], n[4], n[5], n[6]};
   // Sizes first (each count is bounded by the image, so nothing overflows).
-  const size_t doc_bytes = v2 ? 12 : 8, posting_bytes = v2 ? 8 : 20;
-  if (docs > size / doc_bytes || terms > size / 32 || postings > size / posting_bytes ||
-      blocks > size / 16 || peaks > size / 8 || text > size || (v2 && docs > UINT32_MAX)) {
+  const size_t doc_bytes = per_doc ? 12 : 8;
+  const size_t posting_bytes = version == 1 ? 16 : version == 2 ? 8 : 4;
+  const uint64_t max_docs = version == 2 ? UINT32_MAX : PostingList::kPackedMaxDocs;
+  if (docs > size / doc_bytes || terms > size / 32 ||
+      postings > size / (posting_bytes + (per_doc ? 0 : 4)) || blocks > size / 16 ||
+      peaks > size / 8 || text > size || (per_doc && docs > max_docs)) {
     return Bad("a count is larger than the image");
   }
-  const size_t lens_bytes = v2 ? Pad8(docs * 4) : Pad8(postings * 4);
-  const size_t need = kHeader + docs * 8 + terms * 32 + postings * (v2 ? 8 : 16) + lens_bytes +
+  const size_t lens_bytes = per_doc ? Pad8(docs * 4) : Pad8(postings * 4);
+  const size_t postings_bytes = Pad8(postings * posting_bytes);
+  const size_t need = kHeader + docs * 8 + terms * 32 + postings_bytes + lens_bytes +
                       blocks * 16 + peaks * 8 + Pad8(text);
   if (need != size) return Bad("its sections do not add up to its size");
   const char* p = data + kHeader;
   frozen_version_ = version;
   frozen_docs_ = std::span(reinterpret_cast<const uint64_t*>(p), docs);
   p += docs * 8;
-  if (v2) {
+  if (per_doc) {
     frozen_lens_ = std::span(reinterpret_cast<const uint32_t*>(p), docs);
     p += lens_bytes;
   }
   frozen_terms_ = std::span(reinterpret_cast<const FrozenTerm*>(p), terms);
   p += terms * 32;
-  if (v2) {
+  if (version == 3) {
+    frozen_packed_ = std::span(reinterpret_cast<const PostingList::PackedPosting*>(p), postings);
+    p += postings_bytes;
+  } else if (version == 2) {
     frozen_indexed_ = std::span(reinterpret_cast<const PostingList::IndexedPosting*>(p), postings);
-    p += postings * 8;
+    p += postings_bytes;
   } else {
     frozen_postings_ = std::span(reinterpret_cast<const Posting*>(p), postings);
     p += postings * 16;
@@ -240,7 +267,7 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
 // and peak summaries. Memory: a bitmap or a sum per document, both bounded
 // by the image.
 Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const {
-  const bool v2 = frozen_version_ == 2;
+  const bool v2 = frozen_version_ >= 2;  // postings that index the documents
   const std::span<const uint64_t> docs = frozen_docs_;
   for (size_t i = 0; i < docs.size(); i++) {
     if (docs[i] == 0 || docs[i] > max_doc || (i > 0 && docs[i] <= docs[i - 1])) {
@@ -263,9 +290,16 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
     if (bitmap) return ((is_doc[(d - first_doc) / 64] >> ((d - first_doc) % 64)) & 1) != 0;
     return std::binary_search(docs.begin(), docs.end(), d);
   };
-  // Version 2: the tf sum of each document.
+  // Versions 2 and 3: the tf sum of each document.
   std::vector<uint64_t> doc_sums(v2 ? docs.size() : 0, 0);
-  const uint64_t postings = v2 ? frozen_indexed_.size() : frozen_postings_.size();
+  const uint64_t postings = frozen_version_ == 3   ? frozen_packed_.size()
+                            : frozen_version_ == 2 ? frozen_indexed_.size()
+                                                   : frozen_postings_.size();
+  auto indexed = [&](uint64_t j) {
+    if (frozen_version_ == 2) return frozen_indexed_[j];
+    const PostingList::PackedPosting p = frozen_packed_[j];
+    return PostingList::IndexedPosting{p >> PostingList::kPackedTfBits, p & PostingList::kPackedMaxTf};
+  };
   const uint64_t blocks = frozen_blocks_.size(), peaks = frozen_peaks_.size();
   uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0, sum = 0;
   std::string_view previous;
@@ -284,9 +318,8 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
     previous = term;
     for (uint64_t i = 0; i < ft.posting_count; i++) {
       if (v2) {
-        const PostingList::IndexedPosting& post = frozen_indexed_[ft.first_posting + i];
-        if (post.doc >= docs.size() ||
-            (i > 0 && post.doc <= frozen_indexed_[ft.first_posting + i - 1].doc)) {
+        const PostingList::IndexedPosting post = indexed(ft.first_posting + i);
+        if (post.doc >= docs.size() || (i > 0 && post.doc <= indexed(ft.first_posting + i - 1).doc)) {
           return Bad("a posting's document is out of order or not in the image");
         }
         if (post.tf == 0) return Bad("a posting's tf is 0");
@@ -327,6 +360,7 @@ void Bm25Index::DetachFrozen() {
   frozen_text_ = nullptr;
   frozen_postings_ = {};
   frozen_indexed_ = {};
+  frozen_packed_ = {};
   frozen_lens_ = {};
   frozen_blocks_ = {};
   frozen_peaks_ = {};
@@ -346,6 +380,10 @@ PostingList Bm25Index::FrozenList(size_t i) const {
   const size_t nb = (t.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
   const auto blocks = frozen_blocks_.subspan(t.first_block, nb);
   const auto peaks = frozen_peaks_.subspan(t.first_peak, t.peak_count);
+  if (frozen_version_ == 3) {
+    return PostingList::ViewPacked(frozen_packed_.subspan(t.first_posting, t.posting_count),
+                                   frozen_docs_.data(), frozen_lens_.data(), blocks, peaks);
+  }
   if (frozen_version_ == 2) {
     return PostingList::ViewIndexed(frozen_indexed_.subspan(t.first_posting, t.posting_count),
                                     frozen_docs_.data(), frozen_lens_.data(), blocks, peaks);

@@ -37,6 +37,20 @@ PostingList PostingList::ViewIndexed(std::span<const IndexedPosting> postings,
   return l;
 }
 
+PostingList PostingList::ViewPacked(std::span<const PackedPosting> postings,
+                                    const uint64_t* doc_ids, const uint32_t* doc_lens,
+                                    std::span<const Block> blocks, std::span<const Peak> peaks) {
+  PostingList l;
+  l.viewing_ = true;
+  l.size_ = postings.size();
+  l.packed_ = postings.data();
+  l.doc_ids_ = doc_ids;
+  l.lens_ = doc_lens;
+  l.view_blocks_ = blocks;
+  l.view_peaks_ = peaks;
+  return l;
+}
+
 size_t PostingList::LowerBound(uint64_t doc_id, size_t from, size_t to) const {
   while (from < to) {
     const size_t mid = from + (to - from) / 2;
@@ -89,6 +103,7 @@ void PostingList::CopyViewOf(const PostingList& o) {
   size_ = o.size_;
   wide_ = o.wide_;
   indexed_ = o.indexed_;
+  packed_ = o.packed_;
   doc_ids_ = o.doc_ids_;
   lens_ = o.lens_;
   view_blocks_ = o.view_blocks_;
@@ -99,6 +114,7 @@ void PostingList::Reseat() {
   size_ = postings_.size();
   wide_ = postings_.data();
   indexed_ = nullptr;
+  packed_ = nullptr;
   doc_ids_ = nullptr;
   lens_ = doc_lens_.data();
   view_blocks_ = blocks_;

@@ -43,19 +43,28 @@ class PostingList {
     uint32_t doc;
     uint32_t tf;
   };
+  // The same in four bytes: the document's index in the top 24 bits, the tf
+  // (1..255) in the low 8.
+  using PackedPosting = uint32_t;
+  static constexpr unsigned kPackedTfBits = 8;
+  static constexpr uint32_t kPackedMaxTf = (1u << kPackedTfBits) - 1;
+  static constexpr uint64_t kPackedMaxDocs = uint64_t{1} << (32 - kPackedTfBits);
 
   PostingList() = default;
   // A list over arrays that live elsewhere (a checkpoint mapped from the file,
   // bm25_frozen.cc) and outlive it; the first Insert() or Erase() copies them.
   // View: the postings with their doc ids and one length per posting.
   // ViewIndexed: postings that index `doc_ids` and `doc_lens` (one entry per
-  // document of the image).
+  // document of the image); ViewPacked: the same, packed.
   // REQUIRES: the arrays are a valid list (the checkpoint loader checks).
   static PostingList View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
                           std::span<const Block> blocks, std::span<const Peak> peaks);
   static PostingList ViewIndexed(std::span<const IndexedPosting> postings,
                                  const uint64_t* doc_ids, const uint32_t* doc_lens,
                                  std::span<const Block> blocks, std::span<const Peak> peaks);
+  static PostingList ViewPacked(std::span<const PackedPosting> postings, const uint64_t* doc_ids,
+                                const uint32_t* doc_lens, std::span<const Block> blocks,
+                                std::span<const Peak> peaks);
 
   // Adds a posting. Appending (a doc id above all others) costs O(1)
   // amortised; inserting elsewhere shifts the later postings.
@@ -69,9 +78,17 @@ class PostingList {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Posting i (< size()): its doc id, tf and document length |d|.
-  uint64_t doc_id(size_t i) const { return indexed_ ? doc_ids_[indexed_[i].doc] : wide_[i].doc_id; }
-  uint32_t tf(size_t i) const { return indexed_ ? indexed_[i].tf : wide_[i].tf; }
-  uint32_t doc_len(size_t i) const { return indexed_ ? lens_[indexed_[i].doc] : lens_[i]; }
+  uint64_t doc_id(size_t i) const {
+    return packed_ ? doc_ids_[packed_[i] >> kPackedTfBits]
+                   : indexed_ ? doc_ids_[indexed_[i].doc] : wide_[i].doc_id;
+  }
+  uint32_t tf(size_t i) const {
+    return packed_ ? packed_[i] & kPackedMaxTf : indexed_ ? indexed_[i].tf : wide_[i].tf;
+  }
+  uint32_t doc_len(size_t i) const {
+    return packed_ ? lens_[packed_[i] >> kPackedTfBits]
+                   : indexed_ ? lens_[indexed_[i].doc] : lens_[i];
+  }
   Posting posting(size_t i) const { return {doc_id(i), tf(i)}; }
   // The first posting in [from, to) whose doc id is >= doc_id, or `to`.
   size_t LowerBound(uint64_t doc_id, size_t from, size_t to) const;
@@ -94,12 +111,13 @@ class PostingList {
   void CopyViewOf(const PostingList& o);  // the accessors show o's viewed arrays
 
   // What the accessors show: the owned vectors, or the viewed arrays. With
-  // indexed_ set, lens_ and doc_ids_ are per document; else wide_ holds the
-  // postings and lens_ is per posting.
+  // indexed_ or packed_ set, lens_ and doc_ids_ are per document; else wide_
+  // holds the postings and lens_ is per posting.
   bool viewing_ = false;
   size_t size_ = 0;
   const Posting* wide_ = nullptr;
   const IndexedPosting* indexed_ = nullptr;
+  const PackedPosting* packed_ = nullptr;
   const uint64_t* doc_ids_ = nullptr;
   const uint32_t* lens_ = nullptr;
   std::span<const Block> view_blocks_;

@@ -23,7 +23,7 @@
 #include "format/file_header.h"
 #include "format/records.h"
 #include "format/page.h"
-#include "tests/util/bm25_image_v1.h"
+#include "tests/util/bm25_old_images.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/temp_dir.h"
@@ -369,7 +369,7 @@ TEST_CASE("a checkpoint rebuilt from its own sections opens with the same conten
   CHECK(b.db->GetEpisode(4, &e).code() == kNotFound);
 }
 
-TEST_CASE("a checkpoint whose bm25 images are version 1 opens and recalls like version 2") {
+TEST_CASE("a checkpoint whose bm25 images are version 1 opens and recalls like version 3") {
   const Checkpointed& c = Original();
   Opened a = OpenBytes(c.bytes);
   REQUIRE_MESSAGE(a.status.ok(), a.status.ToString());
@@ -385,9 +385,9 @@ TEST_CASE("a checkpoint whose bm25 images are version 1 opens and recalls like v
     const size_t directory = out.size();
     out.append(parts.size() * 24, '\0');
     for (size_t i = 0; i < parts.size(); i++) {
-      const std::string_view v2 = body.substr(parts[i].offset, parts[i].size);
-      REQUIRE(format::DecodeFixed32(v2.data() + 4) == 2);  // what writers write
-      const std::string v1 = test::Bm25ImageV1(v2);
+      const std::string_view v3 = body.substr(parts[i].offset, parts[i].size);
+      REQUIRE(format::DecodeFixed32(v3.data() + 4) == 3);  // what writers write
+      const std::string v1 = test::Bm25ImageV1(v3);
       char* e = out.data() + directory + i * 24;
       format::EncodeFixed32(e, parts[i].user);
       format::EncodeFixed32(e + 4, 0);

@@ -1,8 +1,8 @@
 // tests/index/text/bm25_frozen_test.cc -- frozen BM25 images (bm25.h,
 // bm25_frozen.cc): an index attached to its frozen image ranks exactly like
 // the index it came from, keeps taking documents on top (terms old and new),
-// freezes again with those, and refuses a damaged image. Version 1 images
-// (tests/util/bm25_image_v1.h) still attach and rank like version 2.
+// freezes again with those, and refuses a damaged image. Version 2 and 1
+// images (tests/util/bm25_old_images.h) still attach and rank like version 3.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "index/text/bm25.h"
-#include "tests/util/bm25_image_v1.h"
+#include "tests/util/bm25_old_images.h"
 #include "tests/util/seed.h"
 
 namespace agentmem::index {
@@ -153,49 +153,78 @@ TEST_CASE("removing a document of a frozen image thaws it and ranks like the ori
   CheckSame(live, third, rng, vocab + 50);
 }
 
-TEST_CASE("a version 2 image ranks bit-identically to its index and to its version 1 image") {
+TEST_CASE("a version 3 image ranks bit-identically to its index and to its version 2 and 1 images") {
   std::mt19937_64 rng(test::Seed());
   const size_t vocab = 300;
   Bm25Index live;
   uint64_t id = 1;
   for (; id <= 2000; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
   REQUIRE(live.Add(id++, Tokens{}).ok());
-  std::string v2;
-  live.EncodeFrozen(&v2);
-  const std::string v1 = test::Bm25ImageV1(v2);
+  std::string v3;
+  live.EncodeFrozen(&v3);
+  const std::string v2 = test::Bm25ImageV2(v3), v1 = test::Bm25ImageV1(v3);
+  CHECK(v3[4] == 3);
   CHECK(v2[4] == 2);
   CHECK(v1[4] == 1);
-  // Per posting 8 bytes instead of 20, per document 4 more.
-  CHECK(v1.size() - v2.size() >= 12 * live.total_length() / 25);
-  Image image2 = Image::FromBytes(v2), image1 = Image::FromBytes(v1);
-  Bm25Index attached2, attached1;
+  // Per posting 4 bytes instead of 8.
+  const uint64_t postings = test::bm25_images::U64(v3, 32);
+  CHECK(postings > 0);
+  CHECK(v2.size() - v3.size() >= 4 * postings - 4);
+  Image image3 = Image::FromBytes(v3), image2 = Image::FromBytes(v2), image1 = Image::FromBytes(v1);
+  Bm25Index attached3, attached2, attached1;
+  REQUIRE(attached3.AttachFrozen(image3.data(), image3.size, 10000).ok());
   REQUIRE(attached2.AttachFrozen(image2.data(), image2.size, 10000).ok());
   REQUIRE(attached1.AttachFrozen(image1.data(), image1.size, 10000).ok());
-  CheckSame(live, attached2, rng, vocab);
-  CheckSame(attached1, attached2, rng, vocab);
+  CheckSame(live, attached3, rng, vocab);
+  CheckSame(attached2, attached3, rng, vocab);
+  CheckSame(attached1, attached3, rng, vocab);
   for (size_t w = 0; w < vocab; w++) {
     const std::string term = "w" + std::to_string(w);
     CAPTURE(term);
+    CHECK(attached3.Postings(term) == live.Postings(term));
     CHECK(attached2.Postings(term) == live.Postings(term));
     CHECK(attached1.Postings(term) == live.Postings(term));
   }
-  const std::vector<const Bm25Index*> live_part{&live}, v2_part{&attached2};
+  const std::vector<const Bm25Index*> live_part{&live}, v3_part{&attached3};
   for (int q = 0; q < 30; q++) {
     Tokens query = RandomDoc(rng, vocab);
-    CheckSameHits(Bm25Index::TopKAcross(v2_part, query, 10),
+    CheckSameHits(Bm25Index::TopKAcross(v3_part, query, 10),
                   Bm25Index::TopKAcross(live_part, query, 10));
   }
 }
 
-TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as version 2") {
+TEST_CASE("an index with a tf above 255 is frozen as version 2 and ranks like the original") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 100;
+  Bm25Index live;
+  uint64_t id = 1;
+  for (; id <= 500; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  REQUIRE(live.Add(id++, Tokens(255, "w3")).ok());  // still packs
+  std::string packed;
+  live.EncodeFrozen(&packed);
+  CHECK(packed[4] == 3);
+  Tokens long_doc(256, "w7");
+  long_doc.push_back("w1");
+  REQUIRE(live.Add(id++, long_doc).ok());
+  std::string wide;
+  live.EncodeFrozen(&wide);
+  CHECK(wide[4] == 2);
+  Image image = Image::FromBytes(wide);
+  Bm25Index attached;
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, 10000).ok());
+  CheckSame(live, attached, rng, vocab);
+  CHECK(attached.Postings("w7") == live.Postings("w7"));
+}
+
+TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as version 3") {
   std::mt19937_64 rng(test::Seed());
   const size_t vocab = 200;
   Bm25Index live, attached;
   uint64_t id = 1;
   for (; id <= 1500; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
-  std::string v2;
-  live.EncodeFrozen(&v2);
-  Image v1 = Image::FromBytes(test::Bm25ImageV1(v2));
+  std::string v3;
+  live.EncodeFrozen(&v3);
+  Image v1 = Image::FromBytes(test::Bm25ImageV1(v3));
   REQUIRE(attached.AttachFrozen(v1.data(), v1.size, 10000).ok());
   for (; id <= 1700; id++) {
     Tokens doc = RandomDoc(rng, vocab + 20);
@@ -203,10 +232,10 @@ TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as
     REQUIRE(attached.Add(id, doc).ok());
   }
   CheckSame(live, attached, rng, vocab + 20);
-  // Frozen again (version 2) from an index that views a version 1 image.
+  // Frozen again (version 3) from an index that views a version 1 image.
   std::string again;
   attached.EncodeFrozen(&again);
-  CHECK(again[4] == 2);
+  CHECK(again[4] == 3);
   Image image = Image::FromBytes(again);
   Bm25Index third;
   REQUIRE(third.AttachFrozen(image.data(), image.size, 10000).ok());
@@ -230,11 +259,13 @@ T Get(const std::string& b, size_t at) {
   return v;
 }
 
-// Where the arrays of a version 2 image start (docs/format.md §5.8).
+// Where the arrays of a version 3 or 2 image start (docs/format.md §5.8).
 struct Layout {
   uint64_t docs, terms, postings, blocks, peaks;
+  size_t posting_bytes;  // version 3: 4 (doc << 8 | tf); 2: 8 (doc, tf)
   size_t docs_at, lens_at, terms_at, postings_at, blocks_at, peaks_at, text_at;
   explicit Layout(const std::string& b) {
+    posting_bytes = Get<uint32_t>(b, 4) == 3 ? 4 : 8;
     std::memcpy(&docs, b.data() + 8, 8);
     std::memcpy(&terms, b.data() + 24, 8);
     std::memcpy(&postings, b.data() + 32, 8);
@@ -244,9 +275,26 @@ struct Layout {
     lens_at = docs_at + docs * 8;
     terms_at = lens_at + (docs * 4 + 7) / 8 * 8;
     postings_at = terms_at + terms * 32;
-    blocks_at = postings_at + postings * 8;
+    blocks_at = postings_at + (postings * posting_bytes + 7) / 8 * 8;
     peaks_at = blocks_at + blocks * 16;
     text_at = peaks_at + peaks * 8;
+  }
+  uint32_t PostingDoc(const std::string& b, size_t i) const {
+    const uint32_t v = Get<uint32_t>(b, postings_at + posting_bytes * i);
+    return posting_bytes == 4 ? v >> 8 : v;
+  }
+  uint32_t PostingTf(const std::string& b, size_t i) const {
+    const size_t at = postings_at + posting_bytes * i;
+    return posting_bytes == 4 ? Get<uint32_t>(b, at) & 0xff : Get<uint32_t>(b, at + 4);
+  }
+  void SetPosting(std::string* b, size_t i, uint32_t doc, uint32_t tf) const {
+    const size_t at = postings_at + posting_bytes * i;
+    if (posting_bytes == 4) {
+      Put<uint32_t>(b, at, doc << 8 | tf);
+    } else {
+      Put<uint32_t>(b, at, doc);
+      Put<uint32_t>(b, at + 4, tf);
+    }
   }
   // A field of term t: 0 text_offset, 4 text_length, 8 first_posting,
   // 16 posting_count, 20 first_block, 24 first_peak, 28 peak_count.
@@ -274,15 +322,8 @@ struct Layout {
   }
 };
 
-}  // namespace
-
-TEST_CASE("a damaged version 2 image is refused, naming the check that failed") {
-  std::mt19937_64 rng(test::Seed());
-  Bm25Index live;
-  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
-  REQUIRE(live.Add(301, Tokens{}).ok());  // the last document is empty
-  std::string good;
-  live.EncodeFrozen(&good);
+// A damaged image of the version that `good` has.
+void CheckDamagedRefused(const std::string& good) {
   const Layout l(good);
   const uint64_t max_doc = 1000;
   struct Damage {
@@ -307,11 +348,12 @@ TEST_CASE("a damaged version 2 image is refused, naming the check that failed") 
        "a term's ranges"},
       {"terms out of order", [&](std::string* b) { (*b)[l.text_at] = 'z'; }, "terms are not sorted"},
       {"a document index past the table",
-       [&](std::string* b) { Put<uint32_t>(b, l.postings_at, static_cast<uint32_t>(l.docs)); },
+       [&](std::string* b) { l.SetPosting(b, 0, static_cast<uint32_t>(l.docs), l.PostingTf(*b, 0)); },
        "a posting's document"},
-      {"a document twice in a term", [&](std::string* b) { l.RepeatFirst(b, 16, 8, l.postings_at, 8); },
+      {"a document twice in a term",
+       [&](std::string* b) { l.RepeatFirst(b, 16, 8, l.postings_at, l.posting_bytes); },
        "a posting's document"},
-      {"a tf of 0", [&](std::string* b) { Put<uint32_t>(b, l.postings_at + 4, 0); }, "tf is 0"},
+      {"a tf of 0", [&](std::string* b) { l.SetPosting(b, 0, l.PostingDoc(*b, 0), 0); }, "tf is 0"},
       {"the total length", [](std::string* b) { Put<uint64_t>(b, 16, Get<uint64_t>(*b, 16) + 1); },
        "lengths do not add up"},
       {"an empty document's length",
@@ -348,10 +390,10 @@ TEST_CASE("a damaged version 2 image is refused, naming the check that failed") 
     CHECK(index.term_count() == 0);
   }
   std::string future = good;
-  Put<uint32_t>(&future, 4, 3);
-  Image image3 = Image::FromBytes(future);
+  Put<uint32_t>(&future, 4, 4);
+  Image image4 = Image::FromBytes(future);
   Bm25Index index;
-  CHECK(index.AttachFrozen(image3.data(), image3.size, max_doc).code() == kFormatVersion);
+  CHECK(index.AttachFrozen(image4.data(), image4.size, max_doc).code() == kFormatVersion);
   Image image = Image::FromBytes(good);
   CHECK(index.AttachFrozen(image.data(), image.size - 8, max_doc).code() == kCorruptIndex);
   CHECK(index.AttachFrozen(image.data() + 4, image.size - 8, max_doc).code() == kCorruptIndex);
@@ -359,13 +401,27 @@ TEST_CASE("a damaged version 2 image is refused, naming the check that failed") 
   CHECK(index.AttachFrozen(image.data(), image.size, max_doc).code() == kMisuse);
 }
 
+}  // namespace
+
+TEST_CASE("a damaged version 3 or 2 image is refused, naming the check that failed") {
+  std::mt19937_64 rng(test::Seed());
+  Bm25Index live;
+  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
+  REQUIRE(live.Add(301, Tokens{}).ok());  // the last document is empty
+  std::string good;
+  live.EncodeFrozen(&good);
+  REQUIRE(good[4] == 3);
+  SUBCASE("version 3") { CheckDamagedRefused(good); }
+  SUBCASE("version 2") { CheckDamagedRefused(test::Bm25ImageV2(good)); }
+}
+
 TEST_CASE("a damaged version 1 image is refused") {
   std::mt19937_64 rng(test::Seed());
   Bm25Index live;
   for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
-  std::string v2;
-  live.EncodeFrozen(&v2);
-  const std::string good = test::Bm25ImageV1(v2);
+  std::string v3;
+  live.EncodeFrozen(&v3);
+  const std::string good = test::Bm25ImageV1(v3);
   // A document id above the limit, a count, a term offset, a posting's doc
   // id, a block's last document.
   const size_t terms_at = 80 + 300 * 8;
