@@ -166,14 +166,33 @@ bool PostingList::Erase(uint64_t doc_id) {
   Own();
   auto it = std::lower_bound(postings_.begin(), postings_.end(), doc_id, DocBefore);
   const auto pos = static_cast<size_t>(it - postings_.begin());
+  const uint32_t tf = it->tf, len = doc_lens_[pos];
   postings_.erase(it);
   doc_lens_.erase(doc_lens_.begin() + static_cast<ptrdiff_t>(pos));
   RebuildBlocksFrom(pos);
-  // A peak may have gone; the frontier is rebuilt from what is left.
-  peaks_.clear();
-  for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
+  // Only the last posting at a peak can change the frontier: one that a
+  // peak dominates was dominated by it, so is every posting it dominated,
+  // and another posting with the same tf and length keeps the peak. Else
+  // the frontier is rebuilt from what is left.
+  if (AtPeak(tf, len) && !Holds(tf, len)) {
+    peaks_.clear();
+    for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
+  }
   Reseat();
   return true;
+}
+
+bool PostingList::Holds(uint32_t tf, uint32_t doc_len) const {
+  for (size_t i = 0; i < postings_.size(); i++) {
+    if (postings_[i].tf == tf && doc_lens_[i] == doc_len) return true;
+  }
+  return false;
+}
+
+bool PostingList::AtPeak(uint32_t tf, uint32_t doc_len) const {
+  auto it = std::lower_bound(peaks_.begin(), peaks_.end(), tf,
+                             [](const Peak& p, uint32_t v) { return p.tf < v; });
+  return it != peaks_.end() && it->tf == tf && it->min_len == doc_len;
 }
 
 // Recomputes the blocks from the one that holds postings_[pos] to the end.

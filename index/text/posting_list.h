@@ -72,7 +72,8 @@ class PostingList {
   void Insert(Posting posting, uint32_t doc_len);
 
   // Removes the posting of doc_id; returns false (and changes nothing) if
-  // there is none. O(size).
+  // there is none. O(size); O(size x peaks) when it was the last posting at
+  // a peak.
   bool Erase(uint64_t doc_id);
 
   size_t size() const { return size_; }
@@ -106,6 +107,10 @@ class PostingList {
  private:
   void RebuildBlocksFrom(size_t pos);
   void AddPeak(uint32_t tf, uint32_t doc_len);
+  // Whether (tf, doc_len) is one of the peaks.
+  bool AtPeak(uint32_t tf, uint32_t doc_len) const;
+  // Whether an owned posting has this tf and document length.
+  bool Holds(uint32_t tf, uint32_t doc_len) const;
   void Own();      // a view copies its arrays, so that it can change
   void Reseat();   // the accessors follow the owned vectors
   void CopyViewOf(const PostingList& o);  // the accessors show o's viewed arrays

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tests/util/seed.h"
@@ -82,6 +83,30 @@ TEST_CASE("blocks and peaks stay exact through random inserts and erases") {
     }
     CheckSummaries(list, model);
   }
+}
+
+TEST_CASE("erasing a posting below the peaks keeps them; erasing the last one at a peak rebuilds them") {
+  PostingList list;
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> model;
+  // Peaks (1, 5) and (3, 9); (2, 20) lies below (3, 9); docs 4 and 5 share
+  // the peak (1, 5).
+  for (const auto& [doc, tf, len] : {std::tuple{1, 3u, 9u}, {2, 2u, 20u}, {4, 1u, 5u}, {5, 1u, 5u},
+                                     {7, 2u, 30u}}) {
+    list.Insert({static_cast<uint64_t>(doc), tf}, len);
+    model[doc] = {tf, len};
+  }
+  CheckSummaries(list, model);
+  REQUIRE(list.peaks().size() == 2);
+  for (uint64_t doc : {2, 4, 1, 5}) {
+    CAPTURE(doc);
+    REQUIRE(list.Erase(doc));
+    model.erase(doc);
+    CheckSummaries(list, model);
+  }
+  // Left: (2, 30) alone, a peak that was dominated before.
+  REQUIRE(list.peaks().size() == 1);
+  CHECK(list.peaks()[0].tf == 2);
+  CHECK(list.peaks()[0].min_len == 30);
 }
 
 TEST_CASE("erasing a doc id that is not in the list changes nothing") {
