@@ -26,24 +26,25 @@ PostingList PostingList::View(std::span<const Posting> postings, std::span<const
 PostingList PostingList::ViewIndexed(std::span<const IndexedPosting> postings,
                                      const uint64_t* doc_ids, const uint32_t* doc_lens,
                                      std::span<const Block> blocks, std::span<const Peak> peaks) {
-  PostingList l;
-  l.viewing_ = true;
-  l.size_ = postings.size();
+  PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
   l.indexed_ = postings.data();
-  l.doc_ids_ = doc_ids;
-  l.lens_ = doc_lens;
-  l.view_blocks_ = blocks;
-  l.view_peaks_ = peaks;
   return l;
 }
 
 PostingList PostingList::ViewPacked(std::span<const PackedPosting> postings,
                                     const uint64_t* doc_ids, const uint32_t* doc_lens,
                                     std::span<const Block> blocks, std::span<const Peak> peaks) {
+  PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
+  l.packed_ = postings.data();
+  return l;
+}
+
+PostingList PostingList::ViewOfTable(size_t size, const uint64_t* doc_ids,
+                                     const uint32_t* doc_lens, std::span<const Block> blocks,
+                                     std::span<const Peak> peaks) {
   PostingList l;
   l.viewing_ = true;
-  l.size_ = postings.size();
-  l.packed_ = postings.data();
+  l.size_ = size;
   l.doc_ids_ = doc_ids;
   l.lens_ = doc_lens;
   l.view_blocks_ = blocks;

@@ -105,6 +105,9 @@ class PostingList {
   PostingList& operator=(PostingList&& o) noexcept;
 
  private:
+  // A view over a document table; the caller sets the postings.
+  static PostingList ViewOfTable(size_t size, const uint64_t* doc_ids, const uint32_t* doc_lens,
+                                 std::span<const Block> blocks, std::span<const Peak> peaks);
   void RebuildBlocksFrom(size_t pos);
   void AddPeak(uint32_t tf, uint32_t doc_len);
   // Whether (tf, doc_len) is one of the peaks.
