@@ -171,10 +171,10 @@ bool PostingList::Erase(uint64_t doc_id) {
   postings_.erase(it);
   doc_lens_.erase(doc_lens_.begin() + static_cast<ptrdiff_t>(pos));
   RebuildBlocksFrom(pos);
-  // Only the last posting at a peak can change the frontier: one that a
-  // peak dominates was dominated by it, so is every posting it dominated,
-  // and another posting with the same tf and length keeps the peak. Else
-  // the frontier is rebuilt from what is left.
+  // Only the last posting at a peak can change the frontier. A posting below
+  // the peaks is dominated by one, and so is everything it dominated; a
+  // posting with another at the same (tf, length) leaves that peak held.
+  // When the last one at a peak goes, the frontier is rebuilt.
   if (AtPeak(tf, len) && !Holds(tf, len)) {
     peaks_.clear();
     for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
