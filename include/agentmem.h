@@ -589,7 +589,7 @@ void agentmem_recall_options_init(agentmem_recall_options *opts);
 
 /* One recall hit. score is the fused score, times the recency weight; ties go
 ** to the smaller id. In bm25 or vector mode it is 1/(rrf_k + rank). In hybrid
-** mode, over the first max(k, 100) of each list, it is 0.8 (0.9 with the
+** mode, over the first max(k, 50) of each list, it is 0.8 (0.9 with the
 ** hashing embedder) times bm25_score over the list's best, plus 0.2 (0.1)
 ** times the similarity scaled min-max over the vector list (docs/recall.md).
 ** bm25_score

@@ -71,7 +71,7 @@ struct RecallQuery {
   //   + w * (similarity - the list's lowest) / (its highest - its lowest)
   // over the lists it is in (a vector list of equal similarities counts 1).
   // w = vector_weight; below 0: the file's (VectorWeight()).
-  size_t fusion_depth = 100;
+  size_t fusion_depth = 50;
   double vector_weight = -1;
   int64_t now = 0;  // for recency weighting; 0 = the clock
   // A further predicate on episode ids (the metadata filter, which needs the
