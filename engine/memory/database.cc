@@ -229,12 +229,14 @@ Status Database::Close() {
   if (opened_ && !opts_.read_only && write_refused_.ok() && sticky().ok() && !poisoned_ &&
       opts_.sync != SyncMode::kOff) {
     s = ApplyRetention();
-    if (s.ok()) s = MaybeVacuum();
+    bool replaced = false;
+    if (s.ok()) s = MaybeVacuum(&replaced);
     // A checkpoint that cannot be written (a full disk) still lets the
     // superblock vouch for the commits, after syncing them (sync=normal) --
-    // unless a sync failed, which is never retried.
-    Status checkpoint = s.ok() ? MaybeCheckpoint(true) : Status::OK();
-    if (s.ok() && sticky().ok() && log_->end() > log_->superblock().durable_through) {
+    // unless a sync failed, which is never retried. A compacted file has
+    // both already, and this handle is still on the file it replaced.
+    Status checkpoint = s.ok() && !replaced ? MaybeCheckpoint(true) : Status::OK();
+    if (s.ok() && !replaced && sticky().ok() && log_->end() > log_->superblock().durable_through) {
       s = log_->WriteSuperblock();
     }
     if (s.ok()) s = checkpoint;

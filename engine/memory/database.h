@@ -424,9 +424,13 @@ class Database {
   // Episodes forgotten since the file was last compacted (their records are
   // still in it).
   uint64_t ForgottenInFile() const;
-  Status MaybeVacuum();
-  // Vacuum with the write lock already held (released on return).
-  Status VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt);
+  // The auto_vacuum policy at a close; *replaced says the file was compacted
+  // (the handle is then left on the replaced file, which the close drops).
+  Status MaybeVacuum(bool* replaced);
+  // Vacuum with the write lock already held (released on return). The handle
+  // moves to the copy, unless `closing`: a close needs nothing of it.
+  Status VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt,
+                      bool closing = false);
   Status EnsureFactIndex();
   // The current (not expired) facts of (user, subject, predicate), pending
   // versions included.

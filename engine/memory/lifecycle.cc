@@ -319,7 +319,8 @@ Status Database::SupersededBytes(uint64_t* bytes) {
 // checkpoints a compaction would drop (SupersededBytes, at least
 // checkpoint_bytes) are more than half the rest of the file, or, if the
 // graph would have to be built again (forgotten nodes), twice the rest.
-Status Database::MaybeVacuum() {
+Status Database::MaybeVacuum(bool* replaced) {
+  *replaced = false;
   if (!opts_.auto_vacuum || explicit_txn_) return Status::OK();
   // The header walk runs once per state of the log: taking the lock catches
   // up with other writers, and only a log that moved is counted again.
@@ -349,7 +350,9 @@ Status Database::MaybeVacuum() {
   if (!locked) return Status::OK();
   AGENTMEM_RETURN_IF_ERROR(due(&yes));  // decided again on the latest state
   if (!yes) return Status::OK();
-  return VacuumLocked({}, nullptr);
+  AGENTMEM_RETURN_IF_ERROR(VacuumLocked({}, nullptr, true));
+  *replaced = true;
+  return Status::OK();
 }
 
 // ------------------------------------------------------------------ facts
@@ -792,7 +795,8 @@ Status Database::Vacuum(const std::vector<std::string>& needles, ForgetReceipt* 
   return VacuumLocked(needles, receipt);
 }
 
-Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt) {
+Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetReceipt* receipt,
+                              bool closing) {
   ForgetReceipt r;
   r.vacuumed = true;
   Status s = ApplyRetention();  // expired episodes are not copied
@@ -832,6 +836,9 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   forgotten_needles_.clear();
   // Waiting writers now get the old file's lock, see it replaced and move on.
   ReleaseWriteLock();
+  // The copy holds its checkpoint and both superblocks: a closing handle
+  // does not build the indexes of a file it is about to let go.
+  if (closing) return Status::OK();
   AGENTMEM_RETURN_IF_ERROR(Reload());
   if (receipt) *receipt = r;
   return Status::OK();

@@ -22,6 +22,7 @@
 #include "engine/memory/database.h"
 #include "format/file_header.h"
 #include "format/page.h"
+#include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/page_bytes.h"
 #include "tests/util/temp_dir.h"
@@ -1276,6 +1277,50 @@ TEST_CASE("a compacted file read from its first page gives the graph a node for 
   std::vector<std::string> problems;
   Ok(db->Check(&problems));
   CHECK(problems.empty());
+}
+
+// Every file opened and renamed through it, in order.
+class OpenLog : public agentmem::test::FaultEnv {
+ public:
+  using FaultEnv::FaultEnv;
+  Status Open(const std::string& path, agentmem::engine::OpenMode mode,
+              std::unique_ptr<agentmem::engine::File>* out) override {
+    events.push_back("open " + path);
+    return FaultEnv::Open(path, mode, out);
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    events.push_back("rename " + from + " " + to);
+    return FaultEnv::Rename(from, to);
+  }
+  std::vector<std::string> events;
+};
+
+TEST_CASE("a close that compacts the file does not open the copy it wrote") {
+  TempDir dir;
+  const std::string path = dir.File("f.agentmem");
+  OpenLog env(agentmem::engine::Env::Posix());
+  Options o;
+  o.env = &env;
+  o.checkpoint_bytes = 16 * 1024;
+  auto db = MustOpen(path, o);
+  for (int t = 0; t < 100; t++) {  // checkpoints at commits, then compacted at close
+    Ok(db->Begin());
+    for (int i = 0; i < 100; i++) Remember(db.get(), "u", "s", Text("u", t * 100 + i));
+    Ok(db->Commit());
+  }
+  const auto answers = Answers(db.get(), {"u"});
+  Ok(db->Close());
+  db.reset();
+  const auto renamed = std::find(env.events.begin(), env.events.end(),
+                                 "rename " + path + "-vacuum " + path);
+  REQUIRE(renamed != env.events.end());
+  CHECK(std::find(renamed, env.events.end(), "open " + path) == env.events.end());
+  // The copy is whole: its graph in its checkpoint, every episode there.
+  CHECK(LayoutOf(path).bytes.count(kGraphPage) == 0);
+  db = MustOpen(path, Options{});
+  CHECK(Ids(db.get(), "u").size() == 10000);
+  CHECK(Answers(db.get(), {"u"}) == answers);
+  Ok(db->Close());
 }
 
 TEST_CASE("a close compacts the file once superseded checkpoints and graph deltas exceed half the rest of it, unless auto_vacuum is off") {
