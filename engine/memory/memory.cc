@@ -753,9 +753,12 @@ class Importer {
           std::max(plan_.next_block_version, NextId(j, "next_block_version"));
     }
     version_ = version;
+    // How each file stores its vectors (vector_type) is its own: an import
+    // stores the export's values as this file stores any vector.
     VectorSpace s{Text(j, "embedder"), Int<uint32_t>(j, "dim"),
                   Text(j, "metric")};
-    if (!(s == db_->space())) {
+    const VectorSpace& mine = db_->space();
+    if (s.embedder != mine.embedder || s.dim != mine.dim || s.metric != mine.metric) {
       return StatusF(kMismatch,
                      "import line %zu: the export's vector space %s/%u/%s differs from this "
                      "file's %s/%u/%s; import it into a new file created with the open "

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/memory/memory.h"
+#include "format/half.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/seed.h"
@@ -493,6 +494,42 @@ TEST_CASE("export then import into a new file then export gives byte-identical J
   b = Open(dir.File("b.agentmem"));
   CHECK(Export(b, "conv") == first);
   agentmem_close(b);
+}
+
+// The vector of episode `id`.
+std::vector<float> VectorOf(agentmem_db* db, int64_t id) {
+  agentmem_episode* ep = nullptr;
+  REQUIRE(agentmem_episode_get(db, id, &ep) == AGENTMEM_OK);
+  std::vector<float> v(ep->vector, ep->vector + ep->dim);
+  agentmem_free(ep);
+  return v;
+}
+
+TEST_CASE("an export imports into a file of any vector type, which stores the vectors its own way") {
+  TempDir dir;
+  const std::vector<std::string> types = {"f32", "f16", "int8"};
+  for (const std::string& from : types) {
+    CAPTURE(from);
+    agentmem_db* a = Open(dir.File(from + ".agentmem"), ("vector_type=" + from).c_str());
+    const int64_t id = Remember(a, "u", "s", "user", "we adopted a puppy from the shelter");
+    Remember(a, "u", "s", "user", "the lake was frozen in January");
+    const std::string jsonl = Export(a, "u");
+    const std::vector<float> given = VectorOf(a, id);
+    agentmem_close(a);
+    for (const std::string& to : types) {
+      CAPTURE(to);
+      agentmem_db* b = Open(dir.File(from + "-" + to + ".agentmem"), ("vector_type=" + to).c_str());
+      CHECK(Import(b, jsonl) == 2);
+      if (to == from) CHECK(Export(b, "u") == jsonl);
+      if (to == "f32") CHECK(VectorOf(b, id) == given);
+      if (to == "f16") {
+        std::vector<float> halved = given;
+        for (float& x : halved) x = agentmem::format::RoundToHalf(x);
+        CHECK(VectorOf(b, id) == halved);
+      }
+      agentmem_close(b);
+    }
+  }
 }
 
 TEST_CASE("importing the same JSONL twice adds nothing the second time") {
