@@ -29,10 +29,10 @@ bool CmdParameter(Shell& sh, const Args& args);
 // import.cc / export.cc
 bool CmdImport(Shell& sh, const Args& args);
 // Whether `line` is an agentmem export header; *space gets the open options
-// of its vector space ("embedder=...&vector_dim=...&vector_metric=") and of
-// its text analysis ("tokenizer=...&stem=...&stop_words=...&context=...&
-// own_weight=..."), each left out when the header names none the options
-// can hold.
+// of its vector space ("embedder=...&vector_dim=...&vector_metric="), of
+// its vector storage ("vector_type=f16" or "int8") and of its text analysis
+// ("tokenizer=...&stem=...&stop_words=...&context=...&own_weight=..."), each
+// left out when the header names none the options can hold.
 bool ExportHeader(const std::string& line, std::string* space);
 // True when `text`, read from `file`, holds no NUL byte (the C import would
 // stop there); else fails `command`, naming the line of the first one.

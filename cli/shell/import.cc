@@ -533,6 +533,10 @@ bool ExportHeader(const std::string& line, std::string* space) {
                "&vector_metric=" + metric;
     }
   }
+  auto v = obj.find("vector_type");
+  if (v != obj.end() && v->is_string() && (*v == "f16" || *v == "int8")) {
+    *space += (space->empty() ? "" : "&") + ("vector_type=" + v->get<std::string>());
+  }
   auto t = obj.find("tokenizer");
   if (t != obj.end() && t->is_string()) {
     const std::string text = TextOptions(t->get<std::string>());

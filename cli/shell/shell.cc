@@ -145,13 +145,14 @@ bool Shell::WriteRefused() const {
 namespace {
 
 // Which group of the file's settings an open option belongs to: 1 the
-// vector space, 2 the text analysis, 0 neither.
+// vector space, 2 the text analysis, 3 how vectors are stored, 0 none.
 int SettingGroup(const std::string& key) {
   if (key == "embedder" || key == "vector_dim" || key == "vector_metric") return 1;
   if (key == "tokenizer" || key == "stem" || key == "stop_words" || key == "context" ||
       key == "own_weight") {
     return 2;
   }
+  if (key == "vector_type") return 3;
   return 0;
 }
 
@@ -170,7 +171,7 @@ void ForEachOption(const std::string& options, Fn fn) {
 
 bool Shell::CreateFile(const std::string& space) {
   std::string all = open_settings.options;
-  bool named[3] = {false, false, false};
+  bool named[4] = {false, false, false, false};
   ForEachOption(all, [&](const std::string& key, const std::string&) {
     named[SettingGroup(key)] = true;
   });

@@ -365,6 +365,7 @@ void HeaderLine(const Database& db, const std::string* user_id, std::string* out
   w.Field("embedder", db.space().embedder);
   w.Field("dim", db.space().dim);
   w.Field("metric", db.space().metric);
+  if (db.space().type != "f32") w.Field("vector_type", db.space().type);
   w.Field("tokenizer", index::TokenizerConfigString(db.RecordedTokenizer()));
   w.Field("next_episode_id", next_episode);
   w.Field("next_fact_id", next_fact);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -488,6 +489,36 @@ TEST_CASE(".import of an export into a new file creates it with the export's vec
   CHECK(r.status == 1);
   CHECK(r.err.find("differs from this file's agentmem-glove-v2/100/cosine") !=
         std::string::npos);
+}
+
+TEST_CASE(".import of an export into a new file keeps the export's vector storage") {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.jsonl"), kSample);
+  auto r = RunShell(dir.path(), {"-options", "vector_type=f16", "a.agentmem", ".import in.jsonl",
+                                 ".export backup.jsonl"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::string backup = ReadFileBytes(dir.File("backup.jsonl"));
+  const std::string imported =
+      "imported 8 new records from backup.jsonl (an agentmem export; records already present "
+      "are skipped)\n";
+  CHECK(backup.find(R"("metric":"cosine","vector_type":"f16","tokenizer")") != std::string::npos);
+  // A new file stores float16 vectors as the exported one did: the same export back.
+  r = RunShell(dir.path(), {"b.agentmem", ".import backup.jsonl", ".export"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == imported + backup);
+  // -options names another storage: it wins, and holds the export's values as they were.
+  r = RunShell(dir.path(), {"-options", "vector_type=f32", "c.agentmem", ".import backup.jsonl",
+                            ".export"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  std::string as_f32 = backup;
+  as_f32.erase(as_f32.find(R"(,"vector_type":"f16")"), std::strlen(R"(,"vector_type":"f16")"));
+  CHECK(r.out == imported + as_f32);
+  // A float16 file that exists takes the backup too.
+  r = RunShell(dir.path(), {"-options", "vector_type=f16", "d.agentmem", "BEGIN", "COMMIT"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  r = RunShell(dir.path(), {"d.agentmem", ".import backup.jsonl", "SELECT count(*) FROM episodes"});
+  CHECK_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out == imported + "3\n");
 }
 
 TEST_CASE("an export of format version 1 is still imported, metadata given as a string") {
