@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/capi_helpers.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
+using agentmem::test::VectorOf;
 
 namespace {
 
@@ -78,14 +80,6 @@ int Register(agentmem_db* db, Model* m) {
 
 int RememberText(agentmem_db* db, const char* text, int64_t* id = nullptr) {
   return agentmem_remember(db, "u", "s", "user", text, 0, nullptr, nullptr, 0, id);
-}
-
-std::vector<float> VectorOf(agentmem_db* db, int64_t id) {
-  agentmem_episode* ep = nullptr;
-  REQUIRE(agentmem_episode_get(db, id, &ep) == AGENTMEM_OK);
-  std::vector<float> v(ep->vector, ep->vector + ep->dim);
-  agentmem_free(ep);
-  return v;
 }
 
 int64_t EpisodeCount(agentmem_db* db) {

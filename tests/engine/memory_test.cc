@@ -19,11 +19,13 @@
 #include "engine/memory/memory.h"
 #include "format/half.h"
 #include "tests/index/text/shared_data.h"
+#include "tests/util/capi_helpers.h"
 #include "tests/util/open_helpers.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
 
 using agentmem::test::TempDir;
+using agentmem::test::VectorOf;
 
 namespace {
 
@@ -494,15 +496,6 @@ TEST_CASE("export then import into a new file then export gives byte-identical J
   b = Open(dir.File("b.agentmem"));
   CHECK(Export(b, "conv") == first);
   agentmem_close(b);
-}
-
-// The vector of episode `id`.
-std::vector<float> VectorOf(agentmem_db* db, int64_t id) {
-  agentmem_episode* ep = nullptr;
-  REQUIRE(agentmem_episode_get(db, id, &ep) == AGENTMEM_OK);
-  std::vector<float> v(ep->vector, ep->vector + ep->dim);
-  agentmem_free(ep);
-  return v;
 }
 
 TEST_CASE("an export imports into a file of any vector type, which stores the vectors its own way") {
