@@ -758,8 +758,7 @@ class Importer {
     // stores the export's values as this file stores any vector.
     VectorSpace s{Text(j, "embedder"), Int<uint32_t>(j, "dim"),
                   Text(j, "metric")};
-    const VectorSpace& mine = db_->space();
-    if (s.embedder != mine.embedder || s.dim != mine.dim || s.metric != mine.metric) {
+    if (!s.SameVectors(db_->space())) {
       return StatusF(kMismatch,
                      "import line %zu: the export's vector space %s/%u/%s differs from this "
                      "file's %s/%u/%s; import it into a new file created with the open "

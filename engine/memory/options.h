@@ -25,6 +25,11 @@ struct VectorSpace {
   std::string metric = "cosine";  // cosine | ip | l2
   std::string type = "f32";       // how episode records store vectors: f32 | f16 | int8
   bool operator==(const VectorSpace&) const = default;
+  // Whether vectors of `o` mean what this space's do: the same embedder,
+  // dimension and metric, however each file stores them.
+  bool SameVectors(const VectorSpace& o) const {
+    return embedder == o.embedder && dim == o.dim && metric == o.metric;
+  }
 };
 
 // The episode record component type of a vector type name (VectorSpace::type);
