@@ -206,6 +206,11 @@ class Database {
   // needle; *found: how many of them are there.
   Status SearchFile(const std::vector<std::string>& needles, uint64_t* found);
 
+  // `v` as this file stores it (rounded to float16 or int8; unchanged for
+  // float32): what a commit of `v` reads back. kRange when it cannot be
+  // stored, leaving `v` as it was.
+  Status AsStored(std::vector<float>* v) const;
+
   // ---- reads, on the handle's snapshot plus its own pending writes.
   Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
   Status GetEpisodeNoRefresh(uint64_t id, format::EpisodeRecord* out);
@@ -352,7 +357,6 @@ class Database {
     PageRef last_episodes;  // the last episode page, for the cache (null: none)
   };
   Status PendingVectorsAsStored();
-  Status CheckStorable(const std::vector<float>& v) const;
   std::string UnstorableMessage() const;
   Status EncodePending(std::string* buf, Layout* layout);
   // The text records (BM25 documents) the pending transaction writes.

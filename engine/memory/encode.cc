@@ -38,14 +38,14 @@ std::string Database::UnstorableMessage() const {
                "this file stores int8 vectors (vector_type=int8)";
 }
 
-// Whether `v` (finite) can be stored as this file stores vectors.
-Status Database::CheckStorable(const std::vector<float>& v) const {
+Status Database::AsStored(std::vector<float>* v) const {
   format::VectorType type = format::VectorType::kF32;
   StoredVectorType(space_.type, &type);
   if (type == format::VectorType::kF32) return Status::OK();
-  std::vector<float> copy = v;
-  if (format::RoundToStored(type, copy)) return Status::OK();
-  return Status(kRange, UnstorableMessage());
+  std::vector<float> rounded = *v;
+  if (!format::RoundToStored(type, rounded)) return Status(kRange, UnstorableMessage());
+  *v = std::move(rounded);
+  return Status::OK();
 }
 
 namespace {

@@ -820,6 +820,9 @@ class Importer {
     } else {
       r.vector = DefaultVector(builtin_, r.text);
     }
+    // As the file would store it, so that an episode already present (a
+    // float16 file importing its own export) compares equal.
+    AGENTMEM_RETURN_IF_ERROR(AtLine(line_no, db_->AsStored(&r.vector)));
     // A line without a vector on a file whose model is the application's
     // (agentmem_create_embedder): the file's vector is that model's, whatever
     // it is, so a present episode is compared without its vector.
@@ -836,6 +839,7 @@ class Importer {
     Status s = db_->GetEpisode(r.id, &have);
     if (s.ok()) {
       if (any_vector) have.vector.clear();
+      have.vector_type = r.vector_type;  // how this file stores it, not content
       if (have == r) {
         plan_.skipped++;
         return Status::OK();

@@ -35,7 +35,7 @@ Status Database::Remember(EpisodeRecord r, uint64_t* id) {
   for (float f : r.vector) {
     if (!std::isfinite(f)) return Status(kRange, "vector contains a NaN or infinite value");
   }
-  AGENTMEM_RETURN_IF_ERROR(CheckStorable(r.vector));
+  AGENTMEM_RETURN_IF_ERROR(AsStored(&r.vector));
   if (r.vector.empty() && recall_->builtin_embedder()) {  // (recall_ exists from open on)
     r.vector = recall_->Embed(r.text);  // the built-in embedder fills in
   }

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -513,6 +514,7 @@ TEST_CASE("an export imports into a file of any vector type, which stores the ve
       CAPTURE(to);
       agentmem_db* b = Open(dir.File(from + "-" + to + ".agentmem"), ("vector_type=" + to).c_str());
       CHECK(Import(b, jsonl) == 2);
+      CHECK(Import(b, jsonl) == 0);  // present as this file stores it
       if (to == from) CHECK(Export(b, "u") == jsonl);
       if (to == "f32") CHECK(VectorOf(b, id) == given);
       if (to == "f16") {
@@ -522,6 +524,26 @@ TEST_CASE("an export imports into a file of any vector type, which stores the ve
       }
       agentmem_close(b);
     }
+  }
+}
+
+TEST_CASE("episodes imported without their vectors into a float16 or int8 file are present on a second import") {
+  TempDir dir;
+  agentmem_db* a = Open(dir.File("a.agentmem"), "vector_type=f32");
+  Remember(a, "u", "s", "user", "we adopted a puppy from the shelter");
+  Remember(a, "u", "s", "user", "the lake was frozen in January");
+  std::string jsonl = Export(a, "u");
+  agentmem_close(a);
+  const std::regex embedding(",\"embedding\":\"[^\"]*\"");
+  jsonl = std::regex_replace(jsonl, embedding, "");
+  REQUIRE(jsonl.find("embedding") == std::string::npos);
+  for (const char* type : {"f16", "int8"}) {
+    CAPTURE(type);
+    agentmem_db* b = Open(dir.File(std::string(type) + ".agentmem"),
+                          (std::string("vector_type=") + type).c_str());
+    CHECK(Import(b, jsonl) == 2);  // each vector computed from its text, then rounded
+    CHECK(Import(b, jsonl) == 0);
+    agentmem_close(b);
   }
 }
 
