@@ -401,8 +401,11 @@ void EpisodeLine(const EpisodeRecord& e, const std::optional<index::BuiltinEmbed
   } else if (!e.metadata.empty()) {
     w.Field("metadata_text", e.metadata);
   }
-  // Omitted when it is what the file would compute again from the text.
-  if (e.vector != DefaultVector(builtin, e.text)) {
+  // Omitted when it is what the file would compute again from the text, as
+  // it stores it.
+  std::vector<float> computed = DefaultVector(builtin, e.text);
+  format::RoundToStored(e.vector_type, computed);
+  if (e.vector != computed) {
     w.Field("embedding", Base64(e.vector.data(), e.vector.size() * sizeof(float)));
   }
   w.EndObject();

@@ -7,6 +7,7 @@
 
 #include <agentmem.h>
 
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -502,13 +503,23 @@ TEST_CASE("export then import into a new file then export gives byte-identical J
 TEST_CASE("an export imports into a file of any vector type, which stores the vectors its own way") {
   TempDir dir;
   const std::vector<std::string> types = {"f32", "f16", "int8"};
+  // An application's vector (in the export as it is stored) and the
+  // built-in embedder's (left out, and computed again by the importing file).
+  std::vector<float> own;
+  std::vector<float> computed;  // the built-in vector of `text` in a float32 file
+  const char* text = "we adopted a puppy from the shelter";
   for (const std::string& from : types) {
     CAPTURE(from);
     agentmem_db* a = Open(dir.File(from + ".agentmem"), ("vector_type=" + from).c_str());
-    const int64_t id = Remember(a, "u", "s", "user", "we adopted a puppy from the shelter");
-    Remember(a, "u", "s", "user", "the lake was frozen in January");
+    int64_t id = 0, given_id = 0;
+    REQUIRE(agentmem_remember(a, "u", "s", "user", text, 0, nullptr, nullptr, 0, &id) == 0);
+    own.resize(VectorOf(a, id).size());
+    for (size_t i = 0; i < own.size(); i++) own[i] = std::sin(0.37f * static_cast<float>(i + 1));
+    REQUIRE(agentmem_remember(a, "u", "s", "user", "the lake was frozen in January", 0, nullptr,
+                              own.data(), static_cast<int>(own.size()), &given_id) == 0);
     const std::string jsonl = Export(a, "u");
-    const std::vector<float> given = VectorOf(a, id);
+    if (from == "f32") computed = VectorOf(a, id);
+    const std::vector<float> given = VectorOf(a, given_id);
     agentmem_close(a);
     for (const std::string& to : types) {
       CAPTURE(to);
@@ -516,14 +527,36 @@ TEST_CASE("an export imports into a file of any vector type, which stores the ve
       CHECK(Import(b, jsonl) == 2);
       CHECK(Import(b, jsonl) == 0);  // present as this file stores it
       if (to == from) CHECK(Export(b, "u") == jsonl);
-      if (to == "f32") CHECK(VectorOf(b, id) == given);
+      std::vector<float> expect_computed = computed, expect_given = given;
       if (to == "f16") {
-        std::vector<float> halved = given;
-        for (float& x : halved) x = agentmem::format::RoundToHalf(x);
-        CHECK(VectorOf(b, id) == halved);
+        for (float& x : expect_computed) x = agentmem::format::RoundToHalf(x);
+        for (float& x : expect_given) x = agentmem::format::RoundToHalf(x);
+      }
+      if (to != "int8") {
+        CHECK(VectorOf(b, id) == expect_computed);
+        CHECK(VectorOf(b, given_id) == expect_given);
       }
       agentmem_close(b);
     }
+  }
+}
+
+TEST_CASE("an export of a float16 or int8 file leaves out the vectors the file computes from the text") {
+  TempDir dir;
+  for (const char* type : {"f32", "f16", "int8"}) {
+    CAPTURE(type);
+    agentmem_db* a = Open(dir.File(std::string(type) + ".agentmem"),
+                          (std::string("vector_type=") + type).c_str());
+    Remember(a, "u", "s", "user", "we adopted a puppy from the shelter");
+    const std::string jsonl = Export(a, "u");
+    CHECK(jsonl.find("puppy") != std::string::npos);
+    CHECK(jsonl.find("\"embedding\"") == std::string::npos);
+    agentmem_close(a);
+    agentmem_db* b = Open(dir.File(std::string(type) + "-copy.agentmem"),
+                          (std::string("vector_type=") + type).c_str());
+    CHECK(Import(b, jsonl) == 1);
+    CHECK(Export(b, "u") == jsonl);
+    agentmem_close(b);
   }
 }
 
