@@ -126,7 +126,9 @@ const char *agentmem_errstr(int code);
 **   vector_dim=N              dimension of episode vectors (default: the
 **                             embedder's, 100 for agentmem-glove-v2, else 384)
 **   vector_metric=cosine|ip|l2  (default cosine)
-**   vector_type=f32|f16|int8  how the file stores vectors (default f32); f16
+**   vector_type=f32|f16|int8  how the file stores vectors (default f16 for
+**                             the built-in agentmem-glove embedders, whose
+**                             vectors come from 8-bit tables, else f32); f16
 **                             halves their bytes: vectors are rounded to the
 **                             nearest float16 values when committed (a
 **                             component beyond +-65504 is refused with

@@ -130,10 +130,19 @@ Status ParseOptions(const char* text, Options* opts) {
   return Status::OK();
 }
 
+// A new file of a built-in GloVe embedder stores its vectors as float16: the
+// embedder sums a table of 8-bit components, so a float32 copy of its output
+// holds no more than its float16 rounding does (docs/recall.md, "Stored as
+// float16"). Any other embedder, and vectors the application gives, keep
+// float32 unless vector_type says otherwise.
+static std::string DefaultType(const std::string& embedder) {
+  return index::GloveEmbedder::VersionOf(embedder) ? "f16" : "f32";
+}
+
 VectorSpace DefaultSpace() {
   if (index::GloveTable::HasLinked()) {
     return VectorSpace{std::string(index::GloveEmbedder::kName), index::GloveEmbedder::kDimension,
-                       "cosine"};
+                       "cosine", DefaultType(std::string(index::GloveEmbedder::kName))};
   }
   return VectorSpace{std::string(index::HashEmbedder::kName), 384, "cosine"};
 }
@@ -155,7 +164,7 @@ VectorSpace NewFileSpace(const Options& o) {
           : index::GloveEmbedder::VersionOf(s.embedder) ? index::GloveEmbedder::kDimension
                                                        : 384;
   s.metric = o.metric_given ? o.space.metric : "cosine";
-  s.type = o.type_given ? o.space.type : "f32";
+  s.type = o.type_given ? o.space.type : DefaultType(s.embedder);
   return s;
 }
 

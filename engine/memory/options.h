@@ -96,15 +96,15 @@ Status ParseOptions(const char* text, Options* opts);
 const char* SyncModeName(SyncMode m);
 
 // The vector space of a new file opened without vector space options:
-// agentmem-glove-v1 (100, cosine) when this library has its table, else
-// agentmem-hash-v1 (384, cosine).
+// agentmem-glove-v2 (100, cosine, f16) when this library has its table, else
+// agentmem-hash-v1 (384, cosine, f32).
 VectorSpace DefaultSpace();
 
 // The vector space a new file gets from `opts`. A part not named takes its
 // default: the embedder is DefaultSpace()'s, or agentmem-hash-v1 when only a
 // dimension is named (the built-in embedder of any dimension); the dimension
 // is the embedder's own (100 for agentmem-glove-v1, else 384); the metric
-// cosine.
+// cosine; the type f16 for a built-in GloVe embedder, else f32.
 VectorSpace NewFileSpace(const Options& opts);
 
 // Whether a file that records `recorded` is what `opts` asks for: every part

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/memory/options.h"
+#include "format/half.h"
 #include "index/text/builtin_embedder.h"
 #include "index/text/glove_embedder.h"
 #include "index/text/hash_embedder.h"
@@ -41,6 +42,12 @@ std::vector<float> Remembered(agentmem_db* db, const char* text) {
   return v;
 }
 
+// `v` as a file of vector_type f16 stores it.
+std::vector<float> Halved(std::vector<float> v) {
+  for (float& x : v) x = format::RoundToHalf(x);
+  return v;
+}
+
 std::vector<float> Hash(uint32_t dim, const char* text) {
   return index::HashEmbedder::Create({dim}).value().Embed(text);
 }
@@ -51,8 +58,8 @@ TEST_CASE("a new file records agentmem-glove-v2 when the library has its table")
   const char* text = "We adopted a puppy from the shelter last week.";
   auto glove = index::GloveEmbedder::Create();
   if (glove.ok()) {
-    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-glove-v2", 100, "cosine"});
-    CHECK(Remembered(db, text) == glove->Embed(text));
+    CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-glove-v2", 100, "cosine", "f16"});
+    CHECK(Remembered(db, text) == Halved(glove->Embed(text)));
   } else {
     MESSAGE("without the GloVe table: " << glove.status().message());
     CHECK(engine::DefaultSpace() == engine::VectorSpace{"agentmem-hash-v1", 384, "cosine"});
@@ -83,12 +90,12 @@ TEST_CASE("a file made with agentmem-glove-v1 reopens with it and keeps embeddin
   const std::string path = dir.File("v1.agentmem");
   agentmem_db* db = Open(path, "embedder=agentmem-glove-v1");
   const char* text = "We adopted a puppy from the shelter last week.";
-  CHECK(Remembered(db, text) == v1->Embed(text));
+  CHECK(Remembered(db, text) == Halved(v1->Embed(text)));
   agentmem_close(db);
   db = Open(path);
   const char* later = "The lake was frozen when we went skating.";
-  CHECK(Remembered(db, later) == v1->Embed(later));
-  CHECK(Remembered(db, later) != index::GloveEmbedder::Create().value().Embed(later));
+  CHECK(Remembered(db, later) == Halved(v1->Embed(later)));
+  CHECK(Remembered(db, later) != Halved(index::GloveEmbedder::Create().value().Embed(later)));
   agentmem_recall_options o;
   agentmem_recall_options_init(&o);
   o.mode = AGENTMEM_RECALL_VECTOR;
@@ -128,10 +135,48 @@ TEST_CASE("a dimension named without an embedder means agentmem-hash-v1 at that 
   engine::Options o;
   REQUIRE(engine::ParseOptions("vector_metric=ip", &o).ok());
   CHECK(engine::NewFileSpace(o) ==
-        engine::VectorSpace{engine::DefaultSpace().embedder, engine::DefaultSpace().dim, "ip"});
+        engine::VectorSpace{engine::DefaultSpace().embedder, engine::DefaultSpace().dim, "ip",
+                            engine::DefaultSpace().type});
   engine::Options named;
   REQUIRE(engine::ParseOptions("embedder=my-model", &named).ok());
   CHECK(engine::NewFileSpace(named) == engine::VectorSpace{"my-model", 384, "cosine"});
+}
+
+TEST_CASE("a new file of a GloVe embedder stores float16 vectors unless the open names a type") {
+  auto type_of = [](const char* options) {
+    engine::Options o;
+    REQUIRE(engine::ParseOptions(options, &o).ok());
+    return engine::NewFileSpace(o).type;
+  };
+  CHECK(type_of("embedder=agentmem-glove-v2") == "f16");
+  CHECK(type_of("embedder=agentmem-glove-v1") == "f16");
+  CHECK(type_of("embedder=agentmem-glove-v2&vector_type=f32") == "f32");
+  CHECK(type_of("embedder=agentmem-glove-v1&vector_type=int8") == "int8");
+  CHECK(type_of("embedder=agentmem-hash-v1") == "f32");
+  CHECK(type_of("vector_dim=1536") == "f32");
+  CHECK(type_of("embedder=my-model") == "f32");
+  // The type is the file's: a reopen without options keeps it, and a
+  // vector_type=f32 file of the same embedder keeps float32 values.
+  auto glove = index::GloveEmbedder::Create();
+  if (!glove.ok()) {
+    MESSAGE("without the GloVe table: " << glove.status().message());
+    return;
+  }
+  test::TempDir dir;
+  const char* text = "The lake was frozen when we went skating.";
+  const std::string f32 = dir.File("f32.agentmem");
+  agentmem_db* db = Open(f32, "vector_type=f32");
+  CHECK(Remembered(db, text) == glove->Embed(text));
+  agentmem_close(db);
+  db = Open(f32);
+  CHECK(Remembered(db, text) == glove->Embed(text));
+  agentmem_close(db);
+  const std::string f16 = dir.File("f16.agentmem");
+  agentmem_close(Open(f16));
+  db = Open(f16);
+  CHECK(Remembered(db, text) == Halved(glove->Embed(text)));
+  CHECK(Remembered(db, text) != glove->Embed(text));
+  agentmem_close(db);
 }
 
 TEST_CASE("agentmem-glove-v1 or v2 with another dimension than 100 is refused") {
@@ -142,7 +187,7 @@ TEST_CASE("agentmem-glove-v1 or v2 with another dimension than 100 is refused") 
     CHECK(s.message() == "option vector_dim=384: " + name + " has 100 dimensions");
     engine::Options ok;
     REQUIRE(engine::ParseOptions(("embedder=" + name).c_str(), &ok).ok());
-    CHECK(engine::NewFileSpace(ok) == engine::VectorSpace{name, 100, "cosine"});
+    CHECK(engine::NewFileSpace(ok) == engine::VectorSpace{name, 100, "cosine", "f16"});
   }
 }
 
