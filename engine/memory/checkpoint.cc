@@ -106,40 +106,43 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   return Status::OK();
 }
 
+// Each section becomes its page, and is freed, before the next is built:
+// the memory a checkpoint takes beyond the indexes is about its pages, not
+// its pages and their sections and one string holding them all.
 Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
-  CheckpointState st;
-  AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
-  std::string state;
-  format::EncodeCheckpointState(st, &state);
-  // The BM25 indexes, frozen; the state section's string table names users.
-  std::unordered_map<std::string, uint32_t> string_index;
-  for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(st.strings[i], i);
-  std::string bm25;
-  format::EncodeBm25SectionHeader(&bm25);
-  recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
-  std::string graph;
-  format::EncodeGraphSectionHeader(&graph);
-  std::string image;
-  AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&image));
-  graph += image;
-  image.clear();
-  image.shrink_to_fit();
-  if (std::max({state.size(), graph.size(), bm25.size()}) > format::kMaxPagePayload) {
-    return Status::OK();  // too large for one page in format v1: keep scanning the log
-  }
   const uint64_t start = log_->end();
   const uint64_t salt = log_->header().salt;
-  std::string buf = format::EncodePage(PageType::kCheckpoint, start, salt, 1, state, false);
-  state.clear();
-  state.shrink_to_fit();
-  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), salt, 1, bm25, false);
-  bm25.clear();
-  bm25.shrink_to_fit();
-  buf += format::EncodePage(PageType::kCheckpoint, start + buf.size(), salt, 1, graph, false);
-  graph.clear();
-  graph.shrink_to_fit();
+  std::vector<std::string> pages;
+  uint64_t at = start;
+  // False, when the section is too large for one page in format v1: then no
+  // checkpoint is written and the log is scanned as before.
+  auto add_page = [&](std::string* section) {
+    if (section->size() > format::kMaxPagePayload) return false;
+    pages.push_back(format::EncodePage(PageType::kCheckpoint, at, salt, 1, *section, false));
+    at += pages.back().size();
+    std::string().swap(*section);
+    return true;
+  };
+  // The state section; its string table names the users of the bm25 section.
+  std::unordered_map<std::string, uint32_t> string_index;
+  {
+    CheckpointState st;
+    AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
+    std::string state;
+    format::EncodeCheckpointState(st, &state);
+    if (!add_page(&state)) return Status::OK();
+    for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(std::move(st.strings[i]), i);
+  }
+  std::string bm25;  // the BM25 indexes, frozen
+  format::EncodeBm25SectionHeader(&bm25);
+  recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
+  if (!add_page(&bm25)) return Status::OK();
+  std::string graph;
+  format::EncodeGraphSectionHeader(&graph);
+  AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&graph));
+  if (!add_page(&graph)) return Status::OK();
   format::CommitRecord c;
   c.commit_seq = log_->seq() + 1;
   c.txn_start = start;
@@ -149,14 +152,15 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   c.next_episode_id = next_episode_id_;
   c.next_fact_id = next_fact_id_;
   c.next_block_version = next_block_version_;
-  buf += format::EncodePage(PageType::kCommit, start + buf.size(), salt, 1,
-                            format::EncodeCommit(c), false);
-  if (start + buf.size() > max_end) return Status::OK();
-  AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync(buf));
+  pages.push_back(format::EncodePage(PageType::kCommit, at, salt, 1, format::EncodeCommit(c), false));
+  at += pages.back().size();
+  if (at > max_end) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync(pages));
+  pages.clear();
   DecodedTxn d;
   d.commit = c;
   d.checkpoint_start = start;
-  d.end = start + buf.size();
+  d.end = at;
   AGENTMEM_RETURN_IF_ERROR(Committed(d, 4, "checkpoint"));
   wrote_checkpoint_ = true;
   return log_->WriteSuperblock(start);

@@ -234,7 +234,6 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
 }
 
 Status RecallIndex::SerializeGraph(std::string* out) const {
-  out->clear();
   if (!graph_) return Status::OK();
   return graph_->SerializeMappable(out, /*with_vectors=*/false);
 }

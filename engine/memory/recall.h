@@ -158,8 +158,9 @@ class RecallIndex {
   // session and role by name. False if not indexed.
   bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
                    const std::string** role) const;
-  // The graph as a mappable image (empty when there is no graph), and the
-  // graph taken from one in place (checkpoint load; after every AddEntry).
+  // The graph as a mappable image appended to *out (nothing when there is
+  // no graph), and the graph taken from one in place (checkpoint load; after
+  // every AddEntry).
   Status SerializeGraph(std::string* out) const;
   // The BM25 indexes as frozen images, one per user with episodes, appended
   // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`

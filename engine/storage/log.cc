@@ -274,8 +274,13 @@ Status Log::Append(const std::string& txn) {
   return Status::OK();
 }
 
-Status Log::AppendAndSync(const std::string& txn) {
-  Status s = file_->WriteAt(end_, txn);
+Status Log::AppendAndSync(std::span<const std::string> pages) {
+  uint64_t at = end_;
+  Status s;
+  for (const std::string& page : pages) {
+    if (!(s = file_->WriteAt(at, page)).ok()) break;
+    at += page.size();
+  }
   if (!s.ok()) {
     // A write that failed (a full disk) leaves bytes after the last commit
     // that nothing vouches for: a torn tail to every reader, which the next
@@ -286,7 +291,7 @@ Status Log::AppendAndSync(const std::string& txn) {
     return s;
   }
   AGENTMEM_RETURN_IF_ERROR(Sync());  // makes its failure sticky
-  synced_through_ = end_ + txn.size();
+  synced_through_ = at;
   return Status::OK();
 }
 

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -173,9 +174,10 @@ class Log {
   // ---- writing. REQUIRES: the write lock.
   // Writes a transaction (TxnWriter) at end(); under sync=FULL syncs it.
   Status Append(const std::string& txn);
-  // Writes checkpoint pages at end(), then syncs. A failed write cuts the
-  // file back to end() (the space is given back; the log stays usable).
-  Status AppendAndSync(const std::string& txn);
+  // Writes checkpoint pages at end(), one after the other, then syncs. A
+  // failed write cuts the file back to end() (the space is given back; the
+  // log stays usable).
+  Status AppendAndSync(std::span<const std::string> pages);
   // Syncs the file; a failure is sticky.
   Status Sync();
   // Syncs the file: every byte before end() is then known synced.
