@@ -12,6 +12,8 @@
 //   28     4    record_count  records in the payload
 #include "format/page.h"
 
+#include <cstring>
+
 #include "format/coding.h"
 #include "format/compress.h"
 #include "format/crc32c.h"
@@ -53,6 +55,25 @@ PageChecksum ChecksumOf(std::string_view page) {
   return sum;
 }
 
+// The header of a page whose stored payload is `stored` bytes (`raw` before
+// compression), checksum left 0, written over the first kPageHeaderSize
+// bytes of `dst`.
+static void PutPageHeader(PageType type, bool zstd, uint64_t offset, uint64_t salt,
+                          uint32_t stored, uint32_t raw, uint32_t record_count, char* dst) {
+  std::string h;
+  h.reserve(kPageHeaderSize);
+  PutFixed32(&h, 0);  // checksum, filled by the caller
+  h.push_back(static_cast<char>(type));
+  h.push_back(static_cast<char>(zstd ? kPageFlagZstd : 0));
+  PutFixed16(&h, 0);
+  PutFixed32(&h, static_cast<uint32_t>(salt));
+  PutFixed32(&h, stored);
+  PutFixed64(&h, PageNoOf(offset));
+  PutFixed32(&h, raw);
+  PutFixed32(&h, record_count);
+  std::memcpy(dst, h.data(), kPageHeaderSize);
+}
+
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {
   std::string compressed;
@@ -60,19 +81,21 @@ std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t r
   std::string_view stored = zstd ? std::string_view(compressed) : payload;
   std::string page;
   page.reserve(PaddedPageSize(static_cast<uint32_t>(stored.size())));
-  PutFixed32(&page, 0);  // checksum, filled below
-  page.push_back(static_cast<char>(type));
-  page.push_back(static_cast<char>(zstd ? kPageFlagZstd : 0));
-  PutFixed16(&page, 0);
-  PutFixed32(&page, static_cast<uint32_t>(salt));
-  PutFixed32(&page, static_cast<uint32_t>(stored.size()));
-  PutFixed64(&page, PageNoOf(offset));
-  PutFixed32(&page, static_cast<uint32_t>(payload.size()));
-  PutFixed32(&page, record_count);
+  page.resize(kPageHeaderSize);
+  PutPageHeader(type, zstd, offset, salt, static_cast<uint32_t>(stored.size()),
+                static_cast<uint32_t>(payload.size()), record_count, page.data());
   page.append(stored.data(), stored.size());
   page.resize(PaddedPageSize(static_cast<uint32_t>(stored.size())), '\0');
   EncodeFixed32(page.data(), ChecksumOf(page).Masked());
   return page;
+}
+
+void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+              std::string* page) {
+  const auto length = static_cast<uint32_t>(page->size() - kPageHeaderSize);
+  PutPageHeader(type, false, offset, salt, length, length, record_count, page->data());
+  page->resize(PaddedPageSize(length), '\0');
+  EncodeFixed32(page->data(), ChecksumOf(*page).Masked());
 }
 
 Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out) {

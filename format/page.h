@@ -84,6 +84,14 @@ PageChecksum ChecksumOf(std::string_view page);
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress);
 
+// The same in place, uncompressed: *page holds kPageHeaderSize bytes of
+// room, then the payload; the header is written into the room and the
+// padding appended. For a payload too large to copy twice (a checkpoint's
+// sections).
+// REQUIRES: page->size() >= kPageHeaderSize.
+void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+              std::string* page);
+
 // Checks the 32 header bytes of a page expected at `offset` without the
 // checksum: salt, page number, known type, flags, length bounds (the
 // compression ratio included). Used by the

@@ -106,9 +106,9 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   return Status::OK();
 }
 
-// Each section becomes its page, and is freed, before the next is built:
-// the memory a checkpoint takes beyond the indexes is about its pages, not
-// its pages and their sections and one string holding them all.
+// Each section is built with room for its page header in front and becomes
+// its page in place (format::SealPage): a checkpoint takes the memory of its
+// pages beyond the indexes, not a second copy of them.
 Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
@@ -116,13 +116,14 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   const uint64_t salt = log_->header().salt;
   std::vector<std::string> pages;
   uint64_t at = start;
+  auto new_section = [] { return std::string(format::kPageHeaderSize, '\0'); };
   // False, when the section is too large for one page in format v1: then no
   // checkpoint is written and the log is scanned as before.
   auto add_page = [&](std::string* section) {
-    if (section->size() > format::kMaxPagePayload) return false;
-    pages.push_back(format::EncodePage(PageType::kCheckpoint, at, salt, 1, *section, false));
-    at += pages.back().size();
-    std::string().swap(*section);
+    if (section->size() - format::kPageHeaderSize > format::kMaxPagePayload) return false;
+    format::SealPage(PageType::kCheckpoint, at, salt, 1, section);
+    at += section->size();
+    pages.push_back(std::move(*section));
     return true;
   };
   // The state section; its string table names the users of the bm25 section.
@@ -130,16 +131,16 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   {
     CheckpointState st;
     AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
-    std::string state;
+    std::string state = new_section();
     format::EncodeCheckpointState(st, &state);
     if (!add_page(&state)) return Status::OK();
     for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(std::move(st.strings[i]), i);
   }
-  std::string bm25;  // the BM25 indexes, frozen
+  std::string bm25 = new_section();  // the BM25 indexes, frozen
   format::EncodeBm25SectionHeader(&bm25);
   recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
   if (!add_page(&bm25)) return Status::OK();
-  std::string graph;
+  std::string graph = new_section();
   format::EncodeGraphSectionHeader(&graph);
   AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&graph));
   if (!add_page(&graph)) return Status::OK();

@@ -116,6 +116,20 @@ TEST_CASE("pages round-trip without compression at every payload length up to 30
   }
 }
 
+TEST_CASE("a page sealed in place is byte for byte the page EncodePage builds") {
+  for (uint32_t n : {0u, 1u, 15u, 16u, 17u, 300u, 70000u}) {
+    CAPTURE(n);
+    std::string payload = Text(n, n);  // compressible: SealPage never compresses
+    std::string page(kPageHeaderSize, 'x');
+    page += payload;
+    SealPage(PageType::kCheckpoint, kOffset, kSalt, 1, &page);
+    CHECK(page == EncodePage(PageType::kCheckpoint, kOffset, kSalt, 1, payload, false));
+    std::string out;
+    REQUIRE(Decode(page, kOffset, kSalt, &out).ok());
+    CHECK(out == payload);
+  }
+}
+
 TEST_CASE("a compressible payload is stored as a zstd frame and round-trips") {
   std::string payload = Text(20000, 1);
   std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 42, payload, true);
