@@ -7,7 +7,9 @@
 //      snapshot to the last commit in the file and cuts off any torn tail.
 //  (2) A transaction's records are encoded into record pages, followed by one
 //      commit page (TxnWriter), and appended with a single write at the end
-//      of the last commit (Log::Append). Nothing written is ever overwritten.
+//      of the last commit (Log::Append; a checkpoint's pages one write each,
+//      then one sync: Log::AppendAndSync). Nothing written is ever
+//      overwritten.
 //  (3) The commit page records txn_start, page_count, commit_seq (previous+1)
 //      and durable_through (every byte before it was synced before this write).
 //  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
