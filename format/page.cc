@@ -74,28 +74,33 @@ static void PutPageHeader(PageType type, bool zstd, uint64_t offset, uint64_t sa
   std::memcpy(dst, h.data(), kPageHeaderSize);
 }
 
+// Writes the header of the page in *page (kPageHeaderSize bytes of room,
+// then the stored payload), pads it and sets its checksum.
+static void Seal(PageType type, bool zstd, uint64_t offset, uint64_t salt, uint32_t raw,
+                 uint32_t record_count, std::string* page) {
+  const auto stored = static_cast<uint32_t>(page->size() - kPageHeaderSize);
+  PutPageHeader(type, zstd, offset, salt, stored, raw, record_count, page->data());
+  page->resize(PaddedPageSize(stored), '\0');
+  EncodeFixed32(page->data(), ChecksumOf(*page).Masked());
+}
+
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress) {
   std::string compressed;
-  bool zstd = try_compress && CompressIfItPays(payload, &compressed);
-  std::string_view stored = zstd ? std::string_view(compressed) : payload;
+  const bool zstd = try_compress && CompressIfItPays(payload, &compressed);
+  const std::string_view stored = zstd ? std::string_view(compressed) : payload;
   std::string page;
   page.reserve(PaddedPageSize(static_cast<uint32_t>(stored.size())));
   page.resize(kPageHeaderSize);
-  PutPageHeader(type, zstd, offset, salt, static_cast<uint32_t>(stored.size()),
-                static_cast<uint32_t>(payload.size()), record_count, page.data());
   page.append(stored.data(), stored.size());
-  page.resize(PaddedPageSize(static_cast<uint32_t>(stored.size())), '\0');
-  EncodeFixed32(page.data(), ChecksumOf(page).Masked());
+  Seal(type, zstd, offset, salt, static_cast<uint32_t>(payload.size()), record_count, &page);
   return page;
 }
 
 void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
               std::string* page) {
-  const auto length = static_cast<uint32_t>(page->size() - kPageHeaderSize);
-  PutPageHeader(type, false, offset, salt, length, length, record_count, page->data());
-  page->resize(PaddedPageSize(length), '\0');
-  EncodeFixed32(page->data(), ChecksumOf(*page).Masked());
+  Seal(type, false, offset, salt, static_cast<uint32_t>(page->size() - kPageHeaderSize),
+       record_count, page);
 }
 
 Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out) {
