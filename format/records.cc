@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "format/coding.h"
@@ -165,15 +166,23 @@ bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float*
   return false;
 }
 
+bool SameContent(const EpisodeRecord& a, const EpisodeRecord& b) {
+  auto content = [](const EpisodeRecord& r) {
+    return std::tie(r.id, r.user_id, r.session_id, r.role, r.text, r.ts, r.created_at,
+                    r.metadata, r.vector);
+  };
+  return content(a) == content(b);
+}
+
 bool RoundToStored(VectorType type, std::span<float> v) {
   switch (type) {
     case VectorType::kF32:
       return true;
     case VectorType::kF16:
-      for (float& f : v) {
-        f = RoundToHalf(f);
-        if (!std::isfinite(f)) return false;
+      for (float f : v) {
+        if (!std::isfinite(RoundToHalf(f))) return false;
       }
+      for (float& f : v) f = RoundToHalf(f);
       return true;
     case VectorType::kInt8:
       return RoundToInt8(v);

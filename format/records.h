@@ -38,6 +38,9 @@ struct EpisodeRecord {
   VectorType vector_type = VectorType::kF32;
   bool operator==(const EpisodeRecord&) const = default;
 };
+// Whether two episodes hold the same content: every field but vector_type,
+// which says how a file stores the vector, not what it is.
+bool SameContent(const EpisodeRecord& a, const EpisodeRecord& b);
 
 struct BlockRecord {
   uint64_t version = 0;  // file-wide increasing number of this block version
@@ -140,7 +143,7 @@ Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::
 bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float* dst);
 // The floats a record of `type` holds for `v`, in place. False when a
 // component cannot be stored as `type` (beyond float16's range, or an int8
-// scale that overflows); v is then partly rounded.
+// scale that overflows); v is then unchanged.
 bool RoundToStored(VectorType type, std::span<float> v);
 Status DecodeBlock(std::string_view in, int64_t page_no, BlockRecord* out);
 Status DecodeFact(std::string_view in, int64_t page_no, FactRecord* out);

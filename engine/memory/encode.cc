@@ -42,9 +42,7 @@ Status Database::AsStored(std::vector<float>* v) const {
   format::VectorType type = format::VectorType::kF32;
   StoredVectorType(space_.type, &type);
   if (type == format::VectorType::kF32) return Status::OK();
-  std::vector<float> rounded = *v;
-  if (!format::RoundToStored(type, rounded)) return Status(kRange, UnstorableMessage());
-  *v = std::move(rounded);
+  if (!format::RoundToStored(type, *v)) return Status(kRange, UnstorableMessage());
   return Status::OK();
 }
 

@@ -833,7 +833,7 @@ class Importer {
     if (r.id == 0) return StatusF(kMismatchJson, "import line %zu: episode id 0", line_no);
     auto [it, fresh] = episodes_.try_emplace(r.id, r);
     if (!fresh) {
-      if (it->second == r) return Status::OK();  // repeated in this import
+      if (format::SameContent(it->second, r)) return Status::OK();  // repeated in this import
       return StatusF(kConstraint, "import line %zu: episode %llu appears twice, different",
                      line_no, static_cast<unsigned long long>(r.id));
     }
@@ -842,8 +842,7 @@ class Importer {
     Status s = db_->GetEpisode(r.id, &have);
     if (s.ok()) {
       if (any_vector) have.vector.clear();
-      have.vector_type = r.vector_type;  // how this file stores it, not content
-      if (have == r) {
+      if (format::SameContent(have, r)) {
         plan_.skipped++;
         return Status::OK();
       }

@@ -260,6 +260,35 @@ TEST_CASE("an episode with an int8 vector stores a float32 scale and one byte pe
   CHECK(DecodeEpisode(bad, kPageNo, &out).code() == kCorruptPage);
 }
 
+TEST_CASE("two episodes that differ only in how a file stores the vector have the same content") {
+  EpisodeRecord a = SampleEpisode();
+  a.vector = {0.5f, -0.25f};
+  EpisodeRecord b = a;
+  b.vector_type = VectorType::kF16;
+  CHECK(SameContent(a, b));
+  CHECK_FALSE(a == b);
+  b.vector[1] = -0.5f;
+  CHECK_FALSE(SameContent(a, b));
+  b = a;
+  b.metadata = "{}";
+  CHECK_FALSE(SameContent(a, b));
+}
+
+TEST_CASE("a vector that cannot be stored as its type is left as it was") {
+  std::vector<float> v = {0.1f, 1e5f, 0.3f};  // 1e5 is beyond float16's 65504
+  const std::vector<float> before = v;
+  CHECK_FALSE(RoundToStored(VectorType::kF16, v));
+  CHECK(v == before);
+  v = {std::numeric_limits<float>::max(), 0.1f};  // no int8 scale reaches it
+  const std::vector<float> huge = v;
+  CHECK_FALSE(RoundToStored(VectorType::kInt8, v));
+  CHECK(v == huge);
+  v = {0.1f, 65504.0f};
+  CHECK(RoundToStored(VectorType::kF16, v));
+  CHECK(v[0] != 0.1f);  // rounded to the nearest half
+  CHECK(v[1] == 65504.0f);
+}
+
 TEST_CASE("an episode whose dim varint names an unknown component type, or more bytes than are left, is malformed") {
   EpisodeRecord r = SampleEpisode();
   r.vector = {1.0f, 2.0f};
