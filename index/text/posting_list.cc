@@ -66,37 +66,33 @@ size_t PostingList::LowerBound(uint64_t doc_id, size_t from, size_t to) const {
 
 PostingList& PostingList::operator=(const PostingList& o) {
   if (this == &o) return *this;
-  postings_ = o.postings_;
-  doc_lens_ = o.doc_lens_;
-  blocks_ = o.blocks_;
-  peaks_ = o.peaks_;
+  owned_.reset();
+  cap_ = peak_cap_ = 0;
   viewing_ = o.viewing_;
   if (viewing_) {
     CopyViewOf(o);
-  } else {
-    Reseat();
+    return *this;
   }
+  Reseat(0, 0);
+  Reserve(o.size_, o.view_peaks_.size());
+  std::copy_n(o.wide_, o.size_, owned_postings());
+  std::copy_n(o.lens_, o.size_, owned_lens());
+  std::copy(o.view_blocks_.begin(), o.view_blocks_.end(), owned_blocks());
+  std::copy(o.view_peaks_.begin(), o.view_peaks_.end(), owned_peaks());
+  Reseat(o.size_, o.view_peaks_.size());
   return *this;
 }
 
 PostingList& PostingList::operator=(PostingList&& o) noexcept {
   if (this == &o) return *this;
-  postings_ = std::move(o.postings_);
-  doc_lens_ = std::move(o.doc_lens_);
-  blocks_ = std::move(o.blocks_);
-  peaks_ = std::move(o.peaks_);
+  owned_ = std::move(o.owned_);
+  cap_ = o.cap_;
+  peak_cap_ = o.peak_cap_;
   viewing_ = o.viewing_;
-  if (viewing_) {
-    CopyViewOf(o);
-  } else {
-    Reseat();
-  }
-  o.postings_.clear();
-  o.doc_lens_.clear();
-  o.blocks_.clear();
-  o.peaks_.clear();
+  CopyViewOf(o);  // owned arrays stay where they are
+  o.cap_ = o.peak_cap_ = 0;
   o.viewing_ = false;
-  o.Reseat();
+  o.Reseat(0, 0);
   return *this;
 }
 
@@ -111,116 +107,152 @@ void PostingList::CopyViewOf(const PostingList& o) {
   view_peaks_ = o.view_peaks_;
 }
 
-void PostingList::Reseat() {
-  size_ = postings_.size();
-  wide_ = postings_.data();
+void PostingList::Reseat(size_t size, size_t peaks) {
+  size_ = size;
+  wide_ = owned_postings();
   indexed_ = nullptr;
   packed_ = nullptr;
   doc_ids_ = nullptr;
-  lens_ = doc_lens_.data();
-  view_blocks_ = blocks_;
-  view_peaks_ = peaks_;
+  lens_ = owned_lens();
+  view_blocks_ = {owned_blocks(), BlocksFor(size)};
+  view_peaks_ = {owned_peaks(), peaks};
+}
+
+void PostingList::Reserve(size_t postings, size_t peaks) {
+  if (owned_ && postings <= cap_ && peaks <= peak_cap_) return;
+  size_t cap = cap_;
+  if (postings > cap) cap = std::max(postings, cap + cap / 2);
+  size_t peak_cap = peak_cap_;
+  if (peaks > peak_cap) peak_cap = std::max(peaks, 2 * peak_cap);
+  auto bytes = std::make_unique_for_overwrite<std::byte[]>(PeaksAt(cap) + peak_cap * sizeof(Peak));
+  std::byte* at = bytes.get();
+  std::copy_n(wide_, size_, reinterpret_cast<Posting*>(at));
+  std::copy_n(lens_, size_, reinterpret_cast<uint32_t*>(at + LensAt(cap)));
+  std::copy(view_blocks_.begin(), view_blocks_.end(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
+  std::copy(view_peaks_.begin(), view_peaks_.end(), reinterpret_cast<Peak*>(at + PeaksAt(cap)));
+  const size_t size = size_, kept_peaks = view_peaks_.size();
+  owned_ = std::move(bytes);
+  cap_ = cap;
+  peak_cap_ = static_cast<uint32_t>(peak_cap);
+  Reseat(size, kept_peaks);
 }
 
 void PostingList::Own() {
   if (!viewing_) return;
-  postings_.resize(size_);
-  doc_lens_.resize(size_);
+  // Room for one more posting and peak: Insert() follows.
+  const size_t cap = size_ + 1, peak_cap = view_peaks_.size() + 1;
+  auto bytes = std::make_unique_for_overwrite<std::byte[]>(PeaksAt(cap) + peak_cap * sizeof(Peak));
+  std::byte* at = bytes.get();
+  auto* postings = reinterpret_cast<Posting*>(at);
+  auto* lens = reinterpret_cast<uint32_t*>(at + LensAt(cap));
   for (size_t i = 0; i < size_; i++) {
-    postings_[i] = posting(i);
-    doc_lens_[i] = doc_len(i);
+    postings[i] = posting(i);
+    lens[i] = doc_len(i);
   }
-  blocks_.assign(view_blocks_.begin(), view_blocks_.end());
-  peaks_.assign(view_peaks_.begin(), view_peaks_.end());
+  std::copy(view_blocks_.begin(), view_blocks_.end(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
+  std::copy(view_peaks_.begin(), view_peaks_.end(), reinterpret_cast<Peak*>(at + PeaksAt(cap)));
+  owned_ = std::move(bytes);
+  cap_ = cap;
+  peak_cap_ = static_cast<uint32_t>(peak_cap);
   viewing_ = false;
-  Reseat();
+  Reseat(size_, view_peaks_.size());
 }
 
 void PostingList::Insert(Posting posting, uint32_t doc_len) {
   Own();
-  auto it = postings_.end();
-  if (!postings_.empty() && postings_.back().doc_id > posting.doc_id) {
-    it = std::lower_bound(postings_.begin(), postings_.end(), posting.doc_id, DocBefore);
+  Reserve(size_ + 1, view_peaks_.size());
+  Posting* postings = owned_postings();
+  uint32_t* lens = owned_lens();
+  size_t pos = size_;
+  if (size_ > 0 && postings[size_ - 1].doc_id > posting.doc_id) {
+    pos = static_cast<size_t>(std::lower_bound(postings, postings + size_, posting.doc_id, DocBefore) -
+                              postings);
   }
-  const auto pos = static_cast<size_t>(it - postings_.begin());
-  postings_.insert(it, posting);
-  doc_lens_.insert(doc_lens_.begin() + static_cast<ptrdiff_t>(pos), doc_len);
-  if (pos + 1 < postings_.size()) {
+  std::copy_backward(postings + pos, postings + size_, postings + size_ + 1);
+  std::copy_backward(lens + pos, lens + size_, lens + size_ + 1);
+  postings[pos] = posting;
+  lens[pos] = doc_len;
+  Reseat(size_ + 1, view_peaks_.size());
+  Block* blocks = owned_blocks();
+  if (pos + 1 < size_) {
     RebuildBlocksFrom(pos);
   } else if (pos % kBlockSize == 0) {
-    blocks_.push_back({posting.doc_id, posting.tf, doc_len});
+    blocks[pos / kBlockSize] = {posting.doc_id, posting.tf, doc_len};
   } else {
-    Block& last = blocks_.back();
+    Block& last = blocks[pos / kBlockSize];
     last.last_doc = posting.doc_id;
     last.max_tf = std::max(last.max_tf, posting.tf);
     last.min_len = std::min(last.min_len, doc_len);
   }
   AddPeak(posting.tf, doc_len);
-  Reseat();
 }
 
 bool PostingList::Erase(uint64_t doc_id) {
-  {
-    const size_t at = LowerBound(doc_id);
-    if (at == size_ || this->doc_id(at) != doc_id) return false;
-  }
+  const size_t pos = LowerBound(doc_id);
+  if (pos == size_ || this->doc_id(pos) != doc_id) return false;
   Own();
-  auto it = std::lower_bound(postings_.begin(), postings_.end(), doc_id, DocBefore);
-  const auto pos = static_cast<size_t>(it - postings_.begin());
-  const uint32_t tf = it->tf, len = doc_lens_[pos];
-  postings_.erase(it);
-  doc_lens_.erase(doc_lens_.begin() + static_cast<ptrdiff_t>(pos));
+  Posting* postings = owned_postings();
+  uint32_t* lens = owned_lens();
+  const uint32_t tf = postings[pos].tf, len = lens[pos];
+  std::copy(postings + pos + 1, postings + size_, postings + pos);
+  std::copy(lens + pos + 1, lens + size_, lens + pos);
+  Reseat(size_ - 1, view_peaks_.size());
   RebuildBlocksFrom(pos);
   // Only the last posting at a peak can change the frontier. A posting below
   // the peaks is dominated by one, and so is everything it dominated; a
   // posting with another at the same (tf, length) leaves that peak held.
   // When the last one at a peak goes, the frontier is rebuilt.
   if (AtPeak(tf, len) && !Holds(tf, len)) {
-    peaks_.clear();
-    for (size_t i = 0; i < postings_.size(); i++) AddPeak(postings_[i].tf, doc_lens_[i]);
+    // AddPeak() may move the arrays: read them through the accessors.
+    Reseat(size_, 0);
+    for (size_t i = 0; i < size_; i++) AddPeak(wide_[i].tf, lens_[i]);
   }
-  Reseat();
   return true;
 }
 
 bool PostingList::Holds(uint32_t tf, uint32_t doc_len) const {
-  for (size_t i = 0; i < postings_.size(); i++) {
-    if (postings_[i].tf == tf && doc_lens_[i] == doc_len) return true;
+  for (size_t i = 0; i < size_; i++) {
+    if (wide_[i].tf == tf && lens_[i] == doc_len) return true;
   }
   return false;
 }
 
 bool PostingList::AtPeak(uint32_t tf, uint32_t doc_len) const {
-  auto it = std::lower_bound(peaks_.begin(), peaks_.end(), tf,
+  auto it = std::lower_bound(view_peaks_.begin(), view_peaks_.end(), tf,
                              [](const Peak& p, uint32_t v) { return p.tf < v; });
-  return it != peaks_.end() && it->tf == tf && it->min_len == doc_len;
+  return it != view_peaks_.end() && it->tf == tf && it->min_len == doc_len;
 }
 
-// Recomputes the blocks from the one that holds postings_[pos] to the end.
+// Recomputes the blocks from the one that holds posting `pos` to the end.
 void PostingList::RebuildBlocksFrom(size_t pos) {
-  size_t first = pos / kBlockSize;
-  blocks_.resize(first);
-  for (size_t start = first * kBlockSize; start < postings_.size(); start += kBlockSize) {
-    size_t end = std::min(start + kBlockSize, postings_.size());
-    Block block{postings_[end - 1].doc_id, 0, doc_lens_[start]};
+  const Posting* postings = owned_postings();
+  const uint32_t* lens = owned_lens();
+  Block* blocks = owned_blocks();
+  for (size_t start = pos / kBlockSize * kBlockSize; start < size_; start += kBlockSize) {
+    const size_t end = std::min(start + kBlockSize, size_);
+    Block block{postings[end - 1].doc_id, 0, lens[start]};
     for (size_t i = start; i < end; i++) {
-      block.max_tf = std::max(block.max_tf, postings_[i].tf);
-      block.min_len = std::min(block.min_len, doc_lens_[i]);
+      block.max_tf = std::max(block.max_tf, postings[i].tf);
+      block.min_len = std::min(block.min_len, lens[i]);
     }
-    blocks_.push_back(block);
+    blocks[start / kBlockSize] = block;
   }
 }
 
 // Adds (tf, doc_len) to the Pareto frontier unless a peak already dominates
 // it, dropping the peaks it dominates.
 void PostingList::AddPeak(uint32_t tf, uint32_t doc_len) {
-  for (const Peak& p : peaks_) {
+  for (const Peak& p : view_peaks_) {
     if (p.tf >= tf && p.min_len <= doc_len) return;
   }
-  std::erase_if(peaks_, [&](const Peak& p) { return p.tf <= tf && p.min_len >= doc_len; });
-  auto it = std::lower_bound(peaks_.begin(), peaks_.end(), tf,
-                             [](const Peak& p, uint32_t v) { return p.tf < v; });
-  peaks_.insert(it, Peak{tf, doc_len});
+  Reserve(size_, view_peaks_.size() + 1);
+  Peak* peaks = owned_peaks();
+  Peak* end = std::remove_if(peaks, peaks + view_peaks_.size(),
+                             [&](const Peak& p) { return p.tf <= tf && p.min_len >= doc_len; });
+  Peak* at = std::lower_bound(peaks, end, tf, [](const Peak& p, uint32_t v) { return p.tf < v; });
+  std::copy_backward(at, end, end + 1);
+  *at = Peak{tf, doc_len};
+  Reseat(size_, static_cast<size_t>(end - peaks) + 1);
 }
 
 }  // namespace agentmem::index

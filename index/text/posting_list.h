@@ -14,9 +14,10 @@
 // postings, even when no posting has both.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
-#include <vector>
 
 #include "index/text/postings.h"
 
@@ -115,13 +116,32 @@ class PostingList {
   // Whether an owned posting has this tf and document length.
   bool Holds(uint32_t tf, uint32_t doc_len) const;
   void Own();      // a view copies its arrays, so that it can change
-  void Reseat();   // the accessors follow the owned vectors
   void CopyViewOf(const PostingList& o);  // the accessors show o's viewed arrays
 
-  // What the accessors show: the owned vectors, or the viewed arrays. With
+  // The owned arrays share one allocation, owned_: cap_ postings, cap_
+  // document lengths, a block for every kBlockSize of cap_ postings, then
+  // peak_cap_ peaks. A list of one posting costs one small allocation.
+  static size_t BlocksFor(size_t postings) { return (postings + kBlockSize - 1) / kBlockSize; }
+  static size_t LensAt(size_t cap) { return cap * sizeof(Posting); }
+  static size_t BlocksAt(size_t cap) { return (LensAt(cap) + cap * sizeof(uint32_t) + 7) & ~size_t{7}; }
+  static size_t PeaksAt(size_t cap) { return BlocksAt(cap) + BlocksFor(cap) * sizeof(Block); }
+  Posting* owned_postings() { return reinterpret_cast<Posting*>(owned_.get()); }
+  uint32_t* owned_lens() { return reinterpret_cast<uint32_t*>(owned_.get() + LensAt(cap_)); }
+  Block* owned_blocks() { return reinterpret_cast<Block*>(owned_.get() + BlocksAt(cap_)); }
+  Peak* owned_peaks() { return reinterpret_cast<Peak*>(owned_.get() + PeaksAt(cap_)); }
+  // Makes room for `postings` postings and `peaks` peaks, moving the owned
+  // arrays to a larger allocation when they do not fit.
+  void Reserve(size_t postings, size_t peaks);
+  // The accessors follow the owned arrays: `size` postings, BlocksFor(size)
+  // blocks, `peaks` peaks.
+  void Reseat(size_t size, size_t peaks);
+
+  // What the accessors show: the owned arrays, or the viewed ones. With
   // indexed_ or packed_ set, lens_ and doc_ids_ are per document; else wide_
   // holds the postings and lens_ is per posting.
   bool viewing_ = false;
+  uint32_t peak_cap_ = 0;
+  size_t cap_ = 0;
   size_t size_ = 0;
   const Posting* wide_ = nullptr;
   const IndexedPosting* indexed_ = nullptr;
@@ -130,11 +150,7 @@ class PostingList {
   const uint32_t* lens_ = nullptr;
   std::span<const Block> view_blocks_;
   std::span<const Peak> view_peaks_;
-
-  std::vector<Posting> postings_;
-  std::vector<uint32_t> doc_lens_;
-  std::vector<Block> blocks_;
-  std::vector<Peak> peaks_;
+  std::unique_ptr<std::byte[]> owned_;
 };
 
 }  // namespace agentmem::index

@@ -137,6 +137,48 @@ TEST_CASE("peaks keep one entry per useful tf: higher tf only with a longer docu
   CHECK(list.peaks()[0].tf == 4);
 }
 
+TEST_CASE("a copy of a list is its own: changing one leaves the other, and a moved-from list is empty") {
+  PostingList list;
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> model;
+  for (uint64_t doc = 1; doc <= 150; doc++) {
+    const auto tf = static_cast<uint32_t>(1 + doc % 5), len = static_cast<uint32_t>(10 + doc % 17);
+    list.Insert({doc * 2, tf}, len);
+    model[doc * 2] = {tf, len};
+  }
+  PostingList copy = list;
+  CheckSummaries(copy, model);
+  auto changed = model;
+  REQUIRE(copy.Erase(20));
+  changed.erase(20);
+  copy.Insert({21, 7}, 3);
+  changed[21] = {7, 3};
+  CheckSummaries(copy, changed);
+  CheckSummaries(list, model);
+  PostingList moved = std::move(list);
+  CheckSummaries(moved, model);
+  CHECK(list.empty());  // NOLINT(bugprone-use-after-move): moved-from lists are empty
+  CHECK(list.blocks().empty());
+  CHECK(list.peaks().empty());
+  list.Insert({1, 1}, 1);  // and usable
+  CHECK(list.size() == 1);
+  copy = moved;
+  CheckSummaries(copy, model);
+}
+
+TEST_CASE("an erase that rebuilds the peaks may pass through more peaks than the list held") {
+  // (9, 1) dominates the three others; a copy holds room for one peak only.
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> model{
+      {1, {1, 10}}, {2, {2, 20}}, {3, {3, 30}}, {4, {9, 1}}};
+  PostingList list;
+  for (const auto& [doc, tf_len] : model) list.Insert({doc, tf_len.first}, tf_len.second);
+  PostingList copy = list;
+  REQUIRE(copy.peaks().size() == 1);
+  REQUIRE(copy.Erase(4));
+  model.erase(4);
+  CheckSummaries(copy, model);
+  CHECK(copy.peaks().size() == 3);
+}
+
 TEST_CASE("an indexed view reads ids and lengths from its document table and copies on change") {
   // Three documents; the list holds the first and the third.
   const uint64_t doc_ids[] = {10, 20, 30};
