@@ -200,6 +200,11 @@ void RecallIndex::SerializeBm25(const std::function<uint32_t(const std::string&)
   for (uint32_t u = 0; u < partitions_.size(); u++) {
     if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) users.push_back(u);
   }
+  // Grown once: doubling a string of tens or hundreds of megabytes copies it
+  // and can leave half of it unused.
+  size_t size = body->size() + 8 + users.size() * 24 + 8;
+  for (uint32_t u : users) size += partitions_[u]->bm25.FrozenSize() + 8;
+  body->reserve(size);
   format::PutFixed64(body, users.size());
   const size_t directory = body->size();
   body->append(users.size() * 24, '\0');

@@ -120,6 +120,9 @@ class Bm25Index {
   // written as version 2 (eight bytes a posting).
   // REQUIRES: fewer than 2^32 documents.
   void EncodeFrozen(std::string* out) const;
+  // The bytes EncodeFrozen() appends to a string of 8-byte aligned size,
+  // counted without encoding anything.
+  size_t FrozenSize() const;
   // Makes an empty index hold the documents of a frozen image (version 1, 2
   // or 3) at `data` (8-byte aligned; it must outlive the index), used where it
   // lies: terms are found by binary search, a term's arrays are viewed, and
@@ -213,6 +216,11 @@ class Bm25Index {
   };
 
   const PostingList* FindList(std::string_view term) const;
+  // Calls f(text, list) for each term a frozen image of this index holds:
+  // the frozen terms not superseded (their lists are views), then the
+  // ordinary terms that have postings.
+  template <class F>
+  void ForEachImageTerm(F&& f) const;
   // Where a term is in this index, as Bm25TermParts records it: an ordinary
   // term's id with kOrdinaryRef set, or a frozen term's entry in the image.
   // REQUIRES: fewer than 2^31 terms of either kind.

@@ -95,6 +95,35 @@ Status CheckSummaries(const PostingList& list) {
 
 }  // namespace
 
+template <class F>
+void Bm25Index::ForEachImageTerm(F&& f) const {
+  for (size_t i = 0; i < frozen_terms_.size(); i++) {
+    if (term_ids_.count(FrozenText(i)) == 0) f(FrozenText(i), FrozenList(i));
+  }
+  for (const auto& [text, id] : term_ids_) {
+    if (!terms_[id].list.empty()) f(std::string_view(terms_[id].text), terms_[id].list);
+  }
+}
+
+size_t Bm25Index::FrozenSize() const {
+  uint64_t terms = 0, postings = 0, blocks = 0, peaks = 0, text = 0;
+  uint32_t max_tf = 0;
+  ForEachImageTerm([&](std::string_view t, const PostingList& list) {
+    terms++;
+    postings += list.size();
+    blocks += list.blocks().size();
+    peaks += list.peaks().size();
+    text += t.size();
+    for (size_t i = 0; i < list.size() && max_tf <= PostingList::kPackedMaxTf; i++) {
+      max_tf = std::max(max_tf, list.tf(i));
+    }
+  });
+  const uint64_t docs = doc_count();
+  const bool packed = docs <= PostingList::kPackedMaxDocs && max_tf <= PostingList::kPackedMaxTf;
+  return kHeader + docs * 8 + Pad8(docs * 4) + terms * 32 +
+         (packed ? Pad8(postings * 4) : postings * 8) + blocks * 16 + peaks * 8 + Pad8(text);
+}
+
 void Bm25Index::EncodeFrozen(std::string* out) const {
   out->resize(Pad8(out->size()), '\0');
   // Every term, owned or frozen, sorted by its text.
@@ -105,16 +134,13 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
   std::vector<Entry> entries;
   std::vector<PostingList> frozen_lists;  // views of frozen terms not superseded
   frozen_lists.reserve(frozen_terms_.size());
-  for (size_t i = 0; i < frozen_terms_.size(); i++) {
-    if (term_ids_.count(FrozenText(i)) == 0) frozen_lists.push_back(FrozenList(i));
-  }
-  size_t next_frozen = 0;
-  for (size_t i = 0; i < frozen_terms_.size(); i++) {
-    if (term_ids_.count(FrozenText(i)) == 0) entries.push_back({FrozenText(i), &frozen_lists[next_frozen++]});
-  }
-  for (const auto& [text, id] : term_ids_) {
-    if (!terms_[id].list.empty()) entries.push_back({terms_[id].text, &terms_[id].list});
-  }
+  ForEachImageTerm([&](std::string_view text, const PostingList& list) {
+    if (list.is_view()) {
+      entries.push_back({text, &frozen_lists.emplace_back(list)});
+    } else {
+      entries.push_back({text, &list});
+    }
+  });
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.text < b.text; });
   std::vector<uint64_t> docs(frozen_docs_.begin(), frozen_docs_.end());

@@ -216,6 +216,31 @@ TEST_CASE("an index with a tf above 255 is frozen as version 2 and ranks like th
   CHECK(attached.Postings("w7") == live.Postings("w7"));
 }
 
+TEST_CASE("FrozenSize counts the bytes EncodeFrozen appends, packed or not, frozen terms or not") {
+  std::mt19937_64 rng(test::Seed());
+  const size_t vocab = 150;
+  auto check = [](const Bm25Index& index) {
+    std::string bytes(16, 'x');  // an 8-byte aligned start other than 0
+    index.EncodeFrozen(&bytes);
+    CHECK(index.FrozenSize() == bytes.size() - 16);
+  };
+  Bm25Index live;
+  check(live);  // no documents
+  uint64_t id = 1;
+  for (; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, vocab)).ok());
+  REQUIRE(live.Add(id++, Tokens{}).ok());  // an empty document
+  check(live);
+  Image image = Image::Of(live);
+  Bm25Index attached;
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, 10000).ok());
+  check(attached);
+  for (; id <= 400; id++) REQUIRE(attached.Add(id, RandomDoc(rng, vocab + 30)).ok());
+  check(attached);  // frozen, superseded and ordinary terms
+  Tokens long_doc(300, "w2");  // a tf above 255: postings of eight bytes
+  REQUIRE(attached.Add(id++, long_doc).ok());
+  check(attached);
+}
+
 TEST_CASE("a version 1 image takes documents on top, thaws, and freezes again as version 3") {
   std::mt19937_64 rng(test::Seed());
   const size_t vocab = 200;
