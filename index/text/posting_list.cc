@@ -9,17 +9,15 @@ namespace {
 
 bool DocBefore(const Posting& p, uint64_t doc_id) { return p.doc_id < doc_id; }
 
+// One list is kept for every (term, user) pair a writer holds.
+static_assert(sizeof(void*) != 8 || sizeof(PostingList) <= 72);
+
 }  // namespace
 
 PostingList PostingList::View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
                               std::span<const Block> blocks, std::span<const Peak> peaks) {
-  PostingList l;
-  l.viewing_ = true;
-  l.size_ = postings.size();
+  PostingList l = ViewOfTable(postings.size(), nullptr, doc_lens.data(), blocks, peaks);
   l.wide_ = postings.data();
-  l.lens_ = doc_lens.data();
-  l.view_blocks_ = blocks;
-  l.view_peaks_ = peaks;
   return l;
 }
 
@@ -27,6 +25,7 @@ PostingList PostingList::ViewIndexed(std::span<const IndexedPosting> postings,
                                      const uint64_t* doc_ids, const uint32_t* doc_lens,
                                      std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
+  l.kind_ = Kind::kIndexed;
   l.indexed_ = postings.data();
   return l;
 }
@@ -35,6 +34,7 @@ PostingList PostingList::ViewPacked(std::span<const PackedPosting> postings,
                                     const uint64_t* doc_ids, const uint32_t* doc_lens,
                                     std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
+  l.kind_ = Kind::kPacked;
   l.packed_ = postings.data();
   return l;
 }
@@ -44,11 +44,12 @@ PostingList PostingList::ViewOfTable(size_t size, const uint64_t* doc_ids,
                                      std::span<const Peak> peaks) {
   PostingList l;
   l.viewing_ = true;
-  l.size_ = size;
+  l.size_ = static_cast<uint32_t>(size);
   l.doc_ids_ = doc_ids;
   l.lens_ = doc_lens;
-  l.view_blocks_ = blocks;
-  l.view_peaks_ = peaks;
+  l.blocks_ = blocks.data();
+  l.peaks_ = peaks.data();
+  l.peak_count_ = static_cast<uint32_t>(peaks.size());
   return l;
 }
 
@@ -74,12 +75,12 @@ PostingList& PostingList::operator=(const PostingList& o) {
     return *this;
   }
   Reseat(0, 0);
-  Reserve(o.size_, o.view_peaks_.size());
+  Reserve(o.size_, o.peak_count_);
   std::copy_n(o.wide_, o.size_, owned_postings());
   std::copy_n(o.lens_, o.size_, owned_lens());
-  std::copy(o.view_blocks_.begin(), o.view_blocks_.end(), owned_blocks());
-  std::copy(o.view_peaks_.begin(), o.view_peaks_.end(), owned_peaks());
-  Reseat(o.size_, o.view_peaks_.size());
+  std::ranges::copy(o.blocks(), owned_blocks());
+  std::ranges::copy(o.peaks(), owned_peaks());
+  Reseat(o.size_, o.peak_count_);
   return *this;
 }
 
@@ -97,50 +98,49 @@ PostingList& PostingList::operator=(PostingList&& o) noexcept {
 }
 
 void PostingList::CopyViewOf(const PostingList& o) {
+  kind_ = o.kind_;
+  wide_ = o.wide_;  // the union's pointer, whichever kind it is
   size_ = o.size_;
-  wide_ = o.wide_;
-  indexed_ = o.indexed_;
-  packed_ = o.packed_;
   doc_ids_ = o.doc_ids_;
   lens_ = o.lens_;
-  view_blocks_ = o.view_blocks_;
-  view_peaks_ = o.view_peaks_;
+  blocks_ = o.blocks_;
+  peaks_ = o.peaks_;
+  peak_count_ = o.peak_count_;
 }
 
 void PostingList::Reseat(size_t size, size_t peaks) {
-  size_ = size;
+  kind_ = Kind::kWide;
   wide_ = owned_postings();
-  indexed_ = nullptr;
-  packed_ = nullptr;
+  size_ = static_cast<uint32_t>(size);
   doc_ids_ = nullptr;
   lens_ = owned_lens();
-  view_blocks_ = {owned_blocks(), BlocksFor(size)};
-  view_peaks_ = {owned_peaks(), peaks};
+  blocks_ = owned_blocks();
+  peaks_ = owned_peaks();
+  peak_count_ = static_cast<uint32_t>(peaks);
 }
 
 void PostingList::Reserve(size_t postings, size_t peaks) {
   if (owned_ && postings <= cap_ && peaks <= peak_cap_) return;
   size_t cap = cap_;
-  if (postings > cap) cap = std::max(postings, cap + cap / 2);
+  if (postings > cap) cap = std::min<size_t>(std::max(postings, cap + cap / 2), UINT32_MAX);
   size_t peak_cap = peak_cap_;
-  if (peaks > peak_cap) peak_cap = std::max(peaks, 2 * peak_cap);
+  if (peaks > peak_cap) peak_cap = std::min<size_t>(std::max(peaks, 2 * peak_cap), UINT32_MAX);
   auto bytes = std::make_unique_for_overwrite<std::byte[]>(PeaksAt(cap) + peak_cap * sizeof(Peak));
   std::byte* at = bytes.get();
   std::copy_n(wide_, size_, reinterpret_cast<Posting*>(at));
   std::copy_n(lens_, size_, reinterpret_cast<uint32_t*>(at + LensAt(cap)));
-  std::copy(view_blocks_.begin(), view_blocks_.end(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
-  std::copy(view_peaks_.begin(), view_peaks_.end(), reinterpret_cast<Peak*>(at + PeaksAt(cap)));
-  const size_t size = size_, kept_peaks = view_peaks_.size();
+  std::ranges::copy(blocks(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
+  std::copy_n(peaks_, peak_count_, reinterpret_cast<Peak*>(at + PeaksAt(cap)));
   owned_ = std::move(bytes);
-  cap_ = cap;
+  cap_ = static_cast<uint32_t>(cap);
   peak_cap_ = static_cast<uint32_t>(peak_cap);
-  Reseat(size, kept_peaks);
+  Reseat(size_, peak_count_);
 }
 
 void PostingList::Own() {
   if (!viewing_) return;
   // Room for one more posting and peak: Insert() follows.
-  const size_t cap = size_ + 1, peak_cap = view_peaks_.size() + 1;
+  const size_t cap = size_t{size_} + 1, peak_cap = size_t{peak_count_} + 1;
   auto bytes = std::make_unique_for_overwrite<std::byte[]>(PeaksAt(cap) + peak_cap * sizeof(Peak));
   std::byte* at = bytes.get();
   auto* postings = reinterpret_cast<Posting*>(at);
@@ -149,18 +149,18 @@ void PostingList::Own() {
     postings[i] = posting(i);
     lens[i] = doc_len(i);
   }
-  std::copy(view_blocks_.begin(), view_blocks_.end(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
-  std::copy(view_peaks_.begin(), view_peaks_.end(), reinterpret_cast<Peak*>(at + PeaksAt(cap)));
+  std::ranges::copy(blocks(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
+  std::ranges::copy(peaks(), reinterpret_cast<Peak*>(at + PeaksAt(cap)));
   owned_ = std::move(bytes);
-  cap_ = cap;
+  cap_ = static_cast<uint32_t>(cap);
   peak_cap_ = static_cast<uint32_t>(peak_cap);
   viewing_ = false;
-  Reseat(size_, view_peaks_.size());
+  Reseat(size_, peak_count_);
 }
 
 void PostingList::Insert(Posting posting, uint32_t doc_len) {
   Own();
-  Reserve(size_ + 1, view_peaks_.size());
+  Reserve(size_t{size_} + 1, peak_count_);
   Posting* postings = owned_postings();
   uint32_t* lens = owned_lens();
   size_t pos = size_;
@@ -172,7 +172,7 @@ void PostingList::Insert(Posting posting, uint32_t doc_len) {
   std::copy_backward(lens + pos, lens + size_, lens + size_ + 1);
   postings[pos] = posting;
   lens[pos] = doc_len;
-  Reseat(size_ + 1, view_peaks_.size());
+  Reseat(size_t{size_} + 1, peak_count_);
   Block* blocks = owned_blocks();
   if (pos + 1 < size_) {
     RebuildBlocksFrom(pos);
@@ -196,7 +196,7 @@ bool PostingList::Erase(uint64_t doc_id) {
   const uint32_t tf = postings[pos].tf, len = lens[pos];
   std::copy(postings + pos + 1, postings + size_, postings + pos);
   std::copy(lens + pos + 1, lens + size_, lens + pos);
-  Reseat(size_ - 1, view_peaks_.size());
+  Reseat(size_ - 1, peak_count_);
   RebuildBlocksFrom(pos);
   // Only the last posting at a peak can change the frontier. A posting below
   // the peaks is dominated by one, and so is everything it dominated; a
@@ -218,9 +218,10 @@ bool PostingList::Holds(uint32_t tf, uint32_t doc_len) const {
 }
 
 bool PostingList::AtPeak(uint32_t tf, uint32_t doc_len) const {
-  auto it = std::lower_bound(view_peaks_.begin(), view_peaks_.end(), tf,
+  const std::span<const Peak> all = peaks();
+  auto it = std::lower_bound(all.begin(), all.end(), tf,
                              [](const Peak& p, uint32_t v) { return p.tf < v; });
-  return it != view_peaks_.end() && it->tf == tf && it->min_len == doc_len;
+  return it != all.end() && it->tf == tf && it->min_len == doc_len;
 }
 
 // Recomputes the blocks from the one that holds posting `pos` to the end.
@@ -228,8 +229,9 @@ void PostingList::RebuildBlocksFrom(size_t pos) {
   const Posting* postings = owned_postings();
   const uint32_t* lens = owned_lens();
   Block* blocks = owned_blocks();
-  for (size_t start = pos / kBlockSize * kBlockSize; start < size_; start += kBlockSize) {
-    const size_t end = std::min(start + kBlockSize, size_);
+  const size_t n = size_;
+  for (size_t start = pos / kBlockSize * kBlockSize; start < n; start += kBlockSize) {
+    const size_t end = std::min(start + kBlockSize, n);
     Block block{postings[end - 1].doc_id, 0, lens[start]};
     for (size_t i = start; i < end; i++) {
       block.max_tf = std::max(block.max_tf, postings[i].tf);
@@ -242,17 +244,17 @@ void PostingList::RebuildBlocksFrom(size_t pos) {
 // Adds (tf, doc_len) to the Pareto frontier unless a peak already dominates
 // it, dropping the peaks it dominates.
 void PostingList::AddPeak(uint32_t tf, uint32_t doc_len) {
-  for (const Peak& p : view_peaks_) {
+  for (const Peak& p : peaks()) {
     if (p.tf >= tf && p.min_len <= doc_len) return;
   }
-  Reserve(size_, view_peaks_.size() + 1);
-  Peak* peaks = owned_peaks();
-  Peak* end = std::remove_if(peaks, peaks + view_peaks_.size(),
+  Reserve(size_, size_t{peak_count_} + 1);
+  Peak* first = owned_peaks();
+  Peak* end = std::remove_if(first, first + peak_count_,
                              [&](const Peak& p) { return p.tf <= tf && p.min_len >= doc_len; });
-  Peak* at = std::lower_bound(peaks, end, tf, [](const Peak& p, uint32_t v) { return p.tf < v; });
+  Peak* at = std::lower_bound(first, end, tf, [](const Peak& p, uint32_t v) { return p.tf < v; });
   std::copy_backward(at, end, end + 1);
   *at = Peak{tf, doc_len};
-  Reseat(size_, static_cast<size_t>(end - peaks) + 1);
+  Reseat(size_, static_cast<size_t>(end - first) + 1);
 }
 
 }  // namespace agentmem::index

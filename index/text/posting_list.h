@@ -69,7 +69,8 @@ class PostingList {
 
   // Adds a posting. Appending (a doc id above all others) costs O(1)
   // amortised; inserting elsewhere shifts the later postings.
-  // REQUIRES: no posting for posting.doc_id; posting.tf >= 1.
+  // REQUIRES: no posting for posting.doc_id; posting.tf >= 1; fewer than
+  // 2^32 - 1 postings.
   void Insert(Posting posting, uint32_t doc_len);
 
   // Removes the posting of doc_id; returns false (and changes nothing) if
@@ -81,23 +82,28 @@ class PostingList {
   bool empty() const { return size_ == 0; }
   // Posting i (< size()): its doc id, tf and document length |d|.
   uint64_t doc_id(size_t i) const {
-    return packed_ ? doc_ids_[packed_[i] >> kPackedTfBits]
-                   : indexed_ ? doc_ids_[indexed_[i].doc] : wide_[i].doc_id;
+    return kind_ == Kind::kPacked    ? doc_ids_[packed_[i] >> kPackedTfBits]
+           : kind_ == Kind::kIndexed ? doc_ids_[indexed_[i].doc]
+                                     : wide_[i].doc_id;
   }
   uint32_t tf(size_t i) const {
-    return packed_ ? packed_[i] & kPackedMaxTf : indexed_ ? indexed_[i].tf : wide_[i].tf;
+    return kind_ == Kind::kPacked    ? packed_[i] & kPackedMaxTf
+           : kind_ == Kind::kIndexed ? indexed_[i].tf
+                                     : wide_[i].tf;
   }
   uint32_t doc_len(size_t i) const {
-    return packed_ ? lens_[packed_[i] >> kPackedTfBits]
-                   : indexed_ ? lens_[indexed_[i].doc] : lens_[i];
+    return kind_ == Kind::kPacked    ? lens_[packed_[i] >> kPackedTfBits]
+           : kind_ == Kind::kIndexed ? lens_[indexed_[i].doc]
+                                     : lens_[i];
   }
   Posting posting(size_t i) const { return {doc_id(i), tf(i)}; }
   // The first posting in [from, to) whose doc id is >= doc_id, or `to`.
   size_t LowerBound(uint64_t doc_id, size_t from, size_t to) const;
   size_t LowerBound(uint64_t doc_id) const { return LowerBound(doc_id, 0, size_); }
-  std::span<const Block> blocks() const { return view_blocks_; }
+  // One per kBlockSize postings.
+  std::span<const Block> blocks() const { return {blocks_, BlocksFor(size_)}; }
   // Sorted by tf ascending; min_len then ascends strictly.
-  std::span<const Peak> peaks() const { return view_peaks_; }
+  std::span<const Peak> peaks() const { return {peaks_, peak_count_}; }
   bool is_view() const { return viewing_; }
 
   PostingList(const PostingList& o) { *this = o; }
@@ -137,20 +143,26 @@ class PostingList {
   void Reseat(size_t size, size_t peaks);
 
   // What the accessors show: the owned arrays, or the viewed ones. With
-  // indexed_ or packed_ set, lens_ and doc_ids_ are per document; else wide_
-  // holds the postings and lens_ is per posting.
-  bool viewing_ = false;
-  uint32_t peak_cap_ = 0;
-  size_t cap_ = 0;
-  size_t size_ = 0;
-  const Posting* wide_ = nullptr;
-  const IndexedPosting* indexed_ = nullptr;
-  const PackedPosting* packed_ = nullptr;
+  // kind_ kIndexed or kPacked, lens_ and doc_ids_ are per document; else
+  // wide_ holds the postings and lens_ is per posting. A list of a term is
+  // kept for every (term, user) pair of a writer, so it is kept small.
+  enum class Kind : uint8_t { kWide, kIndexed, kPacked };
+  union {
+    const Posting* wide_ = nullptr;
+    const IndexedPosting* indexed_;
+    const PackedPosting* packed_;
+  };
   const uint64_t* doc_ids_ = nullptr;
   const uint32_t* lens_ = nullptr;
-  std::span<const Block> view_blocks_;
-  std::span<const Peak> view_peaks_;
+  const Block* blocks_ = nullptr;  // BlocksFor(size_) of them
+  const Peak* peaks_ = nullptr;
   std::unique_ptr<std::byte[]> owned_;
+  uint32_t size_ = 0;
+  uint32_t peak_count_ = 0;
+  uint32_t cap_ = 0;
+  uint32_t peak_cap_ = 0;
+  Kind kind_ = Kind::kWide;
+  bool viewing_ = false;
 };
 
 }  // namespace agentmem::index
