@@ -143,7 +143,7 @@ double Bm25Index::Idf(std::string_view term) const {
 const PostingList* Bm25Index::FindList(std::string_view term) const {
   if (!term_ids_.empty()) {
     auto it = term_ids_.find(term);
-    if (it != term_ids_.end()) return &terms_[it->second].list;
+    if (it != term_ids_.end()) return &terms_[*it].list;
   }
   const int64_t frozen = FindFrozen(term);
   if (frozen < 0) return nullptr;
@@ -171,7 +171,7 @@ const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
                                            std::deque<PostingList>* views) const {
   if (!term_ids_.empty()) {
     auto it = term_ids_.find(term);
-    if (it != term_ids_.end()) return &terms_[it->second].list;
+    if (it != term_ids_.end()) return &terms_[*it].list;
   }
   const int64_t frozen = FindFrozenHashed(term, hash);
   if (frozen < 0) return nullptr;
@@ -180,7 +180,7 @@ const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
 
 uint32_t Bm25Index::TermIdFor(std::string_view token) {
   auto it = term_ids_.find(token);
-  if (it != term_ids_.end()) return it->second;
+  if (it != term_ids_.end()) return *it;
   uint32_t term_id;
   if (!free_term_ids_.empty()) {
     term_id = free_term_ids_.back();
@@ -196,14 +196,14 @@ uint32_t Bm25Index::TermIdFor(std::string_view token) {
     superseded_++;
   }
   if (term_parts_ != nullptr) term_parts_->Set(term_parts_part_, token, kOrdinaryRef | term_id);
-  term_ids_.emplace(token, term_id);
+  term_ids_.insert(term_id);
   return term_id;
 }
 
 void Bm25Index::ReleaseTerm(uint32_t term_id) {
   Term& term = terms_[term_id];
   if (term_parts_ != nullptr) term_parts_->Erase(term_parts_part_, term.text);  // lost
-  term_ids_.erase(term.text);
+  term_ids_.erase(term_id);  // hashed by its text: before the text goes
   term = Term();
   free_term_ids_.push_back(term_id);
 }

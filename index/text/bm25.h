@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "format/status.h"
@@ -73,7 +74,8 @@ struct QueryStats {
 // need exclusive access; const methods may run concurrently with each other.
 class Bm25Index {
  public:
-  explicit Bm25Index(Bm25Params params = {}) : params_(params) {}
+  explicit Bm25Index(Bm25Params params = {})
+      : params_(params), term_ids_(0, TermKey{&terms_}, TermKey{&terms_}) {}
 
   // Indexes document `doc_id` with its tokens (duplicates count towards tf and
   // |d|; an empty list is a document of length 0). Doc ids need not arrive in
@@ -210,9 +212,19 @@ class Bm25Index {
     double upper_bound;  // no document scores more than this for the term
     size_t slot;         // position in the canonical summation order
   };
-  struct StringHash {
+  // Hashes and compares the ordinary terms' ids by their text, so that the
+  // table of ids is looked up by text without holding a copy of it. Not
+  // noexcept, so that the table keeps each node's hash (a rehash or a probe
+  // then never reads the text again).
+  struct TermKey {
     using is_transparent = void;
+    const std::vector<Term>* terms;
+    std::string_view text(uint32_t id) const { return (*terms)[id].text; }
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    size_t operator()(uint32_t id) const { return (*this)(text(id)); }
+    bool operator()(uint32_t a, uint32_t b) const { return a == b; }
+    bool operator()(std::string_view s, uint32_t id) const { return s == text(id); }
+    bool operator()(uint32_t id, std::string_view s) const { return s == text(id); }
   };
 
   const PostingList* FindList(std::string_view term) const;
@@ -286,8 +298,9 @@ class Bm25Index {
                                    const Bm25TermParts* term_parts);
 
   Bm25Params params_;
-  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> term_ids_;
-  std::vector<Term> terms_;              // indexed by term id; released ids are empty
+  std::vector<Term> terms_;  // indexed by term id; released ids are empty
+  // The ids of the ordinary terms, found by their text.
+  std::unordered_set<uint32_t, TermKey, TermKey> term_ids_;
   std::vector<uint32_t> free_term_ids_;  // released ids, reused by TermIdFor()
   std::unordered_map<uint64_t, Doc> docs_;
   uint64_t total_length_ = 0;

@@ -100,7 +100,7 @@ void Bm25Index::ForEachImageTerm(F&& f) const {
   for (size_t i = 0; i < frozen_terms_.size(); i++) {
     if (term_ids_.count(FrozenText(i)) == 0) f(FrozenText(i), FrozenList(i));
   }
-  for (const auto& [text, id] : term_ids_) {
+  for (uint32_t id : term_ids_) {
     if (!terms_[id].list.empty()) f(std::string_view(terms_[id].text), terms_[id].list);
   }
 }
@@ -487,15 +487,19 @@ Status Bm25Index::Thaw() {
     if (len > UINT32_MAX) return Status(kCorruptIndex, "bm25: a document is too long to thaw");
     AGENTMEM_RETURN_IF_ERROR(fresh.AddCounts(d, static_cast<uint32_t>(len), counts));
   }
-  term_ids_ = std::move(fresh.term_ids_);
+  // The table's hash reads the terms of the index it belongs to: it is
+  // filled again, not moved.
   terms_ = std::move(fresh.terms_);
+  term_ids_.clear();
+  term_ids_.reserve(fresh.term_ids_.size());
+  for (uint32_t id : fresh.term_ids_) term_ids_.insert(id);
   free_term_ids_ = std::move(fresh.free_term_ids_);
   docs_ = std::move(fresh.docs_);
   total_length_ = fresh.total_length_;
   DetachFrozen();
   if (term_parts_ != nullptr) {  // every term moves; none is gained or lost
-    for (const auto& [text, term_id] : term_ids_) {
-      term_parts_->Set(term_parts_part_, text, kOrdinaryRef | term_id);
+    for (uint32_t term_id : term_ids_) {
+      term_parts_->Set(term_parts_part_, terms_[term_id].text, kOrdinaryRef | term_id);
     }
   }
   return Status::OK();

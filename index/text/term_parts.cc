@@ -10,8 +10,8 @@ namespace agentmem::index {
 void Bm25TermParts::Attach(uint32_t part, Bm25Index* index) {
   index->term_parts_ = this;
   index->term_parts_part_ = part;
-  for (const auto& [text, term_id] : index->term_ids_) {
-    Set(part, text, Bm25Index::kOrdinaryRef | term_id);
+  for (uint32_t term_id : index->term_ids_) {
+    Set(part, index->terms_[term_id].text, Bm25Index::kOrdinaryRef | term_id);
   }
   // Frozen terms that moved to the ordinary table are there already.
   for (size_t i = 0; i < index->frozen_terms_.size(); i++) {
