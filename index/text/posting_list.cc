@@ -17,7 +17,7 @@ static_assert(sizeof(void*) != 8 || sizeof(PostingList) <= 72);
 PostingList PostingList::View(std::span<const Posting> postings, std::span<const uint32_t> doc_lens,
                               std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l = ViewOfTable(postings.size(), nullptr, doc_lens.data(), blocks, peaks);
-  l.wide_ = postings.data();
+  l.postings_ = postings.data();
   return l;
 }
 
@@ -26,7 +26,7 @@ PostingList PostingList::ViewIndexed(std::span<const IndexedPosting> postings,
                                      std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
   l.kind_ = Kind::kIndexed;
-  l.indexed_ = postings.data();
+  l.postings_ = postings.data();
   return l;
 }
 
@@ -35,7 +35,7 @@ PostingList PostingList::ViewPacked(std::span<const PackedPosting> postings,
                                     std::span<const Block> blocks, std::span<const Peak> peaks) {
   PostingList l = ViewOfTable(postings.size(), doc_ids, doc_lens, blocks, peaks);
   l.kind_ = Kind::kPacked;
-  l.packed_ = postings.data();
+  l.postings_ = postings.data();
   return l;
 }
 
@@ -76,7 +76,7 @@ PostingList& PostingList::operator=(const PostingList& o) {
   }
   Reseat(0, 0);
   Reserve(o.size_, o.peak_count_);
-  std::copy_n(o.wide_, o.size_, owned_postings());
+  std::copy_n(o.wide(), o.size_, owned_postings());
   std::copy_n(o.lens_, o.size_, owned_lens());
   std::ranges::copy(o.blocks(), owned_blocks());
   std::ranges::copy(o.peaks(), owned_peaks());
@@ -99,7 +99,7 @@ PostingList& PostingList::operator=(PostingList&& o) noexcept {
 
 void PostingList::CopyViewOf(const PostingList& o) {
   kind_ = o.kind_;
-  wide_ = o.wide_;  // the union's pointer, whichever kind it is
+  postings_ = o.postings_;
   size_ = o.size_;
   doc_ids_ = o.doc_ids_;
   lens_ = o.lens_;
@@ -110,7 +110,7 @@ void PostingList::CopyViewOf(const PostingList& o) {
 
 void PostingList::Reseat(size_t size, size_t peaks) {
   kind_ = Kind::kWide;
-  wide_ = owned_postings();
+  postings_ = owned_postings();
   size_ = static_cast<uint32_t>(size);
   doc_ids_ = nullptr;
   lens_ = owned_lens();
@@ -127,7 +127,7 @@ void PostingList::Reserve(size_t postings, size_t peaks) {
   if (peaks > peak_cap) peak_cap = std::min<size_t>(std::max(peaks, 2 * peak_cap), UINT32_MAX);
   auto bytes = std::make_unique_for_overwrite<std::byte[]>(PeaksAt(cap) + peak_cap * sizeof(Peak));
   std::byte* at = bytes.get();
-  std::copy_n(wide_, size_, reinterpret_cast<Posting*>(at));
+  std::copy_n(wide(), size_, reinterpret_cast<Posting*>(at));
   std::copy_n(lens_, size_, reinterpret_cast<uint32_t*>(at + LensAt(cap)));
   std::ranges::copy(blocks(), reinterpret_cast<Block*>(at + BlocksAt(cap)));
   std::copy_n(peaks_, peak_count_, reinterpret_cast<Peak*>(at + PeaksAt(cap)));
@@ -205,14 +205,14 @@ bool PostingList::Erase(uint64_t doc_id) {
   if (AtPeak(tf, len) && !Holds(tf, len)) {
     // AddPeak() may move the arrays: read them through the accessors.
     Reseat(size_, 0);
-    for (size_t i = 0; i < size_; i++) AddPeak(wide_[i].tf, lens_[i]);
+    for (size_t i = 0; i < size_; i++) AddPeak(wide()[i].tf, lens_[i]);
   }
   return true;
 }
 
 bool PostingList::Holds(uint32_t tf, uint32_t doc_len) const {
   for (size_t i = 0; i < size_; i++) {
-    if (wide_[i].tf == tf && lens_[i] == doc_len) return true;
+    if (wide()[i].tf == tf && lens_[i] == doc_len) return true;
   }
   return false;
 }

@@ -82,18 +82,18 @@ class PostingList {
   bool empty() const { return size_ == 0; }
   // Posting i (< size()): its doc id, tf and document length |d|.
   uint64_t doc_id(size_t i) const {
-    return kind_ == Kind::kPacked    ? doc_ids_[packed_[i] >> kPackedTfBits]
-           : kind_ == Kind::kIndexed ? doc_ids_[indexed_[i].doc]
-                                     : wide_[i].doc_id;
+    return kind_ == Kind::kPacked    ? doc_ids_[packed()[i] >> kPackedTfBits]
+           : kind_ == Kind::kIndexed ? doc_ids_[indexed()[i].doc]
+                                     : wide()[i].doc_id;
   }
   uint32_t tf(size_t i) const {
-    return kind_ == Kind::kPacked    ? packed_[i] & kPackedMaxTf
-           : kind_ == Kind::kIndexed ? indexed_[i].tf
-                                     : wide_[i].tf;
+    return kind_ == Kind::kPacked    ? packed()[i] & kPackedMaxTf
+           : kind_ == Kind::kIndexed ? indexed()[i].tf
+                                     : wide()[i].tf;
   }
   uint32_t doc_len(size_t i) const {
-    return kind_ == Kind::kPacked    ? lens_[packed_[i] >> kPackedTfBits]
-           : kind_ == Kind::kIndexed ? lens_[indexed_[i].doc]
+    return kind_ == Kind::kPacked    ? lens_[packed()[i] >> kPackedTfBits]
+           : kind_ == Kind::kIndexed ? lens_[indexed()[i].doc]
                                      : lens_[i];
   }
   Posting posting(size_t i) const { return {doc_id(i), tf(i)}; }
@@ -142,16 +142,16 @@ class PostingList {
   // blocks, `peaks` peaks.
   void Reseat(size_t size, size_t peaks);
 
-  // What the accessors show: the owned arrays, or the viewed ones. With
-  // kind_ kIndexed or kPacked, lens_ and doc_ids_ are per document; else
-  // wide_ holds the postings and lens_ is per posting. A list of a term is
-  // kept for every (term, user) pair of a writer, so it is kept small.
+  // What the accessors show: the owned arrays, or the viewed ones. The
+  // postings are Postings (kind_ kWide), IndexedPostings or PackedPostings;
+  // with the last two, lens_ and doc_ids_ are per document, else lens_ is
+  // per posting. A list of a term is kept for every (term, user) pair of a
+  // writer, so it is kept small.
   enum class Kind : uint8_t { kWide, kIndexed, kPacked };
-  union {
-    const Posting* wide_ = nullptr;
-    const IndexedPosting* indexed_;
-    const PackedPosting* packed_;
-  };
+  const Posting* wide() const { return static_cast<const Posting*>(postings_); }
+  const IndexedPosting* indexed() const { return static_cast<const IndexedPosting*>(postings_); }
+  const PackedPosting* packed() const { return static_cast<const PackedPosting*>(postings_); }
+  const void* postings_ = nullptr;
   const uint64_t* doc_ids_ = nullptr;
   const uint32_t* lens_ = nullptr;
   const Block* blocks_ = nullptr;  // BlocksFor(size_) of them
