@@ -93,6 +93,59 @@ Status CheckSummaries(const PostingList& list) {
   return Status::OK();
 }
 
+// CheckSummaries and the checks of each posting, in one pass over a term's
+// postings of an image that indexes its documents (versions 2 and 3; `get(j)`
+// gives posting j of the image): their documents in order and in the image,
+// tf >= 1, each document's tf added to doc_sums[doc] and to *sum, and the
+// block and peak summaries. A bad posting is reported before a bad summary,
+// and the summaries in CheckSummaries' order.
+template <class Get>
+Status CheckIndexedTerm(const Get& get, uint64_t first, uint32_t count,
+                        std::span<const uint64_t> docs, std::span<const uint32_t> lens,
+                        std::span<const PostingList::Block> blocks,
+                        std::span<const PostingList::Peak> peaks, uint64_t* doc_sums,
+                        uint64_t* sum) {
+  constexpr size_t kBlock = PostingList::kBlockSize;
+  bool blocks_hold = true, under_peaks = true;
+  uint32_t previous = 0, max_tf = 0, min_len = UINT32_MAX;
+  for (uint32_t i = 0; i < count; i++) {
+    const PostingList::IndexedPosting post = get(first + i);
+    if (post.doc >= docs.size() || (i > 0 && post.doc <= previous)) {
+      return Bad("a posting's document is out of order or not in the image");
+    }
+    if (post.tf == 0) return Bad("a posting's tf is 0");
+    previous = post.doc;
+    doc_sums[post.doc] += post.tf;
+    *sum += post.tf;
+    const uint32_t len = lens[post.doc];
+    max_tf = std::max(max_tf, post.tf);
+    min_len = std::min(min_len, len);
+    if (i % kBlock == kBlock - 1 || i + 1 == count) {
+      const PostingList::Block& b = blocks[i / kBlock];
+      blocks_hold &= b.last_doc == docs[post.doc] && b.max_tf == max_tf && b.min_len == min_len;
+      max_tf = 0;
+      min_len = UINT32_MAX;
+    }
+    // The first peak with tf >= the posting's has the smallest min_len of
+    // those (most lists have one peak).
+    if (peaks.size() == 1) {
+      under_peaks &= post.tf <= peaks[0].tf && peaks[0].min_len <= len;
+    } else {
+      auto peak = std::lower_bound(peaks.begin(), peaks.end(), post.tf,
+                                   [](const PostingList::Peak& a, uint32_t v) { return a.tf < v; });
+      under_peaks &= peak != peaks.end() && peak->min_len <= len;
+    }
+  }
+  if (!blocks_hold) return Bad("a block's summary does not match its postings");
+  for (size_t p = 1; p < peaks.size(); p++) {
+    if (peaks[p].tf <= peaks[p - 1].tf || peaks[p].min_len <= peaks[p - 1].min_len) {
+      return Bad("a term's peaks are not in order");
+    }
+  }
+  if (!under_peaks) return Bad("a posting scores above its term's peaks");
+  return Status::OK();
+}
+
 }  // namespace
 
 template <class F>
@@ -321,11 +374,11 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
   const uint64_t postings = frozen_version_ == 3   ? frozen_packed_.size()
                             : frozen_version_ == 2 ? frozen_indexed_.size()
                                                    : frozen_postings_.size();
-  auto indexed = [&](uint64_t j) {
-    if (frozen_version_ == 2) return frozen_indexed_[j];
+  auto packed = [this](uint64_t j) {
     const PostingList::PackedPosting p = frozen_packed_[j];
     return PostingList::IndexedPosting{p >> PostingList::kPackedTfBits, p & PostingList::kPackedMaxTf};
   };
+  auto indexed = [this](uint64_t j) { return frozen_indexed_[j]; };
   const uint64_t blocks = frozen_blocks_.size(), peaks = frozen_peaks_.size();
   uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0, sum = 0;
   std::string_view previous;
@@ -342,16 +395,17 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
     std::string_view term = FrozenText(t);
     if (t > 0 && term <= previous) return Bad("terms are not sorted");
     previous = term;
-    for (uint64_t i = 0; i < ft.posting_count; i++) {
-      if (v2) {
-        const PostingList::IndexedPosting post = indexed(ft.first_posting + i);
-        if (post.doc >= docs.size() || (i > 0 && post.doc <= indexed(ft.first_posting + i - 1).doc)) {
-          return Bad("a posting's document is out of order or not in the image");
-        }
-        if (post.tf == 0) return Bad("a posting's tf is 0");
-        doc_sums[post.doc] += post.tf;
-        sum += post.tf;
-      } else {
+    if (v2) {
+      const auto term_blocks = frozen_blocks_.subspan(ft.first_block, nb);
+      const auto term_peaks = frozen_peaks_.subspan(ft.first_peak, ft.peak_count);
+      AGENTMEM_RETURN_IF_ERROR(
+          frozen_version_ == 3
+              ? CheckIndexedTerm(packed, ft.first_posting, ft.posting_count, docs, frozen_lens_,
+                                 term_blocks, term_peaks, doc_sums.data(), &sum)
+              : CheckIndexedTerm(indexed, ft.first_posting, ft.posting_count, docs, frozen_lens_,
+                                 term_blocks, term_peaks, doc_sums.data(), &sum));
+    } else {
+      for (uint64_t i = 0; i < ft.posting_count; i++) {
         const Posting& post = frozen_postings_[ft.first_posting + i];
         const uint64_t d = post.doc_id;
         if (d > max_doc || !known(d) ||
@@ -361,8 +415,8 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
         if (post.tf == 0) return Bad("a posting's tf is 0");
         sum += post.tf;
       }
+      AGENTMEM_RETURN_IF_ERROR(CheckSummaries(FrozenList(t)));
     }
-    AGENTMEM_RETURN_IF_ERROR(CheckSummaries(FrozenList(t)));
     expect_posting += ft.posting_count;
     expect_block += nb;
     expect_peak += ft.peak_count;
