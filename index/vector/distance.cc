@@ -203,6 +203,11 @@ float Distance(Metric metric, const float* a, const float* b, size_t dim) {
 }
 
 // In double: once per insert or query, and immune to overflow of the squares.
+// On x86-64 the compiler also builds it for AVX2 and AVX-512 and picks one
+// at load time: the same operations on wider registers, so the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 float NormalizeInPlace(float* v, size_t dim) {
   // Eight sums of squares in double, element i in lane i % 8, added in a
   // fixed order, then each element times 1 / norm in double: each product of
