@@ -21,6 +21,7 @@
 // (Bm25Index::AttachFrozen, HnswIndex::Map). Then the scan continues at
 // scan_from.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <system_error>
@@ -243,35 +244,41 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
 
 // The pages are read and verified by ReadCheckpoint, which imports the state
 // section on another thread while it reads the others; then the bm25 indexes
-// are attached and the graph mapped where they lie in memory.
+// are attached and the graph mapped where they lie in memory, the two at
+// once when the graph's vectors are read from the episodes (its BM25 error
+// reported first when both fail).
 Status Database::LoadCheckpoint(const format::Superblock& sb) {
   CheckpointState state;
   CheckpointSections sec;
   AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(
       log_->file(), &log_->pager(), log_->header().salt, sb, &state,
       [this](const CheckpointState& st) { return ImportCheckpointState(st); }, &sec));
-  std::vector<format::Bm25Partition> parts;
-  AGENTMEM_RETURN_IF_ERROR(
-      format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));
-  for (const format::Bm25Partition& p : parts) {
-    Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
-    if (!s.ok()) {
-      return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
-                                 static_cast<long long>(sec.bm25_page), s.message().c_str());
+  auto attach_bm25 = [&]() -> Status {
+    std::vector<format::Bm25Partition> parts;
+    AGENTMEM_RETURN_IF_ERROR(
+        format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));
+    for (const format::Bm25Partition& p : parts) {
+      Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
+      if (!s.ok()) {
+        return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
+                                   static_cast<long long>(sec.bm25_page), s.message().c_str());
+      }
     }
-  }
-  recall_bm25_owner_ = std::move(sec.bm25);
+    recall_bm25_owner_ = std::move(sec.bm25);
+    return Status::OK();
+  };
   auto bad_graph = [&](const std::string& why) {
     return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
                                static_cast<long long>(sec.graph_page), why.c_str());
   };
   if (sec.graph_size == 0) {
+    AGENTMEM_RETURN_IF_ERROR(attach_bm25());
     // What a file that has never held a vector writes: then no episode has one.
     for (const format::CheckpointEpisode& e : state.episodes) {
       if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
     }
   } else {
-    AGENTMEM_RETURN_IF_ERROR(MapCheckpointGraph(state, &sec, bad_graph));
+    AGENTMEM_RETURN_IF_ERROR(MapCheckpointGraph(state, &sec, bad_graph, attach_bm25));
   }
   log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);
   return Status::OK();
@@ -359,13 +366,19 @@ class NodeVectorSource {
 // An image with vectors is mapped where it was read; one without them is
 // copied into new memory with each node's vector taken from its episode
 // record. New nodes after the checkpoint go first to the room after the
-// image, then to the heap.
+// image, then to the heap. `meanwhile` runs on the calling thread, while
+// another thread starts on the vectors; its error comes first.
 Status Database::MapCheckpointGraph(const CheckpointState& state, CheckpointSections* sec,
-                                    const std::function<Status(const std::string&)>& bad_graph) {
+                                    const std::function<Status(const std::string&)>& bad_graph,
+                                    const std::function<Status()>& meanwhile) {
   const std::string_view image(sec->graph->data() + sec->graph_at, sec->graph_size);
   Result<size_t> size = index::HnswIndex::MappedSize(image);
-  if (!size.ok()) return bad_graph(size.status().message());
+  if (!size.ok()) {
+    AGENTMEM_RETURN_IF_ERROR(meanwhile());
+    return bad_graph(size.status().message());
+  }
   if (*size == image.size()) {
+    AGENTMEM_RETURN_IF_ERROR(meanwhile());
     const size_t spare = sec->graph->size() - sec->graph_at - sec->graph_size;
     Status s = recall_->MapGraph(sec->graph->data() + sec->graph_at, sec->graph_size, spare,
                                  sec->graph, sec->graph_checked);
@@ -377,47 +390,60 @@ Status Database::MapCheckpointGraph(const CheckpointState& state, CheckpointSect
   AGENTMEM_RETURN_IF_ERROR(log_->file()->Size(&file_size));
   const uint64_t nodes = format::DecodeFixed32(image.data() + 24);
   const uint32_t dim = format::DecodeFixed32(image.data() + 12);
-  const auto with_node = std::count_if(state.episodes.begin(), state.episodes.end(),
-                                       [](const auto& e) { return e.node != UINT32_MAX; });
-  if (nodes != static_cast<uint64_t>(with_node) || nodes * dim * 4 > 32 * file_size) {
+  // The entry of the first node of each chunk of kFillChunk nodes (without
+  // nodes, one empty chunk: the first writes the image's header).
+  constexpr size_t kFillChunk = 4096;
+  std::vector<size_t> chunk_entry;
+  uint64_t with_node = 0;
+  for (size_t i = 0; i < state.episodes.size(); i++) {
+    if (state.episodes[i].node == UINT32_MAX) continue;
+    if (with_node++ % kFillChunk == 0) chunk_entry.push_back(i);
+  }
+  if (chunk_entry.empty()) chunk_entry.push_back(0);
+  if (nodes != with_node || nodes * dim * 4 > 32 * file_size) {
+    AGENTMEM_RETURN_IF_ERROR(meanwhile());
     return bad_graph("its nodes are not the state section's episodes with a node");
   }
   const size_t spare = *size / 4 + (size_t{1} << 20);
   std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(*size + spare);
   if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
-  // Nodes [from, to), with their own read window; a page that fails its
-  // checks is reported as itself.
-  std::vector<uint64_t> hidden[2];
-  auto fill = [&](size_t from, size_t to, size_t entry) {
-    NodeVectorSource source(log_->file(), file_size, log_->header().salt, state.episodes, dim, entry);
-    Status s = index::HnswIndex::AddVectors(
-        image, [&](uint64_t label) { return source.Next(label); }, bytes->data(), from, to);
-    hidden[from == 0 ? 0 : 1] = source.hidden();
-    if (!source.status().ok()) return source.status();
-    return s.ok() ? s : bad_graph(s.message());
+  // Chunks are taken in order by two threads, each with its own read window
+  // (a page that fails its checks is reported as itself); the page faults of
+  // the new memory, the reads, checksums and normalising split between them.
+  const size_t chunks = chunk_entry.size();
+  std::vector<Status> chunk_status(chunks);
+  std::vector<std::vector<uint64_t>> hidden(chunks);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  auto fill = [&]() {
+    for (size_t c; !stop.load(std::memory_order_relaxed) && (c = next.fetch_add(1)) < chunks;) {
+      const size_t from = c * kFillChunk, to = std::min<size_t>(from + kFillChunk, nodes);
+      NodeVectorSource source(log_->file(), file_size, log_->header().salt, state.episodes, dim,
+                              chunk_entry[c]);
+      Status s = index::HnswIndex::AddVectors(
+          image, [&](uint64_t label) { return source.Next(label); }, bytes->data(), from, to);
+      hidden[c] = source.hidden();
+      chunk_status[c] = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph(s.message());
+      if (!chunk_status[c].ok()) stop.store(true);
+    }
   };
-  // Two halves on two threads for a large graph (the page faults of the new
-  // memory, the reads, checksums and normalising split evenly).
-  const size_t half = nodes >= 8192 ? static_cast<size_t>(nodes / 2) : static_cast<size_t>(nodes);
-  size_t entry = 0;  // the entry of node `half`
-  for (size_t seen = 0; half < nodes; entry++) {
-    if (state.episodes[entry].node != UINT32_MAX && seen++ == half) break;
-  }
-  std::future<Status> second;
-  if (half < nodes) {
+  std::future<void> helper;
+  if (chunks > 1) {
     try {
-      second = std::async(std::launch::async, fill, half, static_cast<size_t>(nodes), entry);
-    } catch (const std::system_error&) {  // no thread: one after the other
+      helper = std::async(std::launch::async, fill);
+    } catch (const std::system_error&) {  // no thread: this one does it all
     }
   }
-  Status s = fill(0, half, 0);
-  Status t = !second.valid() ? (half < nodes ? fill(half, nodes, entry) : Status::OK()) : second.get();
-  AGENTMEM_RETURN_IF_ERROR(s);
-  AGENTMEM_RETURN_IF_ERROR(t);
+  Status first = meanwhile();
+  if (!first.ok()) stop.store(true);
+  fill();
+  if (helper.valid()) helper.get();
+  AGENTMEM_RETURN_IF_ERROR(first);
+  for (const Status& s : chunk_status) AGENTMEM_RETURN_IF_ERROR(s);
   sec->graph.reset();
   // The links and labels were checked as the section was read, and are
   // copied as they were.
-  s = recall_->MapGraph(bytes->data(), *size, spare, bytes, sec->graph_checked);
+  Status s = recall_->MapGraph(bytes->data(), *size, spare, bytes, sec->graph_checked);
   if (!s.ok()) return bad_graph(s.message());
   for (const auto& labels : hidden) AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(labels));
   return Status::OK();

@@ -660,6 +660,54 @@ TEST_CASE("a checkpoint graph section that does not map fails the open as index 
   CheckRefused(bytes, kCorruptIndex, at, "(checkpoint graph)");
 }
 
+TEST_CASE("a checkpoint whose bm25 images and graph's nodes are both bad fails the open naming its bm25 page") {
+  // The bm25 images are attached while the graph's vectors are read: the
+  // bm25 error is the one reported, whether the graph's nodes fail before
+  // their vectors are read or while they are.
+  const Checkpointed& c = Original();
+  std::string bad_image;
+  format::PutFixed64(&bad_image, 1);
+  format::PutFixed32(&bad_image, 0);  // the first string: a user
+  format::PutFixed32(&bad_image, 0);
+  format::PutFixed64(&bad_image, 32);
+  format::PutFixed64(&bad_image, 16);
+  bad_image.append(16, '\x33');
+  const std::vector<std::function<void(format::CheckpointState*)>> bad_nodes = {
+      [](format::CheckpointState* st) { st->episodes[0].node = UINT32_MAX; },  // one node too many
+      [](format::CheckpointState* st) { st->episodes[0].slot = 9; }};          // no vector for it
+  for (size_t g = 0; g < bad_nodes.size(); g++) {
+    CAPTURE(g);
+    format::CheckpointState st = c.state;
+    bad_nodes[g](&st);
+    std::vector<Page> pages = Sections(c);
+    int bm25_index = -1;
+    for (int i = 0; i < static_cast<int>(pages.size()); i++) {
+      const uint32_t kind = format::DecodeFixed32(pages[i].payload.data());
+      if (kind == static_cast<uint32_t>(CheckpointSection::kBm25)) {
+        pages[i].payload.clear();
+        format::EncodeBm25SectionHeader(&pages[i].payload);
+        pages[i].payload += bad_image;
+        bm25_index = i;
+      } else if (kind == static_cast<uint32_t>(CheckpointSection::kState)) {
+        pages[i].payload = StatePayload(st);
+      }
+    }
+    REQUIRE(bm25_index >= 0);
+    const std::string bytes = Rebuild(c, pages);
+    CheckRefused(bytes, kCorruptIndex, PageAt(bytes, c.sb.checkpoint, bm25_index), "(checkpoint bm25)");
+    // With a good bm25 section, the graph's error.
+    std::vector<Page> graph_only = Sections(c);
+    for (Page& p : graph_only) {
+      if (format::DecodeFixed32(p.payload.data()) == static_cast<uint32_t>(CheckpointSection::kState)) {
+        p.payload = StatePayload(st);
+      }
+    }
+    Opened o = OpenBytes(Rebuild(c, graph_only));
+    CHECK(o.status.code() == kCorruptIndex);
+    CHECK(o.status.message().find("(checkpoint graph)") != std::string::npos);
+  }
+}
+
 TEST_CASE("an empty checkpoint graph section while episodes have vectors fails the open naming it") {
   // An empty image is what a file that has never held a vector writes.
   uint64_t at = 0;
@@ -787,6 +835,130 @@ TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, 
   CHECK(std::find(hidden.begin(), hidden.end(), "1") == hidden.end());
   ann.erase(std::find(ann.begin(), ann.end(), "1"));
   CHECK(hidden == ann);
+}
+
+// Episode i's vector: eight numbers of a fixed sequence.
+std::vector<float> SpreadVector(uint64_t i) {
+  std::vector<float> v;
+  uint64_t x = i * 0x9e3779b97f4a7c15ull + 1;
+  for (uint32_t d = 0; d < kDim; d++) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    v.push_back(static_cast<float>(x % 2001) / 1000.0f - 1.0f);
+  }
+  return v;
+}
+
+// The ids of the k nearest to episode id's vector, nearest first.
+std::vector<uint64_t> NearestTo(Database* db, uint64_t id, size_t k = 1) {
+  engine::RecallQuery q;
+  q.user_id = "ann";
+  q.mode = engine::RecallMode::kVector;
+  q.k = k;
+  q.vector = SpreadVector(id);
+  std::vector<engine::RecallHit> hits;
+  engine::RecallPlan plan;
+  Status s = db->Recall(q, &hits, &plan);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  std::vector<uint64_t> ids;
+  for (const engine::RecallHit& h : hits) ids.push_back(h.id);
+  return ids;
+}
+
+TEST_CASE("a checkpoint graph of many nodes, read in chunks by two threads, gives each node its own vector, and a damaged page hides only its episodes") {
+  constexpr uint64_t kEpisodes = 10000;  // the graph is read in chunks of 4,096 nodes
+  // Without a vector: episode 4098 is node 4,096, the first of the second
+  // chunk, and shares its page with the last nodes of the first.
+  constexpr uint64_t kNoVector = 10;
+  std::unique_ptr<engine::Env> env = engine::NewMemEnv();
+  TestClock clock;
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, CheckpointOptions(env.get(), &clock, false));
+    for (uint64_t i = 1; i <= kEpisodes;) {
+      REQUIRE(db->Begin().ok());
+      for (uint64_t end = i + 1000; i < end; i++) {
+        format::EpisodeRecord e;
+        e.user_id = "ann";
+        e.session_id = "s1";
+        e.role = "user";
+        e.text = "episode " + std::to_string(i);
+        if (i != kNoVector) e.vector = SpreadVector(i);
+        uint64_t id = 0;
+        REQUIRE(db->Remember(e, &id).ok());
+        REQUIRE(id == i);
+      }
+      REQUIRE(db->Commit().ok());
+    }
+    REQUIRE(db->Close().ok());
+  }
+  const std::string bytes = ReadAll(env.get());
+  // The episodes page that holds node 4,096 (episode 4098): the first two
+  // chunks both read it. (The close compacted the file: it has a salt of
+  // its own.)
+  format::FileHeader fh;
+  REQUIRE(format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh).ok());
+  const uint64_t salt = fh.salt;
+  uint64_t damaged = 0;
+  for (uint64_t pos = format::kFirstPageOffset; pos + format::kPageHeaderSize <= bytes.size() && damaged == 0;) {
+    format::PageHeader h;
+    REQUIRE(format::PeekPageHeader(std::string_view(bytes).substr(pos), pos, salt, &h).ok());
+    if (h.type == static_cast<uint8_t>(PageType::kEpisodes)) {
+      std::string payload;
+      REQUIRE(format::DecodePage(std::string_view(bytes).substr(pos), pos, salt, &h, &payload).ok());
+      std::vector<std::string_view> records;
+      REQUIRE(format::SplitRecords(payload, h.record_count, PageNo(pos), &records).ok());
+      uint64_t first = 0, last = 0;
+      std::string_view vector;
+      format::VectorType type;
+      REQUIRE(format::EpisodeVectorOf(records.front(), PageNo(pos), &first, &vector, &type).ok());
+      REQUIRE(format::EpisodeVectorOf(records.back(), PageNo(pos), &last, &vector, &type).ok());
+      if (first <= 4098 && 4098 <= last) damaged = pos;
+    }
+    pos += format::PaddedPageSize(h.length);
+  }
+  REQUIRE(damaged != 0);
+  std::string bad = bytes;
+  bad[damaged + format::kPageHeaderSize + 3] ^= 0x10;
+  Opened whole = OpenBytes(bytes);
+  Opened o = OpenBytes(bad);
+  REQUIRE_MESSAGE(whole.status.ok(), whole.status.ToString());
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  // The lost episodes are those whose reads name the damaged page, and
+  // only the graph of the damaged file leaves them out.
+  std::vector<uint64_t> lost;
+  uint64_t sampled = 0, kept = 0, found_whole = 0, found = 0;
+  for (uint64_t id = 1; id <= kEpisodes; id++) {
+    format::EpisodeRecord e;
+    Status s = o.db->GetEpisode(id, &e);
+    const bool on_damaged = !s.ok();
+    if (on_damaged) {
+      CHECK(s.page_no() == PageNo(damaged));
+      lost.push_back(id);
+    }
+    if (id == kNoVector || (id % 7 != 0 && !on_damaged)) continue;  // a sample, and every lost episode
+    sampled++;
+    found_whole += NearestTo(whole.db.get(), id) == std::vector<uint64_t>{id};
+    const std::vector<uint64_t> nearest = NearestTo(o.db.get(), id);
+    if (on_damaged) {
+      CHECK(nearest != std::vector<uint64_t>{id});
+    } else {
+      kept++;
+      found += nearest == std::vector<uint64_t>{id};
+    }
+  }
+  REQUIRE(!lost.empty());
+  CHECK(lost.size() < 1000);
+  CHECK(lost.front() <= 4097);  // in the first chunk and the second
+  CHECK(lost.back() >= 4098);
+  // A search that returns nearly every node returns none of the lost ones.
+  const std::vector<uint64_t> all = NearestTo(o.db.get(), 1, kEpisodes);
+  CHECK(all.size() > kEpisodes / 2);
+  for (uint64_t id : all) CHECK_FALSE(std::binary_search(lost.begin(), lost.end(), id));
+  // Every sampled episode, lost or not, is its own vector's nearest in the
+  // whole file, and every kept one in the damaged file.
+  CHECK(found_whole == sampled);
+  CHECK(found == kept);
 }
 
 TEST_CASE("a checkpoint episode entry that does not lead to its node's vector fails the open") {
