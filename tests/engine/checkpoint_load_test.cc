@@ -614,6 +614,23 @@ TEST_CASE("a checkpoint section that appears twice fails the open naming the sec
   }
 }
 
+namespace {
+
+// A bm25 section body after its header: a directory of one image, for
+// the state's first string, whose 16 bytes are not a frozen BM25 index.
+std::string NotAFrozenImage() {
+  std::string body;
+  format::PutFixed64(&body, 1);
+  format::PutFixed32(&body, 0);  // the first string: a user
+  format::PutFixed32(&body, 0);
+  format::PutFixed64(&body, 32);
+  format::PutFixed64(&body, 16);
+  body.append(16, '\x33');
+  return body;
+}
+
+}  // namespace
+
 TEST_CASE("a checkpoint bm25 section that does not hold together fails the open naming its page") {
   const Checkpointed& c = Original();
   auto with_bm25 = [&](const std::string& body, uint64_t* at) {
@@ -639,14 +656,7 @@ TEST_CASE("a checkpoint bm25 section that does not hold together fails the open 
     CheckRefused(bytes, kCorruptPage, at, "bm25 directory cut short");
   }
   SUBCASE("an image that is not a frozen BM25 index") {
-    std::string body;
-    format::PutFixed64(&body, 1);
-    format::PutFixed32(&body, 0);  // the first string: a user
-    format::PutFixed32(&body, 0);
-    format::PutFixed64(&body, 32);
-    format::PutFixed64(&body, 16);
-    body.append(16, '\x33');
-    const std::string bytes = with_bm25(body, &at);
+    const std::string bytes = with_bm25(NotAFrozenImage(), &at);
     CheckRefused(bytes, kCorruptIndex, at, "(checkpoint bm25)");
   }
 }
@@ -665,13 +675,7 @@ TEST_CASE("a checkpoint whose bm25 images and graph's nodes are both bad fails t
   // bm25 error is the one reported, whether the graph's nodes fail before
   // their vectors are read or while they are.
   const Checkpointed& c = Original();
-  std::string bad_image;
-  format::PutFixed64(&bad_image, 1);
-  format::PutFixed32(&bad_image, 0);  // the first string: a user
-  format::PutFixed32(&bad_image, 0);
-  format::PutFixed64(&bad_image, 32);
-  format::PutFixed64(&bad_image, 16);
-  bad_image.append(16, '\x33');
+  const std::string bad_image = NotAFrozenImage();
   const std::vector<std::function<void(format::CheckpointState*)>> bad_nodes = {
       [](format::CheckpointState* st) { st->episodes[0].node = UINT32_MAX; },  // one node too many
       [](format::CheckpointState* st) { st->episodes[0].slot = 9; }};          // no vector for it
@@ -837,6 +841,8 @@ TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, 
   CHECK(hidden == ann);
 }
 
+namespace {
+
 // Episode i's vector: eight numbers of a fixed sequence.
 std::vector<float> SpreadVector(uint64_t i) {
   std::vector<float> v;
@@ -865,6 +871,8 @@ std::vector<uint64_t> NearestTo(Database* db, uint64_t id, size_t k = 1) {
   for (const engine::RecallHit& h : hits) ids.push_back(h.id);
   return ids;
 }
+
+}  // namespace
 
 TEST_CASE("a checkpoint graph of many nodes, read in chunks by two threads, gives each node its own vector, and a damaged page hides only its episodes") {
   constexpr uint64_t kEpisodes = 10000;  // the graph is read in chunks of 4,096 nodes
