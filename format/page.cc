@@ -103,6 +103,27 @@ void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_cou
        record_count, page);
 }
 
+PageStream::PageStream(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       uint32_t length)
+    : header_(kPageHeaderSize, '\0'), length_(length) {
+  PutPageHeader(type, false, offset, salt, length, length, record_count, header_.data());
+  sum_.Update(header_);
+}
+
+void PageStream::Add(std::string_view piece) { sum_.Update(piece); }
+
+std::string PageStream::padding() const {
+  return std::string(PaddedPageSize(length_) - kPageHeaderSize - length_, '\0');
+}
+
+std::string PageStream::header() const {
+  PageChecksum sum = sum_;
+  sum.Update(padding());
+  std::string header = header_;
+  EncodeFixed32(header.data(), sum.Masked());
+  return header;
+}
+
 Status PeekPageHeader(std::string_view header, uint64_t offset, uint64_t salt, PageHeader* out) {
   int64_t page_no = static_cast<int64_t>(PageNoOf(offset));
   if (header.size() < kPageHeaderSize) {

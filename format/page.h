@@ -92,6 +92,28 @@ std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t r
 void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
               std::string* page);
 
+// The same page written in pieces, uncompressed, for a payload that need
+// not be held whole (a checkpoint's bm25 section): each piece of the
+// `length` payload bytes in order through Add(), then padding(), then
+// header() -- the bytes SealPage makes, so that a writer can put the
+// payload after kPageHeaderSize bytes of room and the header in front last.
+class PageStream {
+ public:
+  PageStream(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count, uint32_t length);
+  void Add(std::string_view piece);
+  // The zeros after the payload, up to PaddedPageSize(length).
+  std::string padding() const;
+  // The kPageHeaderSize header bytes, checksum included.
+  // REQUIRES: every payload byte was added.
+  std::string header() const;
+  uint64_t size() const { return PaddedPageSize(length_); }
+
+ private:
+  std::string header_;  // checksum 0
+  uint32_t length_;
+  PageChecksum sum_;
+};
+
 // Checks the 32 header bytes of a page expected at `offset` without the
 // checksum: salt, page number, known type, flags, length bounds (the
 // compression ratio included). Used by the

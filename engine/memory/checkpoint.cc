@@ -107,44 +107,51 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   return Status::OK();
 }
 
-// Each section is built with room for its page header in front and becomes
-// its page in place (format::SealPage): a checkpoint takes the memory of its
-// pages beyond the indexes, not a second copy of them.
+// The state and graph sections are built with room for their page header in
+// front and become their pages in place (format::SealPage); the bm25 section,
+// the largest, is never held whole: it is written one user's image at a time
+// and its page header last (format::PageStream). A checkpoint takes the
+// memory of those two pages and one image beyond the indexes.
 Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
   const uint64_t start = log_->end();
   const uint64_t salt = log_->header().salt;
-  std::vector<std::string> pages;
   uint64_t at = start;
   auto new_section = [] { return std::string(format::kPageHeaderSize, '\0'); };
   // False, when the section is too large for one page in format v1: then no
   // checkpoint is written and the log is scanned as before.
-  auto add_page = [&](std::string* section) {
+  auto seal = [&](std::string* section) {
     if (section->size() - format::kPageHeaderSize > format::kMaxPagePayload) return false;
     format::SealPage(PageType::kCheckpoint, at, salt, 1, section);
     at += section->size();
-    pages.push_back(std::move(*section));
     return true;
   };
   // The state section; its string table names the users of the bm25 section.
   std::unordered_map<std::string, uint32_t> string_index;
+  std::string state = new_section();
   {
     CheckpointState st;
     AGENTMEM_RETURN_IF_ERROR(BuildCheckpointState(&st));
-    std::string state = new_section();
     format::EncodeCheckpointState(st, &state);
-    if (!add_page(&state)) return Status::OK();
+    if (!seal(&state)) return Status::OK();
     for (uint32_t i = 0; i < st.strings.size(); i++) string_index.emplace(std::move(st.strings[i]), i);
   }
-  std::string bm25 = new_section();  // the BM25 indexes, frozen
-  format::EncodeBm25SectionHeader(&bm25);
-  recall_->SerializeBm25([&](const std::string& user) { return string_index.at(user); }, &bm25);
-  if (!add_page(&bm25)) return Status::OK();
+  // The BM25 indexes, frozen: laid out now, written below.
+  const RecallIndex::Bm25Plan bm25 =
+      recall_->PlanBm25([&](const std::string& user) { return string_index.at(user); });
+  std::string bm25_header;
+  format::EncodeBm25SectionHeader(&bm25_header);
+  const uint64_t bm25_length = bm25_header.size() + bm25.size;
+  if (bm25_length > format::kMaxPagePayload) return Status::OK();
+  const uint64_t bm25_at = at;
+  format::PageStream bm25_page(PageType::kCheckpoint, bm25_at, salt, 1, static_cast<uint32_t>(bm25_length));
+  at += bm25_page.size();
   std::string graph = new_section();
   format::EncodeGraphSectionHeader(&graph);
   AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&graph));
-  if (!add_page(&graph)) return Status::OK();
+  const uint64_t graph_at = at;
+  if (!seal(&graph)) return Status::OK();
   format::CommitRecord c;
   c.commit_seq = log_->seq() + 1;
   c.txn_start = start;
@@ -154,11 +161,29 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   c.next_episode_id = next_episode_id_;
   c.next_fact_id = next_fact_id_;
   c.next_block_version = next_block_version_;
-  pages.push_back(format::EncodePage(PageType::kCommit, at, salt, 1, format::EncodeCommit(c), false));
-  at += pages.back().size();
+  const uint64_t commit_at = at;
+  const std::string commit = format::EncodePage(PageType::kCommit, at, salt, 1, format::EncodeCommit(c), false);
+  at += commit.size();
   if (at > max_end) return Status::OK();
-  AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync(pages));
-  pages.clear();
+  AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync([&](const Log::Put& put) {
+    AGENTMEM_RETURN_IF_ERROR(put(start, state));
+    uint64_t pos = bm25_at + format::kPageHeaderSize;
+    auto emit = [&](std::string_view piece) {
+      bm25_page.Add(piece);
+      const uint64_t piece_at = pos;
+      pos += piece.size();
+      return put(piece_at, piece);
+    };
+    AGENTMEM_RETURN_IF_ERROR(emit(bm25_header));
+    AGENTMEM_RETURN_IF_ERROR(recall_->EmitBm25(bm25, emit));
+    if (pos != bm25_at + format::kPageHeaderSize + bm25_length) {
+      return Status(kInternal, "checkpoint: the bm25 section is not the size it was laid out with");
+    }
+    AGENTMEM_RETURN_IF_ERROR(put(pos, bm25_page.padding()));
+    AGENTMEM_RETURN_IF_ERROR(put(bm25_at, bm25_page.header()));
+    AGENTMEM_RETURN_IF_ERROR(put(graph_at, graph));
+    return put(commit_at, commit);
+  }));
   DecodedTxn d;
   d.commit = c;
   d.checkpoint_start = start;

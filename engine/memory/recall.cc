@@ -193,31 +193,41 @@ bool RecallIndex::ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std
   return true;
 }
 
-void RecallIndex::SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
-                                std::string* body) const {
-  const size_t start = body->size();  // 8-byte aligned in the file
-  std::vector<uint32_t> users;
+RecallIndex::Bm25Plan RecallIndex::PlanBm25(
+    const std::function<uint32_t(const std::string&)>& user_string) const {
+  Bm25Plan plan;
   for (uint32_t u = 0; u < partitions_.size(); u++) {
-    if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) users.push_back(u);
+    if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) plan.users.push_back(u);
   }
-  // Grown once: doubling a string of tens or hundreds of megabytes copies it
-  // and can leave half of it unused.
-  size_t size = body->size() + 8 + users.size() * 24 + 8;
-  for (uint32_t u : users) size += partitions_[u]->bm25.FrozenSize() + 8;
-  body->reserve(size);
-  format::PutFixed64(body, users.size());
-  const size_t directory = body->size();
-  body->append(users.size() * 24, '\0');
-  body->resize(start + ((body->size() - start + 7) & ~size_t{7}), '\0');
-  for (size_t i = 0; i < users.size(); i++) {
-    const size_t at = body->size();
-    partitions_[users[i]]->bm25.EncodeFrozen(body);
-    char* e = body->data() + directory + i * 24;
-    format::EncodeFixed32(e, user_string(users_.names[users[i]]));
-    format::EncodeFixed32(e + 4, 0);
-    format::EncodeFixed64(e + 8, at - start);
-    format::EncodeFixed64(e + 16, body->size() - at);
+  // The images follow the directory (8 + 24 per user bytes: 8-aligned), each
+  // a multiple of 8 bytes.
+  format::PutFixed64(&plan.directory, plan.users.size());
+  uint64_t at = 8 + plan.users.size() * 24;
+  for (uint32_t u : plan.users) {
+    const uint64_t size = partitions_[u]->bm25.FrozenSize();
+    format::PutFixed32(&plan.directory, user_string(users_.names[u]));
+    format::PutFixed32(&plan.directory, 0);
+    format::PutFixed64(&plan.directory, at);
+    format::PutFixed64(&plan.directory, size);
+    at += size;
   }
+  plan.size = at;
+  return plan;
+}
+
+Status RecallIndex::EmitBm25(const Bm25Plan& plan,
+                             const std::function<Status(std::string_view)>& emit) const {
+  AGENTMEM_RETURN_IF_ERROR(emit(plan.directory));
+  std::string image;  // one at a time, its capacity reused
+  for (size_t i = 0; i < plan.users.size(); i++) {
+    image.clear();
+    partitions_[plan.users[i]]->bm25.EncodeFrozen(&image);
+    if (image.size() != format::DecodeFixed64(plan.directory.data() + 8 + i * 24 + 16)) {
+      return Status(kInternal, "bm25: an image is not the size its plan gave it");
+    }
+    AGENTMEM_RETURN_IF_ERROR(emit(image));
+  }
+  return Status::OK();
 }
 
 Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_t size) {

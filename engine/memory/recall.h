@@ -162,12 +162,21 @@ class RecallIndex {
   // no graph), and the graph taken from one in place (checkpoint load; after
   // every AddEntry).
   Status SerializeGraph(std::string* out) const;
-  // The BM25 indexes as frozen images, one per user with episodes, appended
-  // to *body after a directory (format/checkpoint.h, bm25 section); `user_string`
-  // gives each user's index in the state section's string table. And the
-  // reverse: a user's index taken from its image in place (after AddEntry).
-  void SerializeBm25(const std::function<uint32_t(const std::string&)>& user_string,
-                     std::string* body) const;
+  // The BM25 indexes as frozen images, one per user with episodes, after a
+  // directory (format/checkpoint.h, bm25 section); `user_string` gives each
+  // user's index in the state section's string table. In two steps, so that
+  // the section is never held whole: PlanBm25 lays it out (the directory and
+  // the size), EmitBm25 gives its bytes in order, one image at a time. And
+  // the reverse: a user's index taken from its image in place (after
+  // AddEntry).
+  struct Bm25Plan {
+    std::vector<uint32_t> users;  // the partitions with documents, in order
+    std::string directory;        // the user count and an entry per user
+    uint64_t size = 0;            // the directory and every image
+  };
+  Bm25Plan PlanBm25(const std::function<uint32_t(const std::string&)>& user_string) const;
+  // Errors: kInternal when an image is not the size the plan gave it.
+  Status EmitBm25(const Bm25Plan& plan, const std::function<Status(std::string_view)>& emit) const;
   Status AttachBm25(const std::string& user, const char* image, size_t size);
   // The episodes' nodes come from their entries (AddEntry's `node`): every
   // node must belong to exactly one episode.

@@ -274,13 +274,13 @@ Status Log::Append(const std::string& txn) {
   return Status::OK();
 }
 
-Status Log::AppendAndSync(std::span<const std::string> pages) {
-  uint64_t at = end_;
-  Status s;
-  for (const std::string& page : pages) {
-    if (!(s = file_->WriteAt(at, page)).ok()) break;
-    at += page.size();
-  }
+Status Log::AppendAndSync(const std::function<Status(const Put& put)>& write) {
+  uint64_t last = end_;
+  Status s = write([&](uint64_t offset, std::string_view bytes) {
+    if (offset < end_) return Status(kInternal, "log: a checkpoint byte before the end of the log");
+    last = std::max(last, offset + bytes.size());
+    return file_->WriteAt(offset, bytes);
+  });
   if (!s.ok()) {
     // A write that failed (a full disk) leaves bytes after the last commit
     // that nothing vouches for: a torn tail to every reader, which the next
@@ -291,7 +291,7 @@ Status Log::AppendAndSync(std::span<const std::string> pages) {
     return s;
   }
   AGENTMEM_RETURN_IF_ERROR(Sync());  // makes its failure sticky
-  synced_through_ = at;
+  synced_through_ = last;
   return Status::OK();
 }
 

@@ -8,8 +8,8 @@
 //  (2) A transaction's records are encoded into record pages, followed by one
 //      commit page (TxnWriter), and appended with a single write at the end
 //      of the last commit (Log::Append; a checkpoint's pages one write each,
-//      then one sync: Log::AppendAndSync). Nothing written is ever
-//      overwritten.
+//      its bm25 section's page in pieces with its header last, then one
+//      sync: Log::AppendAndSync). Nothing written is ever overwritten.
 //  (3) The commit page records txn_start, page_count, commit_seq (previous+1)
 //      and durable_through (every byte before it was synced before this write).
 //  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
@@ -176,10 +176,13 @@ class Log {
   // ---- writing. REQUIRES: the write lock.
   // Writes a transaction (TxnWriter) at end(); under sync=FULL syncs it.
   Status Append(const std::string& txn);
-  // Writes checkpoint pages at end(), one after the other, then syncs. A
+  // Writes a checkpoint's bytes from end() on, then syncs: `write` calls
+  // put(offset, bytes) for each piece (offsets at or after end(), each byte
+  // once, in any order), and the sync covers up to the last byte put. A
   // failed write cuts the file back to end() (the space is given back; the
   // log stays usable).
-  Status AppendAndSync(std::span<const std::string> pages);
+  using Put = std::function<Status(uint64_t offset, std::string_view bytes)>;
+  Status AppendAndSync(const std::function<Status(const Put& put)>& write);
   // Syncs the file; a failure is sticky.
   Status Sync();
   // Syncs the file: every byte before end() is then known synced.

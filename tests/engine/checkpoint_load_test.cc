@@ -969,6 +969,135 @@ TEST_CASE("a checkpoint graph of many nodes, read in chunks by two threads, give
   CHECK(found == kept);
 }
 
+namespace {
+
+// An in-memory Env that notes where and how much each write of its files
+// puts.
+struct Write {
+  uint64_t offset;
+  size_t size;
+};
+class WriteLogFile : public engine::File {
+ public:
+  WriteLogFile(std::unique_ptr<engine::File> f, std::vector<Write>* log) : f_(std::move(f)), log_(log) {}
+  Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
+                     std::shared_ptr<engine::MappedBytes>* out) override {
+    return f_->ReadPrivate(offset, n, spare, piece, out);
+  }
+  Status ReadAt(uint64_t offset, size_t n, std::string* out) override { return f_->ReadAt(offset, n, out); }
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    log_->push_back({offset, data.size()});
+    return f_->WriteAt(offset, data);
+  }
+  Status Sync() override { return f_->Sync(); }
+  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+  Status Size(uint64_t* size) override { return f_->Size(size); }
+  Status TryLockWrite(bool* acquired) override { return f_->TryLockWrite(acquired); }
+  Status UnlockWrite() override { return f_->UnlockWrite(); }
+
+ private:
+  std::unique_ptr<engine::File> f_;
+  std::vector<Write>* log_;
+};
+class WriteLogEnv : public engine::Env {
+ public:
+  Status Open(const std::string& path, engine::OpenMode mode, std::unique_ptr<engine::File>* out) override {
+    std::unique_ptr<engine::File> f;
+    AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &f));
+    *out = std::make_unique<WriteLogFile>(std::move(f), &writes);
+    return Status::OK();
+  }
+  Status CreateAtomic(const std::string& path, std::string_view initial) override {
+    return base_->CreateAtomic(path, initial);
+  }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status Delete(const std::string& path) override { return base_->Delete(path); }
+  std::vector<Write> writes;
+
+ private:
+  std::unique_ptr<engine::Env> base_ = engine::NewMemEnv();
+};
+
+}  // namespace
+
+TEST_CASE("a checkpoint writes its bm25 section one user's image at a time, and that page's header last") {
+  constexpr int kUsers = 100;
+  WriteLogEnv env;
+  TestClock clock;
+  {
+    std::unique_ptr<Database> db = MustOpen(kPath, CheckpointOptions(&env, &clock, false));
+    REQUIRE(db->Begin().ok());
+    for (int i = 0; i < 3 * kUsers; i++) {
+      format::EpisodeRecord e;
+      e.user_id = "user" + std::to_string(i % kUsers);
+      e.session_id = "s1";
+      e.role = "user";
+      e.text = "note " + std::to_string(i) + " about word" + std::to_string(i % 17) + " and word" +
+               std::to_string(i % 23);
+      e.vector = SpreadVector(static_cast<uint64_t>(i + 1));
+      uint64_t id = 0;
+      REQUIRE(db->Remember(e, &id).ok());
+    }
+    REQUIRE(db->Commit().ok());
+    REQUIRE(db->Close().ok());
+  }
+  const std::string bytes = ReadAll(&env);
+  format::FileHeader fh;
+  REQUIRE(format::DecodeFileHeader(std::string_view(bytes).substr(0, format::kFirstPageOffset), &fh).ok());
+  format::Superblock sb;
+  bool found = false;
+  for (int slot = 0; slot < 2; slot++) {
+    format::Superblock s;
+    if (format::DecodeSuperblock(std::string_view(bytes).substr(format::kSuperblockOffset[slot], 64), fh.salt, &s)
+            .ok() &&
+        s.checkpoint != 0 && (!found || s.generation > sb.generation)) {
+      sb = s;
+      found = true;
+    }
+  }
+  REQUIRE(found);
+  // The checkpoint's pages: state, bm25, graph, commit.
+  uint64_t bm25_at = 0, bm25_size = 0;
+  for (uint64_t pos = sb.checkpoint; pos < sb.scan_from;) {
+    format::PageHeader h;
+    REQUIRE(format::PeekPageHeader(std::string_view(bytes).substr(pos), pos, fh.salt, &h).ok());
+    std::string payload;
+    REQUIRE(format::DecodePage(std::string_view(bytes).substr(pos), pos, fh.salt, &h, &payload).ok());
+    if (h.type == static_cast<uint8_t>(PageType::kCheckpoint) &&
+        format::DecodeFixed32(payload.data()) == static_cast<uint32_t>(CheckpointSection::kBm25)) {
+      bm25_at = pos;
+      bm25_size = format::PaddedPageSize(h.length);
+    }
+    pos += format::PaddedPageSize(h.length);
+  }
+  REQUIRE(bm25_size > 0);
+  // The writes into that page: a piece per image and a few more, none near
+  // the section's size, the header last; together they cover the page once.
+  std::vector<Write> in_page;
+  for (const Write& w : env.writes) {
+    if (w.offset >= bm25_at && w.offset < bm25_at + bm25_size) in_page.push_back(w);
+  }
+  CHECK(in_page.size() >= kUsers);
+  size_t largest = 0, total = 0;
+  for (const Write& w : in_page) {
+    largest = std::max(largest, w.size);
+    total += w.size;
+  }
+  CHECK(largest < bm25_size / 10);
+  CHECK(total == bm25_size);
+  REQUIRE(!in_page.empty());
+  CHECK(in_page.back().offset == bm25_at);
+  CHECK(in_page.back().size == format::kPageHeaderSize);
+  // And the file opens from that checkpoint and finds each user's notes.
+  Opened o = OpenBytes(bytes);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  for (int u : {0, 42, kUsers - 1}) {
+    CAPTURE(u);
+    CHECK(Recall(o.db.get(), "user" + std::to_string(u), "note " + std::to_string(u), engine::RecallMode::kBm25)
+              .size() > 0);
+  }
+}
+
 TEST_CASE("a checkpoint episode entry that does not lead to its node's vector fails the open") {
   const Checkpointed& c = Original();
   int graph_index = 0;

@@ -130,6 +130,30 @@ TEST_CASE("a page sealed in place is byte for byte the page EncodePage builds") 
   }
 }
 
+TEST_CASE("a page streamed in pieces is byte for byte the page SealPage makes") {
+  for (uint32_t n : {0u, 1u, 15u, 16u, 17u, 300u, 70000u}) {
+    for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, size_t{1} << 20}) {
+      CAPTURE(n);
+      CAPTURE(piece);
+      const std::string payload = Text(n, n + 1);
+      std::string sealed(kPageHeaderSize, '\0');
+      sealed += payload;
+      SealPage(PageType::kCheckpoint, kOffset, kSalt, 1, &sealed);
+      PageStream stream(PageType::kCheckpoint, kOffset, kSalt, 1, n);
+      std::string page(kPageHeaderSize, '\0');
+      for (size_t at = 0; at < payload.size(); at += piece) {
+        const std::string_view part = std::string_view(payload).substr(at, piece);
+        stream.Add(part);
+        page.append(part);
+      }
+      page += stream.padding();
+      CHECK(page.size() == stream.size());
+      page.replace(0, kPageHeaderSize, stream.header());
+      CHECK(page == sealed);
+    }
+  }
+}
+
 TEST_CASE("a compressible payload is stored as a zstd frame and round-trips") {
   std::string payload = Text(20000, 1);
   std::string page = EncodePage(PageType::kEpisodes, kOffset, kSalt, 42, payload, true);
