@@ -4,6 +4,8 @@
 // std::bad_alloc to AGENTMEM_NOMEM and anything else to AGENTMEM_INTERNAL.
 // Handles are checked against a registry of live handles, so a closed or
 // foreign pointer gets AGENTMEM_MISUSE instead of a crash.
+#include <malloc.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -400,11 +402,29 @@ int agentmem_open(const char* zPath, agentmem_db** ppDb) {
   return agentmem_open_v2(zPath, ppDb, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE, nullptr);
 }
 
+namespace {
+
+// After closing a handle of at least this many episodes, the heap it freed
+// goes back to the system: glibc keeps freed memory for reuse, so the
+// process would stay at the size of its largest handle, and a next open
+// would add its own memory to that. Giving it back costs milliseconds (it
+// walks the free heap), next to the seconds such a handle took to close.
+constexpr uint64_t kReleaseAfterEpisodes = 10000;
+
+void ReleaseFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
+
 int agentmem_close(agentmem_db* db) {
   if (!db) return AGENTMEM_OK;
   if (!IsLive(db)) return AGENTMEM_MISUSE;
   Status s;
   int code = AGENTMEM_OK;
+  bool large = false;
   {
     std::lock_guard<std::mutex> g(db->mu);
     if (db->open_cursors > 0) {
@@ -423,6 +443,7 @@ int agentmem_close(agentmem_db* db) {
       // The SQL connection first: closing it rolls back an open SQL
       // transaction through the virtual tables, which still need the Database.
       db->sql.reset();
+      large = db->db && db->db->episode_count() >= kReleaseAfterEpisodes;
       if (db->db) s = db->db->Close();
     } catch (const std::bad_alloc&) {  // no Status built here: it would allocate
       code = agentmem::kNoMem;
@@ -431,6 +452,7 @@ int agentmem_close(agentmem_db* db) {
     }
   }
   delete db;
+  if (large) ReleaseFreedMemory();
   return code != AGENTMEM_OK ? code : s.code();
 }
 

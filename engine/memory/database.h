@@ -103,6 +103,9 @@ class Database {
   // Makes what was committed durable under sync=NORMAL and releases the file.
   // An open transaction is rolled back. Safe to call twice.
   Status Close();
+  // The episodes this handle indexes (the C API gives the freed heap back to
+  // the system after closing a handle of many: capi.cc).
+  uint64_t episode_count() const { return catalog_.episode_count(); }
 
   // ---- transactions
   Status Begin();

@@ -4,7 +4,10 @@
 
 #include <agentmem.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -98,6 +101,56 @@ TEST_CASE("memory databases are private to their handle") {
   CHECK(EpisodeTexts(b, "u").empty());
   agentmem_close(a);
   agentmem_close(b);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED_ALLOCATOR 1
+#endif
+#endif
+
+namespace {
+
+// Resident pages of this process, in bytes (/proc/self/statm).
+long ResidentBytes() {
+  long size = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("closing a handle of many episodes gives the memory it freed back to the system") {
+#ifdef SANITIZED_ALLOCATOR
+  MESSAGE("skipped: a sanitizer's allocator keeps freed memory itself");
+#else
+  const long before = ResidentBytes();
+  REQUIRE(before > 0);
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  for (int i = 0; i < 20000; i++) {
+    const std::string text = "episode " + std::to_string(i) + " mentions word" + std::to_string(i % 997) +
+                             " and term" + std::to_string(i % 1009) + " and item" + std::to_string(i);
+    REQUIRE(agentmem_remember(db, ("user" + std::to_string(i % 200)).c_str(), "s", "user", text.c_str(), i,
+                              nullptr, nullptr, 0, nullptr) == AGENTMEM_OK);
+  }
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  const long open = ResidentBytes();
+  REQUIRE(open - before > 8L << 20);  // the handle's indexes and records
+  REQUIRE(agentmem_close(db) == AGENTMEM_OK);
+  const long after = ResidentBytes();
+  CAPTURE(before);
+  CAPTURE(open);
+  CAPTURE(after);
+  // Most of what the handle grew by is resident no more.
+  CHECK(after - before < (open - before) / 4);
+#endif
 }
 
 TEST_CASE("remember, get and iterate episodes round-trip every field") {
