@@ -213,7 +213,10 @@ int agentmem_open(const char *zPath, agentmem_db **ppDb);
 ** Returns AGENTMEM_OK; AGENTMEM_BUSY if cursors are still open (the handle
 ** stays usable); agentmem_close(NULL) returns AGENTMEM_OK and does nothing.
 ** With sync=NORMAL a final sync is made here; its failure is reported as
-** AGENTMEM_IOERR_FSYNC but the handle is freed all the same. */
+** AGENTMEM_IOERR_FSYNC but the handle is freed all the same. After a handle
+** of 10,000 episodes or more, the memory it freed is given back to the
+** system (glibc's malloc_trim), so that the process does not stay at that
+** handle's size. */
 int agentmem_close(agentmem_db *db);
 
 /* The result code, extended result code, and English message of the most
