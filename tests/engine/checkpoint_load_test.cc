@@ -226,11 +226,53 @@ Opened OpenBytes(const std::string& bytes) {
   return o;
 }
 
+// A File that passes every call to another, and an in-memory Env whose
+// files are wrapped by Wrap(): the Envs below change one call each.
+class ForwardingFile : public engine::File {
+ public:
+  explicit ForwardingFile(std::unique_ptr<engine::File> f) : f_(std::move(f)) {}
+  Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
+                     std::shared_ptr<engine::MappedBytes>* out) override {
+    return f_->ReadPrivate(offset, n, spare, piece, out);
+  }
+  Status ReadAt(uint64_t offset, size_t n, std::string* out) override { return f_->ReadAt(offset, n, out); }
+  Status WriteAt(uint64_t offset, std::string_view data) override { return f_->WriteAt(offset, data); }
+  Status Sync() override { return f_->Sync(); }
+  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+  Status Size(uint64_t* size) override { return f_->Size(size); }
+  Status TryLockWrite(bool* acquired) override { return f_->TryLockWrite(acquired); }
+  Status UnlockWrite() override { return f_->UnlockWrite(); }
+
+ protected:
+  std::unique_ptr<engine::File> f_;
+};
+
+class WrappingEnv : public engine::Env {
+ public:
+  Status Open(const std::string& path, engine::OpenMode mode, std::unique_ptr<engine::File>* out) override {
+    std::unique_ptr<engine::File> f;
+    AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &f));
+    *out = Wrap(std::move(f));
+    return Status::OK();
+  }
+  Status CreateAtomic(const std::string& path, std::string_view initial) override {
+    return base_->CreateAtomic(path, initial);
+  }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status Delete(const std::string& path) override { return base_->Delete(path); }
+
+ protected:
+  virtual std::unique_ptr<engine::File> Wrap(std::unique_ptr<engine::File> f) = 0;
+
+ private:
+  std::unique_ptr<engine::Env> base_ = engine::NewMemEnv();
+};
+
 // An Env whose files show ReadPrivate's bytes to the caller in pieces of
 // `piece` bytes (File::ReadPrivate promises at most 1 MiB, not exactly).
-class PieceFile : public engine::File {
+class PieceFile : public ForwardingFile {
  public:
-  PieceFile(std::unique_ptr<engine::File> f, size_t piece) : f_(std::move(f)), piece_(piece) {}
+  PieceFile(std::unique_ptr<engine::File> f, size_t piece) : ForwardingFile(std::move(f)), piece_(piece) {}
   Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
                      std::shared_ptr<engine::MappedBytes>* out) override {
     std::shared_ptr<engine::MappedBytes> bytes;
@@ -241,36 +283,19 @@ class PieceFile : public engine::File {
     *out = std::move(bytes);
     return Status::OK();
   }
-  Status ReadAt(uint64_t offset, size_t n, std::string* out) override { return f_->ReadAt(offset, n, out); }
-  Status WriteAt(uint64_t offset, std::string_view data) override { return f_->WriteAt(offset, data); }
-  Status Sync() override { return f_->Sync(); }
-  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-  Status Size(uint64_t* size) override { return f_->Size(size); }
-  Status TryLockWrite(bool* acquired) override { return f_->TryLockWrite(acquired); }
-  Status UnlockWrite() override { return f_->UnlockWrite(); }
 
  private:
-  std::unique_ptr<engine::File> f_;
   size_t piece_;
 };
 
-class PieceEnv : public engine::Env {
+class PieceEnv : public WrappingEnv {
  public:
   explicit PieceEnv(size_t piece) : piece_(piece) {}
-  Status Open(const std::string& path, engine::OpenMode mode, std::unique_ptr<engine::File>* out) override {
-    std::unique_ptr<engine::File> f;
-    AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &f));
-    *out = std::make_unique<PieceFile>(std::move(f), piece_);
-    return Status::OK();
-  }
-  Status CreateAtomic(const std::string& path, std::string_view initial) override {
-    return base_->CreateAtomic(path, initial);
-  }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status Delete(const std::string& path) override { return base_->Delete(path); }
 
  private:
-  std::unique_ptr<engine::Env> base_ = engine::NewMemEnv();
+  std::unique_ptr<engine::File> Wrap(std::unique_ptr<engine::File> f) override {
+    return std::make_unique<PieceFile>(std::move(f), piece_);
+  }
   size_t piece_;
 };
 
@@ -977,45 +1002,25 @@ struct Write {
   uint64_t offset;
   size_t size;
 };
-class WriteLogFile : public engine::File {
+class WriteLogFile : public ForwardingFile {
  public:
-  WriteLogFile(std::unique_ptr<engine::File> f, std::vector<Write>* log) : f_(std::move(f)), log_(log) {}
-  Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
-                     std::shared_ptr<engine::MappedBytes>* out) override {
-    return f_->ReadPrivate(offset, n, spare, piece, out);
-  }
-  Status ReadAt(uint64_t offset, size_t n, std::string* out) override { return f_->ReadAt(offset, n, out); }
+  WriteLogFile(std::unique_ptr<engine::File> f, std::vector<Write>* log) : ForwardingFile(std::move(f)), log_(log) {}
   Status WriteAt(uint64_t offset, std::string_view data) override {
     log_->push_back({offset, data.size()});
     return f_->WriteAt(offset, data);
   }
-  Status Sync() override { return f_->Sync(); }
-  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-  Status Size(uint64_t* size) override { return f_->Size(size); }
-  Status TryLockWrite(bool* acquired) override { return f_->TryLockWrite(acquired); }
-  Status UnlockWrite() override { return f_->UnlockWrite(); }
 
  private:
-  std::unique_ptr<engine::File> f_;
   std::vector<Write>* log_;
 };
-class WriteLogEnv : public engine::Env {
+class WriteLogEnv : public WrappingEnv {
  public:
-  Status Open(const std::string& path, engine::OpenMode mode, std::unique_ptr<engine::File>* out) override {
-    std::unique_ptr<engine::File> f;
-    AGENTMEM_RETURN_IF_ERROR(base_->Open(path, mode, &f));
-    *out = std::make_unique<WriteLogFile>(std::move(f), &writes);
-    return Status::OK();
-  }
-  Status CreateAtomic(const std::string& path, std::string_view initial) override {
-    return base_->CreateAtomic(path, initial);
-  }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status Delete(const std::string& path) override { return base_->Delete(path); }
   std::vector<Write> writes;
 
  private:
-  std::unique_ptr<engine::Env> base_ = engine::NewMemEnv();
+  std::unique_ptr<engine::File> Wrap(std::unique_ptr<engine::File> f) override {
+    return std::make_unique<WriteLogFile>(std::move(f), &writes);
+  }
 };
 
 }  // namespace
