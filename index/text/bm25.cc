@@ -69,14 +69,30 @@ Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const T
   }
   Doc doc{doc_len, {}};
   doc.term_ids.reserve(counts.size());
+  size_t gained = 0;
   for (const TermCount& c : counts) {
+    const size_t known = term_ids_.size();
     uint32_t term_id = TermIdFor(c.term);
+    gained += term_ids_.size() != known;
     terms_[term_id].list.Insert(Posting{doc_id, c.tf}, doc_len);
     doc.term_ids.push_back(term_id);
   }
   docs_.emplace(doc_id, std::move(doc));
   total_length_ += doc_len;
+  ordinary_bytes_ += OrdinaryBytes(gained, counts.size());
+  if (ordinary_bytes_ >= freeze_at_) {
+    // Without the memory to freeze, the document stays ordinary.
+    Status s = Freeze();
+    if (!s.ok() && s.code() != kNoMem) return s;
+  }
   return Status::OK();
+}
+
+size_t Bm25Index::OrdinaryBytes(size_t terms, size_t postings) {
+  // A document's entry and term ids; a term's text, list header, block, peak
+  // and hash nodes; a posting with its length (measured with glibc's malloc:
+  // about 300 bytes per term of a 100-document index).
+  return 64 + terms * 256 + postings * 24;
 }
 
 bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCount>* counts) const {

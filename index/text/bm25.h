@@ -72,10 +72,28 @@ struct QueryStats {
 
 // One partition's index. Not thread-safe for writes: Add() and Remove()
 // need exclusive access; const methods may run concurrently with each other.
+//
+// Memory: a document is held in one of two forms. Ordinary documents are
+// per-term lists that take new postings cheaply, at about 300 bytes per term
+// and 24 per posting; a frozen image (bm25_frozen.cc) holds the same in
+// about a quarter of that, its terms' lists viewed where they lie. An index
+// freezes itself (Freeze()) when an Add() brings the ordinary memory gained
+// since its last freeze or thaw (as OrdinaryBytes() counts it) to
+// `freeze_bytes` and to twice the size of its image: the ordinary documents
+// then hold at most about twice the image's memory, and the image grows
+// geometrically, so each of its bytes is encoded a bounded number of times.
+// A frozen term that takes a new posting has its whole list copied into an
+// ordinary one; those copies are not counted (the image bounds them).
 class Bm25Index {
  public:
-  explicit Bm25Index(Bm25Params params = {})
-      : params_(params), term_ids_(0, TermKey{&terms_}, TermKey{&terms_}) {}
+  static constexpr size_t kFreezeBytes = size_t{64} << 10;
+
+  // `freeze_bytes`: SIZE_MAX for an index that never freezes itself.
+  explicit Bm25Index(Bm25Params params = {}, size_t freeze_bytes = kFreezeBytes)
+      : params_(params),
+        term_ids_(0, TermKey{&terms_}, TermKey{&terms_}),
+        freeze_bytes_(freeze_bytes),
+        freeze_at_(freeze_bytes) {}
 
   // Indexes document `doc_id` with its tokens (duplicates count towards tf and
   // |d|; an empty list is a document of length 0). Doc ids need not arrive in
@@ -138,6 +156,13 @@ class Bm25Index {
   // detaches the image (a no-op without one): O(postings), once. Scores are
   // unchanged. Errors: kNoMem; the index is unchanged on failure.
   Status Thaw();
+  // Makes the index hold every document in one frozen image of its own
+  // (EncodeFrozen()'s bytes, attached): the same documents, terms and
+  // scores, to the last bit. Reports every term's new place to the term
+  // table it is attached to. A no-op for an index without ordinary
+  // documents or moved terms, and for one holding document 0 (an image
+  // has none). Errors: kNoMem (the index unchanged).
+  Status Freeze();
   // The frozen documents, increasing (empty without an image).
   std::span<const uint64_t> frozen_docs() const { return frozen_docs_; }
   const Bm25Params& params() const { return params_; }
@@ -263,6 +288,12 @@ class Bm25Index {
   Status CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const;
   // Forgets the frozen image and everything derived from it.
   void DetachFrozen();
+  // Whether the attached image is the whole index, in a version
+  // EncodeFrozen() writes: nothing added, moved or removed since.
+  bool ImageIsWhole() const;
+  // The memory AddCounts() adds for a document of `postings` postings that
+  // gave `terms` terms an ordinary list, as the freeze policy counts it.
+  static size_t OrdinaryBytes(size_t terms, size_t postings);
   uint32_t TermIdFor(std::string_view token);
   void ReleaseTerm(uint32_t term_id);
   double IdfFor(uint64_t df) const { return IdfOf(doc_count(), df); }
@@ -315,6 +346,14 @@ class Bm25Index {
   };
   static_assert(sizeof(FrozenTerm) == 32);
   const char* frozen_ = nullptr;
+  size_t frozen_size_ = 0;
+  std::string own_image_;  // the image Freeze() made, when it is the one attached
+  // The freeze policy: ordinary memory gained since the last freeze or thaw
+  // (OrdinaryBytes()), and the amount at which AddCounts() freezes: at
+  // least freeze_bytes_, and twice the size of the last image attached.
+  size_t ordinary_bytes_ = 0;
+  const size_t freeze_bytes_;
+  size_t freeze_at_;
   uint32_t frozen_version_ = 0;
   std::span<const uint64_t> frozen_docs_;
   std::span<const FrozenTerm> frozen_terms_;

@@ -30,6 +30,7 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <new>
 
 #include "index/text/bm25.h"
 
@@ -159,6 +160,7 @@ void Bm25Index::ForEachImageTerm(F&& f) const {
 }
 
 size_t Bm25Index::FrozenSize() const {
+  if (ImageIsWhole()) return frozen_size_;
   uint64_t terms = 0, postings = 0, blocks = 0, peaks = 0, text = 0;
   uint32_t max_tf = 0;
   ForEachImageTerm([&](std::string_view t, const PostingList& list) {
@@ -179,6 +181,10 @@ size_t Bm25Index::FrozenSize() const {
 
 void Bm25Index::EncodeFrozen(std::string* out) const {
   out->resize(Pad8(out->size()), '\0');
+  if (ImageIsWhole()) {
+    out->append(frozen_, frozen_size_);
+    return;
+  }
   // Every term, owned or frozen, sorted by its text.
   struct Entry {
     std::string_view text;
@@ -331,7 +337,10 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
     return s;
   }
   frozen_ = data;
+  frozen_size_ = size;
   total_length_ = total;
+  ordinary_bytes_ = 0;
+  if (freeze_bytes_ != SIZE_MAX) freeze_at_ = std::max(freeze_bytes_, 2 * size);
   if (term_parts_ != nullptr) {  // the image's terms are gained
     for (size_t i = 0; i < frozen_terms_.size(); i++) {
       term_parts_->Set(term_parts_part_, FrozenText(i), static_cast<uint32_t>(i));
@@ -434,6 +443,7 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
 
 void Bm25Index::DetachFrozen() {
   frozen_ = nullptr;
+  frozen_size_ = 0;
   frozen_version_ = 0;
   frozen_docs_ = {};
   frozen_terms_ = {};
@@ -534,7 +544,7 @@ Status Bm25Index::Thaw() {
       docs[t.list.doc_id(j)].push_back({t.text, t.list.tf(j)});
     }
   }
-  Bm25Index fresh(params_);
+  Bm25Index fresh(params_, SIZE_MAX);
   for (const auto& [d, counts] : docs) {
     uint64_t len = 0;
     for (const TermCount& c : counts) len += c.tf;
@@ -551,10 +561,46 @@ Status Bm25Index::Thaw() {
   docs_ = std::move(fresh.docs_);
   total_length_ = fresh.total_length_;
   DetachFrozen();
+  std::string().swap(own_image_);
+  ordinary_bytes_ = 0;
   if (term_parts_ != nullptr) {  // every term moves; none is gained or lost
     for (uint32_t term_id : term_ids_) {
       term_parts_->Set(term_parts_part_, terms_[term_id].text, kOrdinaryRef | term_id);
     }
+  }
+  return Status::OK();
+}
+
+bool Bm25Index::ImageIsWhole() const {
+  return frozen_ != nullptr && frozen_version_ >= kIndexedVersion && docs_.empty() &&
+         superseded_ == 0;
+}
+
+Status Bm25Index::Freeze() {
+  // An image has no document 0.
+  if ((docs_.empty() && superseded_ == 0) || docs_.count(0) != 0) return Status::OK();
+  std::string image;
+  try {
+    image.reserve(FrozenSize());
+    EncodeFrozen(&image);
+  } catch (const std::bad_alloc&) {
+    return Status(kNoMem, "bm25: no memory to freeze the index");
+  }
+  uint64_t max_doc = frozen_docs_.empty() ? 0 : frozen_docs_.back();
+  for (const auto& [doc, d] : docs_) max_doc = std::max(max_doc, doc);
+  // The ordinary documents and the previous image go; the new image holds
+  // them all. Its terms are reported to the term table as they attach.
+  const std::string previous = std::move(own_image_);
+  terms_ = {};
+  term_ids_ = decltype(term_ids_)(0, TermKey{&terms_}, TermKey{&terms_});
+  free_term_ids_ = {};
+  docs_ = {};
+  total_length_ = 0;
+  DetachFrozen();
+  own_image_ = std::move(image);
+  Status s = AttachFrozen(own_image_.data(), own_image_.size(), max_doc);
+  if (!s.ok()) {
+    return Status(kInternal, "bm25: the index's own frozen image does not attach: " + s.message());
   }
   return Status::OK();
 }

@@ -599,3 +599,142 @@ TEST_CASE("a term table follows indexes whose frozen images are attached, extend
 }
 
 }  // namespace agentmem::index
+
+namespace agentmem::index {
+namespace {
+
+std::string Encoded(const Bm25Index& index) {
+  std::string bytes;
+  index.EncodeFrozen(&bytes);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("an index that freezes itself as it grows ranks and encodes like one that never does") {
+  std::mt19937_64 rng(test::Seed() + 5);
+  const size_t vocab = 2000;
+  Bm25Index grows;
+  Bm25Index never(Bm25Params{}, SIZE_MAX);
+  uint64_t id = 1;
+  auto add = [&](size_t n, size_t words) {
+    for (size_t i = 0; i < n; i++, id++) {
+      Tokens doc = RandomDoc(rng, words);
+      REQUIRE(grows.Add(id, doc).ok());
+      REQUIRE(never.Add(id, doc).ok());
+    }
+  };
+  add(3000, vocab);
+  // It froze (more than once: 3,000 documents are far above kFreezeBytes),
+  // and the documents since its last freeze are ordinary ones.
+  CHECK(grows.frozen_docs().size() > 1000);
+  CHECK(grows.frozen_docs().size() < 3000);
+  CHECK(never.frozen_docs().empty());
+  CHECK(Encoded(grows) == Encoded(never));
+  CheckSame(never, grows, rng, vocab);
+  CHECK(grows.FrozenSize() == never.FrozenSize());
+
+  // A removal thaws the image; later documents freeze it again.
+  for (uint64_t d = 5; d < id; d += 97) {
+    REQUIRE(grows.Remove(d).ok());
+    REQUIRE(never.Remove(d).ok());
+  }
+  CHECK(grows.frozen_docs().empty());
+  CheckSame(never, grows, rng, vocab);
+  add(4000, vocab + 500);  // new words as well
+  CHECK_FALSE(grows.frozen_docs().empty());
+  CHECK(Encoded(grows) == Encoded(never));
+  CheckSame(never, grows, rng, vocab + 500);
+
+  // An explicit freeze holds every document in the image.
+  REQUIRE(grows.Freeze().ok());
+  CHECK(grows.frozen_docs().size() == never.doc_count());
+  CHECK(Encoded(grows) == Encoded(never));
+  CheckSame(never, grows, rng, vocab + 500);
+  CHECK(grows.Add(id - 1, Tokens{"w1"}).code() == kConstraint);
+}
+
+TEST_CASE("an image attached whole is encoded as its own bytes until a document changes it") {
+  std::mt19937_64 rng(test::Seed() + 6);
+  Bm25Index live(Bm25Params{}, SIZE_MAX);
+  for (uint64_t id = 1; id <= 500; id++) REQUIRE(live.Add(id, RandomDoc(rng, 300)).ok());
+  const std::string bytes = Encoded(live);
+  Image image = Image::FromBytes(bytes);
+  Bm25Index attached;
+  REQUIRE(attached.AttachFrozen(image.data(), image.size, 10000).ok());
+  CHECK(Encoded(attached) == bytes);
+  CHECK(attached.FrozenSize() == bytes.size());
+  REQUIRE(attached.Freeze().ok());  // nothing to freeze: the same image
+  CHECK(attached.frozen_docs().data() == reinterpret_cast<const uint64_t*>(image.data() + 80));
+  Tokens doc = RandomDoc(rng, 300);
+  doc.push_back("w1");
+  REQUIRE(attached.Add(501, doc).ok());
+  REQUIRE(live.Add(501, doc).ok());
+  CHECK(Encoded(attached) == Encoded(live));
+  CheckSame(live, attached, rng, 300);
+}
+
+TEST_CASE("an index holding document 0 stays ordinary: an image has no document 0") {
+  std::mt19937_64 rng(test::Seed() + 7);
+  Bm25Index grows;
+  Bm25Index never(Bm25Params{}, SIZE_MAX);
+  for (uint64_t id = 0; id < 3000; id++) {
+    Tokens doc = RandomDoc(rng, 2000);
+    REQUIRE(grows.Add(id, doc).ok());
+    REQUIRE(never.Add(id, doc).ok());
+  }
+  REQUIRE(grows.Freeze().ok());
+  CHECK(grows.frozen_docs().empty());
+  CHECK(grows.Contains(0));
+  CheckSame(never, grows, rng, 2000);
+}
+
+TEST_CASE("a term table follows indexes that freeze themselves as they grow") {
+  std::mt19937_64 rng(test::Seed() + 8);
+  const size_t vocab = 1500;
+  const size_t n_parts = 5;
+  Bm25TermParts table;
+  std::vector<std::unique_ptr<Bm25Index>> owned;
+  std::vector<const Bm25Index*> parts;
+  for (size_t p = 0; p < n_parts; p++) {
+    owned.push_back(std::make_unique<Bm25Index>());
+    parts.push_back(owned.back().get());
+    table.Attach(static_cast<uint32_t>(p), owned.back().get());
+  }
+  Bm25Index whole(Bm25Params{}, SIZE_MAX);
+  uint64_t id = 1;
+  auto check = [&](const char* when) {
+    INFO(when);
+    CHECK(table.Consistent(parts));
+    for (int q = 0; q < 40; q++) {
+      Tokens query = RandomDoc(rng, vocab + 20);
+      query.resize(std::min<size_t>(query.size(), 6));
+      for (size_t k : {size_t{1}, size_t{10}}) {
+        CheckSameHits(Bm25Index::TopKAcross(parts, query, k, {}, nullptr, &table),
+                      whole.TopK(query, k));
+      }
+    }
+  };
+  for (size_t i = 0; i < 6000; i++, id++) {
+    Tokens doc = RandomDoc(rng, vocab);
+    REQUIRE(owned[i % n_parts]->Add(id, doc).ok());
+    REQUIRE(whole.Add(id, doc).ok());
+  }
+  for (const Bm25Index* p : parts) CHECK_FALSE(p->frozen_docs().empty());
+  check("every part frozen, with ordinary documents on top");
+  // Removals thaw parts 1 and 3 (document d is in part (d - 1) % 5).
+  for (uint64_t d = 2; d + 2 < id; d += 50) {
+    for (uint64_t r : {d, d + 2}) {
+      REQUIRE(owned[(r - 1) % n_parts]->Remove(r).ok());
+      REQUIRE(whole.Remove(r).ok());
+    }
+  }
+  CHECK(parts[1]->frozen_docs().empty());
+  CHECK(parts[3]->frozen_docs().empty());
+  CHECK_FALSE(parts[2]->frozen_docs().empty());
+  check("two parts thawed");
+  for (size_t p = 0; p < n_parts; p++) REQUIRE(owned[p]->Freeze().ok());
+  check("every part frozen whole");
+}
+
+}  // namespace agentmem::index
