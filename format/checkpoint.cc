@@ -22,6 +22,20 @@ void PutSection(CheckpointSection kind, std::string* dst) {
 void EncodeGraphSectionHeader(std::string* dst) { PutSection(CheckpointSection::kGraph, dst); }
 void EncodeBm25SectionHeader(std::string* dst) { PutSection(CheckpointSection::kBm25, dst); }
 
+uint64_t EncodeBm25Directory(std::span<Bm25Partition> parts, std::string* dst) {
+  PutFixed64(dst, parts.size());
+  uint64_t at = 8 + parts.size() * 24;
+  for (Bm25Partition& p : parts) {
+    p.offset = at;
+    PutFixed32(dst, p.user);
+    PutFixed32(dst, 0);
+    PutFixed64(dst, p.offset);
+    PutFixed64(dst, p.size);
+    at += p.size;
+  }
+  return at;
+}
+
 Status DecodeBm25Directory(std::string_view body, int64_t page_no, size_t strings,
                            std::vector<Bm25Partition>* out) {
   out->clear();

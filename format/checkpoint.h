@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,6 +90,10 @@ struct Bm25Partition {
   uint64_t offset = 0;
   uint64_t size = 0;
 };
+// Sets each of `parts`' offsets (their images follow the directory in
+// order; each size must be a multiple of 8), appends the directory to *dst
+// and returns the size of the whole body, images included.
+uint64_t EncodeBm25Directory(std::span<Bm25Partition> parts, std::string* dst);
 Status DecodeBm25Directory(std::string_view body, int64_t page_no, size_t strings,
                            std::vector<Bm25Partition>* out);
 // The section kind of a checkpoint page payload, and its body.

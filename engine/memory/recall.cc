@@ -197,21 +197,11 @@ RecallIndex::Bm25Plan RecallIndex::PlanBm25(
     const std::function<uint32_t(const std::string&)>& user_string) const {
   Bm25Plan plan;
   for (uint32_t u = 0; u < partitions_.size(); u++) {
-    if (partitions_[u] && partitions_[u]->bm25.doc_count() > 0) plan.users.push_back(u);
+    if (!partitions_[u] || partitions_[u]->bm25.doc_count() == 0) continue;
+    plan.users.push_back(u);
+    plan.parts.push_back({user_string(users_.names[u]), 0, partitions_[u]->bm25.FrozenSize()});
   }
-  // The images follow the directory (8 + 24 per user bytes: 8-aligned), each
-  // a multiple of 8 bytes.
-  format::PutFixed64(&plan.directory, plan.users.size());
-  uint64_t at = 8 + plan.users.size() * 24;
-  for (uint32_t u : plan.users) {
-    const uint64_t size = partitions_[u]->bm25.FrozenSize();
-    format::PutFixed32(&plan.directory, user_string(users_.names[u]));
-    format::PutFixed32(&plan.directory, 0);
-    format::PutFixed64(&plan.directory, at);
-    format::PutFixed64(&plan.directory, size);
-    at += size;
-  }
-  plan.size = at;
+  plan.size = format::EncodeBm25Directory(plan.parts, &plan.directory);
   return plan;
 }
 
@@ -222,7 +212,7 @@ Status RecallIndex::EmitBm25(const Bm25Plan& plan,
   for (size_t i = 0; i < plan.users.size(); i++) {
     image.clear();
     partitions_[plan.users[i]]->bm25.EncodeFrozen(&image);
-    if (image.size() != format::DecodeFixed64(plan.directory.data() + 8 + i * 24 + 16)) {
+    if (image.size() != plan.parts[i].size) {
       return Status(kInternal, "bm25: an image is not the size its plan gave it");
     }
     AGENTMEM_RETURN_IF_ERROR(emit(image));

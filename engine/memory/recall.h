@@ -29,6 +29,7 @@
 
 #include "engine/memory/id_table.h"
 #include "engine/memory/leg_worker.h"
+#include "format/checkpoint.h"
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
@@ -170,9 +171,10 @@ class RecallIndex {
   // the reverse: a user's index taken from its image in place (after
   // AddEntry).
   struct Bm25Plan {
-    std::vector<uint32_t> users;  // the partitions with documents, in order
-    std::string directory;        // the user count and an entry per user
-    uint64_t size = 0;            // the directory and every image
+    std::vector<uint32_t> users;               // the partitions with documents, in order
+    std::vector<format::Bm25Partition> parts;  // their images, as the directory lists them
+    std::string directory;                     // format::EncodeBm25Directory()'s bytes
+    uint64_t size = 0;                         // the directory and every image
   };
   Bm25Plan PlanBm25(const std::function<uint32_t(const std::string&)>& user_string) const;
   // Errors: kInternal when an image is not the size the plan gave it.

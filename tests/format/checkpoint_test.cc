@@ -419,6 +419,33 @@ TEST_CASE("a refused checkpoint state leaves the output untouched") {
 
 // ---------------------------------------------------------------- bm25 directory
 
+TEST_CASE("a bm25 directory written for some images lays them out after it and reads back") {
+  std::vector<Bm25Partition> parts = {{2, 0, 16}, {0, 0, 8}, {1, 0, 0}};
+  std::string body;
+  const uint64_t size = EncodeBm25Directory(parts, &body);
+  // 8 + 3 * 24 = 80 bytes of directory, then the images in order.
+  CHECK(size == 80 + 16 + 8);
+  CHECK(parts[0].offset == 80);
+  CHECK(parts[1].offset == 96);
+  CHECK(parts[2].offset == 104);
+  body.append(24, '\x5a');
+  CHECK(body == Bm25Body({{2, 0, 80, 16}, {0, 0, 96, 8}, {1, 0, 104, 0}}, 24));
+  std::vector<Bm25Partition> read;
+  Status s = DecodeBm25Directory(body, kPageNo, 3, &read);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  REQUIRE(read.size() == parts.size());
+  for (size_t i = 0; i < parts.size(); i++) {
+    CHECK(read[i].user == parts[i].user);
+    CHECK(read[i].offset == parts[i].offset);
+    CHECK(read[i].size == parts[i].size);
+  }
+  std::vector<Bm25Partition> none;
+  std::string empty;
+  CHECK(EncodeBm25Directory(none, &empty) == 8);
+  REQUIRE(DecodeBm25Directory(empty, kPageNo, 0, &read).ok());
+  CHECK(read.empty());
+}
+
 TEST_CASE("a bm25 directory lists each user's image, 8-byte aligned, covering the body") {
   // Two entries: the directory takes 8 + 2 * 24 = 56 bytes, so the images
   // start at 56 and follow each other.
