@@ -4,7 +4,6 @@
 // std::bad_alloc to AGENTMEM_NOMEM and anything else to AGENTMEM_INTERNAL.
 // Handles are checked against a registry of live handles, so a closed or
 // foreign pointer gets AGENTMEM_MISUSE instead of a crash.
-#include <malloc.h>
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +12,9 @@
 #include <mutex>
 #include <new>
 #include <unordered_set>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "agentmem.h"
 #include "engine/capi/capi_internal.h"
