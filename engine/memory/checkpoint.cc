@@ -107,11 +107,12 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
   return Status::OK();
 }
 
-// The state and graph sections are built with room for their page header in
-// front and become their pages in place (format::SealPage); the bm25 section,
-// the largest, is never held whole: it is written one user's image at a time
-// and its page header last (format::PageStream). A checkpoint takes the
-// memory of those two pages and one image beyond the indexes.
+// The state section is built with room for its page header in front and
+// becomes its page in place (format::SealPage); the bm25 and graph sections,
+// the largest, are never held whole: each is laid out first, then written in
+// pieces (one user's image; a few hundred KiB of graph records) with its page
+// header last (format::PageStream). A checkpoint takes the memory of the
+// state page and one piece beyond the indexes.
 Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
@@ -147,11 +148,16 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   const uint64_t bm25_at = at;
   format::PageStream bm25_page(PageType::kCheckpoint, bm25_at, salt, 1, static_cast<uint32_t>(bm25_length));
   at += bm25_page.size();
-  std::string graph = new_section();
-  format::EncodeGraphSectionHeader(&graph);
-  AGENTMEM_RETURN_IF_ERROR(recall_->SerializeGraph(&graph));
+  std::string graph_header;
+  format::EncodeGraphSectionHeader(&graph_header);
+  Result<size_t> graph_image = recall_->GraphSize();
+  AGENTMEM_RETURN_IF_ERROR(graph_image.status());
+  const uint64_t graph_length = graph_header.size() + graph_image.value();
+  if (graph_length > format::kMaxPagePayload) return Status::OK();
   const uint64_t graph_at = at;
-  if (!seal(&graph)) return Status::OK();
+  format::PageStream graph_page(PageType::kCheckpoint, graph_at, salt, 1,
+                                static_cast<uint32_t>(graph_length));
+  at += graph_page.size();
   format::CommitRecord c;
   c.commit_seq = log_->seq() + 1;
   c.txn_start = start;
@@ -165,23 +171,35 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   const std::string commit = format::EncodePage(PageType::kCommit, at, salt, 1, format::EncodeCommit(c), false);
   at += commit.size();
   if (at > max_end) return Status::OK();
+  using Emit = std::function<Status(std::string_view)>;
   AGENTMEM_RETURN_IF_ERROR(log_->AppendAndSync([&](const Log::Put& put) {
-    AGENTMEM_RETURN_IF_ERROR(put(start, state));
-    uint64_t pos = bm25_at + format::kPageHeaderSize;
-    auto emit = [&](std::string_view piece) {
-      bm25_page.Add(piece);
-      const uint64_t piece_at = pos;
-      pos += piece.size();
-      return put(piece_at, piece);
+    // A streamed section: its pieces after the page header's room, then the
+    // padding, then the header.
+    auto stream = [&](format::PageStream* page, uint64_t page_at, uint64_t length,
+                      const std::string& section_header, const std::function<Status(const Emit&)>& body,
+                      const char* name) {
+      uint64_t pos = page_at + format::kPageHeaderSize;
+      const Emit emit = [&](std::string_view piece) {
+        page->Add(piece);
+        const uint64_t piece_at = pos;
+        pos += piece.size();
+        return put(piece_at, piece);
+      };
+      AGENTMEM_RETURN_IF_ERROR(emit(section_header));
+      AGENTMEM_RETURN_IF_ERROR(body(emit));
+      if (pos != page_at + format::kPageHeaderSize + length) {
+        return StatusF(kInternal, "checkpoint: the %s section is not the size it was laid out with", name);
+      }
+      AGENTMEM_RETURN_IF_ERROR(put(pos, page->padding()));
+      return put(page_at, page->header());
     };
-    AGENTMEM_RETURN_IF_ERROR(emit(bm25_header));
-    AGENTMEM_RETURN_IF_ERROR(recall_->EmitBm25(bm25, emit));
-    if (pos != bm25_at + format::kPageHeaderSize + bm25_length) {
-      return Status(kInternal, "checkpoint: the bm25 section is not the size it was laid out with");
-    }
-    AGENTMEM_RETURN_IF_ERROR(put(pos, bm25_page.padding()));
-    AGENTMEM_RETURN_IF_ERROR(put(bm25_at, bm25_page.header()));
-    AGENTMEM_RETURN_IF_ERROR(put(graph_at, graph));
+    AGENTMEM_RETURN_IF_ERROR(put(start, state));
+    AGENTMEM_RETURN_IF_ERROR(stream(&bm25_page, bm25_at, bm25_length, bm25_header,
+                                    [&](const Emit& emit) { return recall_->EmitBm25(bm25, emit); },
+                                    "bm25"));
+    AGENTMEM_RETURN_IF_ERROR(stream(&graph_page, graph_at, graph_length, graph_header,
+                                    [&](const Emit& emit) { return recall_->EmitGraph(emit); },
+                                    "graph"));
     return put(commit_at, commit);
   }));
   DecodedTxn d;

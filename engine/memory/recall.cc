@@ -238,9 +238,14 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
   return Status::OK();
 }
 
-Status RecallIndex::SerializeGraph(std::string* out) const {
+Result<size_t> RecallIndex::GraphSize() const {
+  if (!graph_) return size_t{0};
+  return graph_->MappableSize(/*with_vectors=*/false);
+}
+
+Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emit) const {
   if (!graph_) return Status::OK();
-  return graph_->SerializeMappable(out, /*with_vectors=*/false);
+  return graph_->EmitMappable(/*with_vectors=*/false, emit);
 }
 
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,

@@ -159,10 +159,12 @@ class RecallIndex {
   // session and role by name. False if not indexed.
   bool ExportEntry(uint64_t id, const EpisodeAttrs** attrs, const std::string** session,
                    const std::string** role) const;
-  // The graph as a mappable image appended to *out (nothing when there is
-  // no graph), and the graph taken from one in place (checkpoint load; after
-  // every AddEntry).
-  Status SerializeGraph(std::string* out) const;
+  // The graph as a mappable image without its vectors (nothing when there
+  // is no graph): its size, then its bytes in pieces (HnswIndex::
+  // EmitMappable()). And the graph taken from one in place (checkpoint
+  // load; after every AddEntry): MapGraph().
+  Result<size_t> GraphSize() const;
+  Status EmitGraph(const std::function<Status(std::string_view)>& emit) const;
   // The BM25 indexes as frozen images, one per user with episodes, after a
   // directory (format/checkpoint.h, bm25 section); `user_string` gives each
   // user's index in the state section's string table. In two steps, so that

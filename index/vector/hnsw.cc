@@ -1336,25 +1336,84 @@ Status MapCorrupt(const char* fmt, uint64_t a = 0, uint64_t b = 0) {
 
 }  // namespace
 
-Status HnswIndex::SerializeMappable(std::string* out, bool with_vectors) const {
-  std::shared_lock lock(impl_->mu);
-  const Graph& g = *impl_->graph;
-  const size_t n = g.cur_element_count;
-  size_t upper = 0;
-  for (size_t i = 0; i < n; ++i) {
-    upper += size_t(g.element_levels_[i]) * g.size_links_per_element_;
+namespace {
+
+// Where a mappable image puts its parts (SerializeMappable()).
+struct MapLayout {
+  size_t nodes = 0;
+  size_t upper = 0;   // bytes of upper-layer lists
+  size_t level0 = 0;  // offset of the level-0 records
+  size_t record = 0;  // bytes of a level-0 record
+  size_t size() const { return level0 + nodes * record; }
+};
+
+// Errors: kMisuse when the labels do not increase with the node id.
+Status LayOut(const Graph& g, bool with_vectors, MapLayout* out) {
+  MapLayout m;
+  m.nodes = g.cur_element_count;
+  for (size_t i = 0; i < m.nodes; ++i) {
+    m.upper += size_t(g.element_levels_[i]) * g.size_links_per_element_;
     if (i > 0 && g.getExternalLabel(uint32_t(i)) <= g.getExternalLabel(uint32_t(i - 1))) {
       return Status(kMisuse, "hnsw: labels do not increase with the node id; cannot map");
     }
   }
   // At least 8 bytes between the upper lists and level 0: hnswlib reads one
   // id past the end of a list (see kListSlack).
-  const size_t level0 = AlignUp(kMapHeader + n + upper + 8, kMapAlign);
+  m.level0 = AlignUp(kMapHeader + m.nodes + m.upper + 8, kMapAlign);
   // Without vectors a record is its links and its label.
-  const size_t full = g.size_data_per_element_, links = g.size_links_level0_;
-  const size_t record = with_vectors ? full : links + sizeof(uint64_t);
-  const size_t start = out->size();
-  out->resize(start + level0 + n * record, '\0');
+  m.record = with_vectors ? g.size_data_per_element_ : g.size_links_level0_ + sizeof(uint64_t);
+  *out = m;
+  return Status::OK();
+}
+
+// Gathers bytes into pieces of about kPieceBytes for an emitter.
+class Pieces {
+ public:
+  static constexpr size_t kPieceBytes = size_t{256} << 10;
+  explicit Pieces(const std::function<Status(std::string_view)>& emit) : emit_(emit) {}
+  Status Add(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+    return buf_.size() >= kPieceBytes ? Flush() : Status::OK();
+  }
+  Status Zeros(size_t n) {
+    buf_.append(n, '\0');
+    return buf_.size() >= kPieceBytes ? Flush() : Status::OK();
+  }
+  Status Flush() {
+    if (buf_.empty()) return Status::OK();
+    Status s = emit_(buf_);
+    buf_.clear();
+    return s;
+  }
+
+ private:
+  const std::function<Status(std::string_view)>& emit_;
+  std::string buf_;
+};
+
+}  // namespace
+
+Status HnswIndex::SerializeMappable(std::string* out, bool with_vectors) const {
+  return EmitMappable(with_vectors, [out](std::string_view piece) {
+    out->append(piece);
+    return Status::OK();
+  });
+}
+
+Result<size_t> HnswIndex::MappableSize(bool with_vectors) const {
+  std::shared_lock lock(impl_->mu);
+  MapLayout m;
+  AGENTMEM_RETURN_IF_ERROR(LayOut(*impl_->graph, with_vectors, &m));
+  return m.size();
+}
+
+Status HnswIndex::EmitMappable(bool with_vectors,
+                               const std::function<Status(std::string_view)>& emit) const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  MapLayout m;
+  AGENTMEM_RETURN_IF_ERROR(LayOut(g, with_vectors, &m));
+  const size_t n = m.nodes;
   std::string header(kMapHeader, '\0');
   Put<uint32_t>(&header, 0, kMapMagic);
   Put<uint32_t>(&header, 4, with_vectors ? kMapVersion : kMapVersionNoVectors);
@@ -1366,29 +1425,30 @@ Status HnswIndex::SerializeMappable(std::string* out, bool with_vectors) const {
   Put<uint32_t>(&header, 28, n == 0 ? kNoNode : g.enterpoint_node_);
   Put<int32_t>(&header, 32, n == 0 ? -1 : g.maxlevel_);
   Put<uint32_t>(&header, 36, static_cast<uint32_t>(g.num_deleted_));
-  Put<uint64_t>(&header, 40, upper);
-  Put<uint64_t>(&header, 48, level0);
-  Put<uint32_t>(&header, 56, static_cast<uint32_t>(record));
-  std::memcpy(out->data() + start, header.data(), kMapHeader);
-  char* p = out->data() + start + kMapHeader;
-  for (size_t i = 0; i < n; ++i) *p++ = static_cast<char>(g.element_levels_[i]);
+  Put<uint64_t>(&header, 40, m.upper);
+  Put<uint64_t>(&header, 48, m.level0);
+  Put<uint32_t>(&header, 56, static_cast<uint32_t>(m.record));
+  Pieces out(emit);
+  AGENTMEM_RETURN_IF_ERROR(out.Add(header.data(), kMapHeader));
   for (size_t i = 0; i < n; ++i) {
-    size_t bytes = size_t(g.element_levels_[i]) * g.size_links_per_element_;
-    if (bytes == 0) continue;
-    std::memcpy(p, g.linkLists_[i], bytes);
-    p += bytes;
+    const auto level = static_cast<char>(g.element_levels_[i]);
+    AGENTMEM_RETURN_IF_ERROR(out.Add(&level, 1));
   }
-  if (with_vectors) {
-    std::memcpy(out->data() + start + level0, g.data_level0_memory_, n * full);
-    return Status::OK();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t bytes = size_t(g.element_levels_[i]) * g.size_links_per_element_;
+    if (bytes > 0) AGENTMEM_RETURN_IF_ERROR(out.Add(g.linkLists_[i], bytes));
   }
-  char* r = out->data() + start + level0;
-  for (size_t i = 0; i < n; ++i, r += record) {
-    const char* from = g.data_level0_memory_ + i * full;
-    std::memcpy(r, from, links);
-    std::memcpy(r + links, from + g.label_offset_, sizeof(uint64_t));
+  AGENTMEM_RETURN_IF_ERROR(out.Zeros(m.level0 - (kMapHeader + n + m.upper)));
+  for (size_t i = 0; i < n; ++i) {
+    const char* from = g.data_level0_memory_ + i * g.size_data_per_element_;
+    if (with_vectors) {
+      AGENTMEM_RETURN_IF_ERROR(out.Add(from, m.record));
+    } else {
+      AGENTMEM_RETURN_IF_ERROR(out.Add(from, g.size_links_level0_));
+      AGENTMEM_RETURN_IF_ERROR(out.Add(from + g.label_offset_, sizeof(uint64_t)));
+    }
   }
-  return Status::OK();
+  return out.Flush();
 }
 
 Result<size_t> HnswIndex::MappedSize(std::string_view image) {

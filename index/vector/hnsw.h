@@ -197,6 +197,13 @@ class HnswIndex {
   // vectors out of the level-0 records (image version 2): the caller keeps
   // them elsewhere and puts them back with AddVectors() before Map().
   Status SerializeMappable(std::string* out, bool with_vectors = true) const;
+  // The same bytes for a writer that never holds them whole: their size,
+  // then emit(piece) in order, in pieces of at most a few hundred KiB. The
+  // index must not change in between. Errors: SerializeMappable()'s, and
+  // the first error of `emit` (no piece is given after it).
+  Result<size_t> MappableSize(bool with_vectors = true) const;
+  Status EmitMappable(bool with_vectors,
+                      const std::function<Status(std::string_view)>& emit) const;
   // The bytes Map() needs for a mappable image: its size for an image with
   // vectors; with the vectors for one without. Only the header is read, and
   // checked against `image.size()`. Errors: kCorruptIndex, kFormatVersion.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -1025,14 +1026,14 @@ class WriteLogEnv : public WrappingEnv {
 
 }  // namespace
 
-TEST_CASE("a checkpoint writes its bm25 section one user's image at a time, and that page's header last") {
+TEST_CASE("a checkpoint writes its bm25 and graph sections in pieces, each page's header last") {
   constexpr int kUsers = 100;
   WriteLogEnv env;
   TestClock clock;
   {
     std::unique_ptr<Database> db = MustOpen(kPath, CheckpointOptions(&env, &clock, false));
     REQUIRE(db->Begin().ok());
-    for (int i = 0; i < 3 * kUsers; i++) {
+    for (int i = 0; i < 30 * kUsers; i++) {
       format::EpisodeRecord e;
       e.user_id = "user" + std::to_string(i % kUsers);
       e.session_id = "s1";
@@ -1062,37 +1063,41 @@ TEST_CASE("a checkpoint writes its bm25 section one user's image at a time, and 
   }
   REQUIRE(found);
   // The checkpoint's pages: state, bm25, graph, commit.
-  uint64_t bm25_at = 0, bm25_size = 0;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> pages;  // section: offset, padded size
   for (uint64_t pos = sb.checkpoint; pos < sb.scan_from;) {
     format::PageHeader h;
     REQUIRE(format::PeekPageHeader(std::string_view(bytes).substr(pos), pos, fh.salt, &h).ok());
     std::string payload;
     REQUIRE(format::DecodePage(std::string_view(bytes).substr(pos), pos, fh.salt, &h, &payload).ok());
-    if (h.type == static_cast<uint8_t>(PageType::kCheckpoint) &&
-        format::DecodeFixed32(payload.data()) == static_cast<uint32_t>(CheckpointSection::kBm25)) {
-      bm25_at = pos;
-      bm25_size = format::PaddedPageSize(h.length);
+    if (h.type == static_cast<uint8_t>(PageType::kCheckpoint)) {
+      pages[format::DecodeFixed32(payload.data())] = {pos, format::PaddedPageSize(h.length)};
     }
     pos += format::PaddedPageSize(h.length);
   }
-  REQUIRE(bm25_size > 0);
-  // The writes into that page: a piece per image and a few more, none near
-  // the section's size, the header last; together they cover the page once.
-  std::vector<Write> in_page;
-  for (const Write& w : env.writes) {
-    if (w.offset >= bm25_at && w.offset < bm25_at + bm25_size) in_page.push_back(w);
-  }
-  CHECK(in_page.size() >= kUsers);
-  size_t largest = 0, total = 0;
-  for (const Write& w : in_page) {
-    largest = std::max(largest, w.size);
-    total += w.size;
-  }
-  CHECK(largest < bm25_size / 10);
-  CHECK(total == bm25_size);
-  REQUIRE(!in_page.empty());
-  CHECK(in_page.back().offset == bm25_at);
-  CHECK(in_page.back().size == format::kPageHeaderSize);
+  // The writes into a page: many pieces, none near the section's size, the
+  // header last; together they cover the page once.
+  auto check_pieces = [&](CheckpointSection section, size_t min_pieces, double max_share) {
+    CAPTURE(static_cast<int>(section));
+    REQUIRE(pages.count(static_cast<uint32_t>(section)) == 1);
+    const auto [at, size] = pages[static_cast<uint32_t>(section)];
+    std::vector<Write> in_page;
+    for (const Write& w : env.writes) {
+      if (w.offset >= at && w.offset < at + size) in_page.push_back(w);
+    }
+    CHECK(in_page.size() >= min_pieces);
+    size_t largest = 0, total = 0;
+    for (const Write& w : in_page) {
+      largest = std::max(largest, w.size);
+      total += w.size;
+    }
+    CHECK(static_cast<double>(largest) < static_cast<double>(size) / max_share);
+    CHECK(total == size);
+    REQUIRE(!in_page.empty());
+    CHECK(in_page.back().offset == at);
+    CHECK(in_page.back().size == format::kPageHeaderSize);
+  };
+  check_pieces(CheckpointSection::kBm25, kUsers, 10);  // a piece per user's image
+  check_pieces(CheckpointSection::kGraph, 4, 1.5);     // 3,000 records of 140 bytes, 256 KiB a piece
   // And the file opens from that checkpoint and finds each user's notes.
   Opened o = OpenBytes(bytes);
   REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
