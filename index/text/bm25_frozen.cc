@@ -207,14 +207,34 @@ void Bm25Index::EncodeFrozen(std::string* out) const {
   std::sort(docs.begin(), docs.end());
   // Postings as indexes into `docs`, and each document's length from any of
   // its postings (a document without postings is empty).
+  // A document's index: from a table over the ids' range when they are
+  // dense (a table no larger than four entries per document), else by a
+  // galloping search from the list's previous posting.
+  std::vector<uint32_t> slot;
+  const uint64_t first_doc = docs.empty() ? 0 : docs.front();
+  if (!docs.empty() && docs.back() - first_doc < 4 * docs.size()) {
+    slot.resize(docs.back() - first_doc + 1);
+    for (size_t i = 0; i < docs.size(); i++) slot[docs[i] - first_doc] = static_cast<uint32_t>(i);
+  }
   std::vector<PostingList::IndexedPosting> indexed;
+  size_t postings = 0;
+  for (const Entry& e : entries) postings += e.list->size();
+  indexed.reserve(postings);
   std::vector<uint32_t> lens(docs.size(), 0);
   uint64_t blocks = 0, peaks = 0, text = 0;
   for (const Entry& e : entries) {
-    auto at = docs.begin();
+    size_t at = 0;
     for (size_t i = 0; i < e.list->size(); i++) {
-      at = std::lower_bound(at, docs.end(), e.list->doc_id(i));
-      const auto doc = static_cast<uint32_t>(at - docs.begin());
+      const uint64_t id = e.list->doc_id(i);
+      if (!slot.empty()) {
+        at = slot[id - first_doc];
+      } else {
+        size_t step = 1;
+        while (at + step < docs.size() && docs[at + step] < id) step *= 2;
+        at = std::lower_bound(docs.begin() + at, docs.begin() + std::min(at + step + 1, docs.size()), id) -
+             docs.begin();
+      }
+      const auto doc = static_cast<uint32_t>(at);
       lens[doc] = e.list->doc_len(i);
       indexed.push_back({doc, e.list->tf(i)});
     }
