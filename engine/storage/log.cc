@@ -275,12 +275,18 @@ Status Log::Append(const std::string& txn) {
 }
 
 Status Log::AppendAndSync(const std::function<Status(const Put& put)>& write) {
-  uint64_t last = end_;
+  uint64_t last = end_, put = 0;
   Status s = write([&](uint64_t offset, std::string_view bytes) {
     if (offset < end_) return Status(kInternal, "log: a checkpoint byte before the end of the log");
     last = std::max(last, offset + bytes.size());
+    put += bytes.size();
     return file_->WriteAt(offset, bytes);
   });
+  // Pieces that overlap, or leave a hole, do not add up to their extent.
+  if (s.ok() && put != last - end_) {
+    s = StatusF(kInternal, "log: a checkpoint's pieces cover %llu bytes with %llu",
+                static_cast<unsigned long long>(last - end_), static_cast<unsigned long long>(put));
+  }
   if (!s.ok()) {
     // A write that failed (a full disk) leaves bytes after the last commit
     // that nothing vouches for: a torn tail to every reader, which the next

@@ -7,9 +7,10 @@
 //      snapshot to the last commit in the file and cuts off any torn tail.
 //  (2) A transaction's records are encoded into record pages, followed by one
 //      commit page (TxnWriter), and appended with a single write at the end
-//      of the last commit (Log::Append; a checkpoint's pages one write each,
-//      its bm25 section's page in pieces with its header last, then one
-//      sync: Log::AppendAndSync). Nothing written is ever overwritten.
+//      of the last commit (Log::Append; a checkpoint's state and commit
+//      pages one write each, its bm25 and graph pages in pieces with their
+//      headers last, then one sync: Log::AppendAndSync). Nothing written is
+//      ever overwritten.
 //  (3) The commit page records txn_start, page_count, commit_seq (previous+1)
 //      and durable_through (every byte before it was synced before this write).
 //  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
@@ -180,7 +181,8 @@ class Log {
   // put(offset, bytes) for each piece (offsets at or after end(), each byte
   // once, in any order), and the sync covers up to the last byte put. A
   // failed write cuts the file back to end() (the space is given back; the
-  // log stays usable).
+  // log stays usable); so do pieces whose sizes do not add up to the extent
+  // they cover from end() (kInternal: a hole or an overlap).
   using Put = std::function<Status(uint64_t offset, std::string_view bytes)>;
   Status AppendAndSync(const std::function<Status(const Put& put)>& write);
   // Syncs the file; a failure is sticky.

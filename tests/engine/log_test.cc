@@ -1,6 +1,6 @@
 // tests/engine/log_test.cc -- engine::TxnWriter: how a transaction's records
 // are packed into pages (which pages it tries to compress, the page it hands
-// to the cache).
+// to the cache); engine::Log::AppendAndSync: a checkpoint's pieces.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -13,6 +13,9 @@
 #include "format/page.h"
 #include "format/records.h"
 
+using agentmem::engine::Log;
+using agentmem::engine::LogOptions;
+using agentmem::engine::NewLog;
 using agentmem::engine::OpenMode;
 using agentmem::engine::PageRef;
 using agentmem::engine::Pager;
@@ -117,4 +120,53 @@ TEST_CASE("the last episode page a transaction hands to the cache is the page a 
     REQUIRE(kept->records.size() == 2);
     CHECK(kept->records == read->records);
   }
+}
+
+TEST_CASE("checkpoint pieces that leave a hole or overlap are refused and the file cut back") {
+  auto env = agentmem::engine::NewMemEnv();
+  LogOptions o;
+  o.env = env.get();
+  NewLog n;
+  n.salt = kSalt;
+  REQUIRE(Log::Create("f", o, n).ok());
+  std::unique_ptr<Log> log;
+  REQUIRE(Log::Open("f", o, &log).ok());
+  bool acquired = false, replaced = false;
+  REQUIRE(log->TryLock(&acquired, &replaced).ok());
+  REQUIRE(acquired);
+  REQUIRE(log->Refresh(true, [](agentmem::engine::ScannedTxn&) { return agentmem::Status::OK(); }).ok());
+  const uint64_t end = log->end();
+  auto size = [&] {
+    uint64_t bytes = 0;
+    REQUIRE(log->file()->Size(&bytes).ok());
+    return bytes;
+  };
+  REQUIRE(size() == end);
+  const std::string piece(100, 'c');
+  SUBCASE("a hole") {
+    agentmem::Status s = log->AppendAndSync([&](const Log::Put& put) {
+      AGENTMEM_RETURN_IF_ERROR(put(end, piece));
+      return put(end + 150, piece);
+    });
+    CHECK(s.code() == agentmem::kInternal);
+    CHECK(size() == end);
+  }
+  SUBCASE("an overlap") {
+    agentmem::Status s = log->AppendAndSync([&](const Log::Put& put) {
+      AGENTMEM_RETURN_IF_ERROR(put(end, piece));
+      return put(end + 50, piece);
+    });
+    CHECK(s.code() == agentmem::kInternal);
+    CHECK(size() == end);
+  }
+  SUBCASE("pieces in any order that cover their extent once") {
+    agentmem::Status s = log->AppendAndSync([&](const Log::Put& put) {
+      AGENTMEM_RETURN_IF_ERROR(put(end + 100, piece));
+      return put(end, piece);
+    });
+    REQUIRE_MESSAGE(s.ok(), s.ToString());
+    CHECK(size() == end + 200);
+    CHECK(log->synced_through() == end + 200);
+  }
+  log->Unlock();
 }
