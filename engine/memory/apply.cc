@@ -169,8 +169,8 @@ Status Database::ApplyTxn(DecodedTxn& d) {
     s = recall_->AddText(recall_->TextFor(r));
   }
   // A commit's graph delta leaves out the vectors of its new nodes: they are
-  // those of the transaction's episode records, in increasing id order
-  // (docs/format.md §5.6).
+  // those of episode records of this or earlier transactions, in increasing
+  // id order (docs/format.md §5.6); the recall index finds the earlier ones.
   auto vectors = [&d](uint64_t id) -> const float* {
     auto it = std::lower_bound(d.episodes.begin(), d.episodes.end(), id,
                                [](const auto& e, uint64_t v) { return e.first.id < v; });
@@ -185,12 +185,19 @@ Status Database::ApplyTxn(DecodedTxn& d) {
   // checkpoint holds its graph, read from its first page) are inserted here,
   // as their writer would have. A handle's own commit has its nodes and no
   // graph image among its records: it is not looked at.
-  if (s.ok() && !d.own && d.graphs.empty() && graph_writes_ == GraphWrites::kDeltas) {
+  // Otherwise the vectors that the transaction's deltas left without a node
+  // are pending: a writer inserts them after it writes their transaction,
+  // and the delta of its next commit holds them (docs/format.md §5.6).
+  if (s.ok() && !d.own) {
     std::vector<const format::EpisodeRecord*> episodes;
     for (const auto& [r, loc] : d.episodes) {
       if (!r.vector.empty()) episodes.push_back(&r);
     }
-    if (!episodes.empty()) s = recall_->InsertUnlinked(episodes);
+    if (!episodes.empty()) {
+      s = d.graphs.empty() && graph_writes_ == GraphWrites::kDeltas
+              ? recall_->InsertUnlinked(episodes)
+              : recall_->AddPending(episodes);
+    }
   }
   if (!s.ok()) recall_->Break(s);
   // Forgets apply last, to everything up to and including this transaction.

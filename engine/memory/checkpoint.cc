@@ -115,6 +115,8 @@ Status Database::BuildCheckpointState(CheckpointState* out) const {
 // state page and one piece beyond the indexes.
 Status Database::WriteCheckpoint(uint64_t max_end) {
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  // Every vector gets its node first: a checkpoint's graph holds them all.
+  recall_->FlushGraph().IgnoreError();
   if (!recall_->broken().ok()) return Status::OK();  // nothing sound to fold; keep the log
   const uint64_t start = log_->end();
   const uint64_t salt = log_->header().salt;
@@ -207,6 +209,7 @@ Status Database::WriteCheckpoint(uint64_t max_end) {
   d.checkpoint_start = start;
   d.end = at;
   AGENTMEM_RETURN_IF_ERROR(Committed(d, 4, "checkpoint"));
+  recall_->NoteGraphWritten();  // later deltas build on the checkpoint's graph
   wrote_checkpoint_ = true;
   return log_->WriteSuperblock(start);
 }

@@ -337,7 +337,8 @@ class Database {
     uint64_t checkpoint_start = 0;  // a checkpoint transaction: where it starts
     uint64_t end = 0;               // just past the commit page
     // This handle's own commit (TakePending): its episodes' graph nodes are
-    // in already (InsertForCommit), so ApplyTxn looks for none missing.
+    // this handle's to insert (DeferInsertForCommit), so ApplyTxn looks for
+    // none missing.
     bool own = false;
   };
   struct Counters {

@@ -94,14 +94,20 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
   add_all(PageType::kBlocks, pending_blocks_, format::EncodeBlock, &layout->blocks);
   add_all(PageType::kFacts, pending_facts_, format::EncodeFact, &layout->facts);
   add_all(PageType::kForget, pending_forgets_, format::EncodeForget, nullptr);
-  // The BM25 terms and the graph delta of this transaction's episodes ride in
-  // the same commit, so that no reader ever tokenizes or inserts again.
+  // The BM25 terms of this transaction's episodes ride in the same commit, so
+  // that no reader ever tokenizes again; the graph delta holds the nodes of
+  // the transactions before (docs/format.md §5.6).
   AGENTMEM_RETURN_IF_ERROR(PendingTexts(&layout->texts));
   add_all(PageType::kText, layout->texts, format::EncodeText, nullptr);
-  if (recall_ && !pending_episodes_.empty() && graph_writes_ != GraphWrites::kAdopted) {
+  if (recall_ && graph_writes_ == GraphWrites::kDeltas) {
+    // The graph's changes since the last delta; this transaction's vectors
+    // are inserted while it is written and synced, for the next delta.
     std::string delta;
+    AGENTMEM_RETURN_IF_ERROR(recall_->DeferInsertForCommit(pending_episodes_, &delta));
+    if (!delta.empty()) w.AddAlone(PageType::kGraph, delta);
+  } else if (recall_ && !pending_episodes_.empty() && graph_writes_ != GraphWrites::kAdopted) {
+    std::string delta;  // the graph goes whole into the checkpoint
     AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));
-    if (!delta.empty() && graph_writes_ == GraphWrites::kDeltas) w.AddAlone(PageType::kGraph, delta);
   }
   format::CommitRecord& c = layout->commit;
   c.commit_seq = log_->seq() + 1;

@@ -807,6 +807,8 @@ Status Database::VacuumLocked(const std::vector<std::string>& needles, ForgetRec
   // deltas); should that checkpoint not fit in a page, the copy is written
   // again with deltas. Either way this handle's indexes went to the copy or
   // were dropped (WriteCompacted): it reloads.
+  // The pending vectors go into the graph first, so that it can go to the copy.
+  if (s.ok() && recall_) recall_->FlushGraph().IgnoreError();
   const bool graph_in_checkpoint =
       s.ok() && opts_.checkpoint_bytes != 0 &&
       (log_->checkpoint_size() != 0 ||

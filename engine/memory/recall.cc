@@ -105,6 +105,7 @@ uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
 std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
 
 const float* RecallIndex::VectorOf(uint64_t id) const {
+  Settle();
   const EpisodeAttrs* a = attrs_.Find(id);
   if (!a || a->node == EpisodeAttrs::kNoNode) return nullptr;
   return graph_->NodeVectors().row(a->node);
@@ -239,11 +240,13 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
 }
 
 Result<size_t> RecallIndex::GraphSize() const {
+  Settle();
   if (!graph_) return size_t{0};
   return graph_->MappableSize(/*with_vectors=*/false);
 }
 
 Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emit) const {
+  Settle();
   if (!graph_) return Status::OK();
   return graph_->EmitMappable(/*with_vectors=*/false, emit);
 }
@@ -259,6 +262,7 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
   }
   graph_ = std::move(graph);
   synced_nodes_ = graph_->size();
+  delta_mark_ = graph_->Mark();
   return Status::OK();
 }
 
@@ -274,6 +278,7 @@ bool RecallIndex::NodesAgree(size_t nodes) const {
 }
 
 bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) const {
+  Settle();
   labels->clear();
   if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return false;
   size_t n = 0;
@@ -318,6 +323,7 @@ Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {
   graph_ = std::move(graph);
   synced_nodes_ = 0;
   SyncNodes();
+  delta_mark_ = graph_->Mark();
   if (NodesAgree(graph_->size())) return Status::OK();
   broken_ = Status(kCorruptIndex, "compaction: the graph's nodes are not the copy's episodes");
   return broken_;
@@ -335,8 +341,10 @@ Status RecallIndex::InsertUnlinked(const std::vector<const format::EpisodeRecord
 }
 
 Status RecallIndex::HideNodes(const std::vector<uint64_t>& labels) {
+  Settle();
   for (uint64_t label : labels) AGENTMEM_RETURN_IF_ERROR(graph_->MarkDeleted(label));
   hidden_nodes_ |= !labels.empty();
+  delta_mark_ = graph_->Mark();  // this handle's own view: never written
   return Status::OK();
 }
 
@@ -519,20 +527,15 @@ double RecallIndex::Similarity(float distance) const {
 
 Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
                                     std::string* delta) {
+  Settle();
   delta->clear();
   AGENTMEM_RETURN_IF_ERROR(broken_);
   bool any = false;
   for (const auto& e : episodes) any |= e.vector.size() == dim_;
   if (!any) return Status::OK();
-  if (!graph_) {
-    index::HnswOptions o;
-    o.metric = metric_;
-    o.dim = dim_;
-    auto g = index::HnswIndex::Create(o);
-    AGENTMEM_RETURN_IF_ERROR(g.status());
-    graph_ = std::move(g.value());
-  }
-  index::ChangeMark mark = graph_->Mark();
+  // The pending vectors first, so that nodes still follow episode ids.
+  AGENTMEM_RETURN_IF_ERROR(FlushGraph());
+  AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
   // One batch, linked on min(2, hardware threads) threads; nodes still follow
   // episode ids (AddBatch numbers them in label order).
   std::vector<index::HnswInsert> batch;
@@ -548,13 +551,136 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
   SyncNodes();
   // The vectors are in the episode records of the same transaction
   // (docs/format.md §5.6): the delta holds only the graph's own bytes.
-  s = graph_->EncodeDelta(mark, delta, /*with_vectors=*/false);
+  s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false);
   if (!s.ok()) broken_ = s;
+  delta_mark_ = graph_->Mark();
   return s;
+}
+
+Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
+                                         std::string* delta) {
+  Settle();
+  delta->clear();
+  AGENTMEM_RETURN_IF_ERROR(broken_);
+  size_t vectors = 0;
+  for (const auto& e : episodes) vectors += e.vector.size() == dim_;
+  if (!graph_ && vectors == 0 && pending_.empty()) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
+  if (vectors > 0) {
+    const uint64_t txn = ++pending_txns_;
+    for (const auto& e : episodes) {
+      if (e.vector.size() == dim_) pending_[e.id] = Pending{txn, e.vector, false};
+    }
+  }
+  // A large transaction's insert takes far longer than its sync: it goes
+  // in now, and its nodes in its own delta.
+  const bool defer = vectors <= kDeferVectors;
+  if (!defer) AGENTMEM_RETURN_IF_ERROR(InsertPending());
+  // A transaction with vectors always carries a delta, empty or not: a
+  // reader tells it from one whose graph is elsewhere (InsertUnlinked).
+  const index::ChangeMark now = graph_->Mark();
+  if (vectors > 0 || now.seq != delta_mark_.seq || now.node_count != delta_mark_.node_count) {
+    Status s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false);
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+    delta_mark_ = now;
+  }
+  std::vector<std::vector<index::HnswInsert>> batches = TakePendingBatches();
+  if (batches.empty()) return Status::OK();
+  index::HnswIndex* graph = graph_.get();
+  inserter_.Start([graph, batches = std::move(batches)]() -> Status {
+    for (const auto& batch : batches) AGENTMEM_RETURN_IF_ERROR(graph->AddBatch(batch));
+    return Status::OK();
+  });
+  return Status::OK();
+}
+
+Status RecallIndex::FlushGraph() {
+  Settle();
+  AGENTMEM_RETURN_IF_ERROR(broken_);
+  if (pending_.empty()) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
+  return InsertPending();
+}
+
+Status RecallIndex::EnsureGraph() {
+  if (graph_) return Status::OK();
+  index::HnswOptions o;
+  o.metric = metric_;
+  o.dim = dim_;
+  auto g = index::HnswIndex::Create(o);
+  AGENTMEM_RETURN_IF_ERROR(g.status());
+  graph_ = std::move(g.value());
+  delta_mark_ = graph_->Mark();
+  return Status::OK();
+}
+
+Status RecallIndex::InsertPending() {
+  Status s;
+  for (const auto& batch : TakePendingBatches()) {
+    s = graph_->AddBatch(batch);
+    if (!s.ok()) break;
+  }
+  if (!s.ok()) broken_ = s;
+  SyncNodes();
+  std::erase_if(pending_, [](const auto& p) { return p.second.inserting; });
+  return s;
+}
+
+void RecallIndex::NoteGraphWritten() {
+  Settle();
+  if (graph_) delta_mark_ = graph_->Mark();
+}
+
+Status RecallIndex::AddPending(const std::vector<const format::EpisodeRecord*>& episodes) {
+  Settle();
+  const uint64_t txn = pending_txns_ + 1;
+  bool any = false;
+  for (const format::EpisodeRecord* r : episodes) {
+    const EpisodeAttrs* a = attrs_.Find(r->id);
+    if (r->vector.size() != dim_ || !a || a->node != EpisodeAttrs::kNoNode) continue;
+    pending_[r->id] = Pending{txn, r->vector, false};
+    any = true;
+  }
+  if (any) pending_txns_ = txn;
+  return Status::OK();
+}
+
+void RecallIndex::Settle() const { const_cast<RecallIndex*>(this)->SettleNow(); }
+
+void RecallIndex::SettleNow() {
+  if (!inserter_.busy()) return;
+  Status s = inserter_.Wait();
+  if (!s.ok() && broken_.ok()) broken_ = s;
+  SyncNodes();
+  std::erase_if(pending_, [](const auto& p) { return p.second.inserting; });
+}
+
+std::vector<std::vector<index::HnswInsert>> RecallIndex::TakePendingBatches() {
+  std::vector<std::vector<index::HnswInsert>> batches;
+  uint64_t txn = 0;
+  for (auto& [id, p] : pending_) {
+    if (p.inserting) continue;
+    if (batches.empty() || p.txn != txn) batches.emplace_back();
+    txn = p.txn;
+    batches.back().push_back({id, p.vector});
+    p.inserting = true;
+  }
+  return batches;
+}
+
+void RecallIndex::PrunePending() {
+  std::erase_if(pending_, [this](const auto& p) {
+    const EpisodeAttrs* a = attrs_.Find(p.first);
+    return a && a->node != EpisodeAttrs::kNoNode;
+  });
 }
 
 Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
                                     const index::HnswIndex::VectorLookup& vectors) {
+  Settle();
   if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
   auto header = index::hnsw::ParseImageHeader(image);
   if (!header.ok()) {
@@ -563,7 +689,20 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
   }
   size_t have = graph_ ? graph_->size() : 0;
   const auto& h = header.value();
-  if (graph_ && h.node_count == have) return Status::OK();  // this handle's own commit
+  // This handle's own commit, or nodes it inserted from the same pending
+  // vectors as the writer (the same batches in the same order: the same graph).
+  if (graph_ && h.node_count == have) {
+    delta_mark_ = graph_->Mark();
+    return Status::OK();
+  }
+  // An empty delta of a writer that had not yet inserted what this handle has.
+  if (graph_ && h.node_count < have && h.record_count == 0) return Status::OK();
+  // A new node's vector: its transaction's record, or an earlier one's.
+  auto lookup = [&](uint64_t id) -> const float* {
+    if (const float* v = vectors ? vectors(id) : nullptr) return v;
+    auto it = pending_.find(id);
+    return it == pending_.end() ? nullptr : it->second.vector.data();
+  };
   Status s;
   if (!graph_ && h.base_count == 0 && h.vectors) {
     auto g = index::HnswIndex::Deserialize(image);
@@ -577,10 +716,15 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     o.ef_construction = h.shape.ef_construction;
     auto g = index::HnswIndex::Create(o);
     s = g.status();
-    if (s.ok()) s = g.value()->ApplyDelta(image, vectors);
+    if (s.ok()) s = g.value()->ApplyDelta(image, lookup);
     if (s.ok()) graph_ = std::move(g.value());
   } else if (graph_ && h.base_count == have) {
-    s = graph_->ApplyDelta(image, vectors);
+    s = graph_->ApplyDelta(image, lookup);
+  } else if (graph_ && h.base_count < have && have < h.node_count && !h.vectors) {
+    // This handle inserted the first of its new nodes already.
+    std::string rebased;
+    s = index::hnsw::RebaseImage(image, static_cast<uint32_t>(have), &rebased);
+    if (s.ok()) s = graph_->ApplyDelta(rebased, lookup);
   } else {
     s = StatusF(kCorruptIndex, "graph image builds on %u nodes; the graph has %zu", h.base_count,
                 have);
@@ -590,6 +734,8 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
                                static_cast<long long>(page_no), s.message().c_str());
   }
   SyncNodes();
+  PrunePending();
+  delta_mark_ = graph_->Mark();
   return Status::OK();
 }
 
@@ -607,8 +753,24 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
   } else {
     for (uint64_t id : candidates) with_vectors += attrs_.Find(id)->has_vector;
   }
+  // Vectors not yet in the graph are scanned apart, and their hits merged,
+  // scored as the path taken scores the graph's vectors.
+  const std::vector<uint64_t> pending = PendingMatches(q, candidates);
+  with_vectors -= std::min(pending.size(), with_vectors);
+  auto merge_pending = [&](bool graph_path) {
+    if (pending.empty()) return;
+    const std::vector<index::Neighbor> hits = ScorePending(pending, query, k, graph_path);
+    out->insert(out->end(), hits.begin(), hits.end());
+    std::sort(out->begin(), out->end(), index::NeighborLess);
+    if (out->size() > k) out->resize(k);
+    if (plan) {
+      plan->vector_path += "; exact scan of " + std::to_string(pending.size()) +
+                           " vectors not yet in the graph";
+    }
+  };
   if (with_vectors > kExactScanMax && graph_ && broken_.ok() &&
       GraphSearch(q, query, with_vectors, k, out, plan)) {
+    merge_pending(true);
     return;
   }
   // A live episode's node is deleted only when its vector could not be read
@@ -641,6 +803,55 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
     plan->vector_path = "exact scan of " + std::to_string(rows.size()) + " vectors (" +
                         index::SimdPathName(index::ActiveSimdPath()) + ")" + why;
   }
+  merge_pending(false);
+}
+
+std::vector<uint64_t> RecallIndex::PendingMatches(const RecallQuery& q,
+                                                  std::span<const uint64_t> candidates) const {
+  std::vector<uint64_t> ids;
+  const bool every = EveryEpisode(q);
+  for (const auto& [id, p] : pending_) {
+    const EpisodeAttrs* a = attrs_.Find(id);
+    if (!a || !a->present || a->forgotten || !a->has_vector || a->node != EpisodeAttrs::kNoNode) {
+      continue;
+    }
+    if (every ? Passes(q, id, *a) : std::binary_search(candidates.begin(), candidates.end(), id)) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+// The graph holds each vector normalised for cosine (NormalizeInPlace); its
+// walk scores 1 - <q, v> with q normalised the same way, the exact scan the
+// cosine of the normalised rows: so are the pending vectors scored, to the bit.
+std::vector<index::Neighbor> RecallIndex::ScorePending(std::span<const uint64_t> ids,
+                                                       const std::vector<float>& query, size_t k,
+                                                       bool graph_path) const {
+  const bool cosine = metric_ == index::Metric::kCosine;
+  std::vector<float> rows;
+  rows.reserve(ids.size() * dim_);
+  for (uint64_t id : ids) {
+    const std::vector<float>& v = pending_.find(id)->second.vector;
+    rows.insert(rows.end(), v.begin(), v.end());
+    if (cosine) index::NormalizeInPlace(rows.data() + rows.size() - dim_, dim_);
+  }
+  if (!graph_path) {
+    const index::VectorBlock block{rows.data(), ids.size(), dim_, 0};
+    auto res = index::ExactTopK(metric_, query, block, k, ids);
+    return res.ok() ? std::move(res.value()) : std::vector<index::Neighbor>{};
+  }
+  std::vector<float> q = query;
+  if (cosine) index::NormalizeInPlace(q.data(), q.size());
+  const index::Metric walk = metric_ == index::Metric::kL2 ? index::Metric::kL2
+                                                            : index::Metric::kInnerProduct;
+  std::vector<index::Neighbor> hits;
+  for (size_t i = 0; i < ids.size(); i++) {
+    hits.push_back({ids[i], index::Distance(walk, q.data(), rows.data() + i * dim_, dim_)});
+  }
+  std::sort(hits.begin(), hits.end(), index::NeighborLess);
+  if (hits.size() > k) hits.resize(k);
+  return hits;
 }
 
 // The graph path, for large candidate sets: hnswlib's graph walked by our own
@@ -861,6 +1072,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   RecallPlan plan;
   plan.mode = ModeName(q.mode);
   hits->clear();
+  Settle();
   if (!broken_.ok()) {
     return Status(kIoErrSticky, "the recall index of this handle is out of step with the file ("
                                     + broken_.message() + "); close and reopen the database");
@@ -873,7 +1085,6 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
   plan.candidates = every ? "every episode, not listed"
                     : !q.all_users && Unfiltered(q) ? "partition"
                                                     : "listed";
-
   // A hybrid query looks deeper into each list than k, so that an episode
   // ranked well by both lists but in the top k of neither can win.
   const size_t depth = q.mode == RecallMode::kHybrid ? std::max(q.k, q.fusion_depth) : q.k;

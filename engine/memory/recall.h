@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/memory/id_table.h"
+#include "engine/memory/insert_worker.h"
 #include "engine/memory/leg_worker.h"
 #include "format/checkpoint.h"
 #include "format/records.h"
@@ -274,12 +275,39 @@ class RecallIndex {
   // with them (empty when none has a vector). If the commit then fails, call
   // Break(): the in-memory graph no longer matches the file.
   Status InsertForCommit(const std::vector<format::EpisodeRecord>& episodes, std::string* delta);
+  // The same for a commit whose graph insert may be deferred (docs/format.md
+  // §5.6): returns the delta of the graph's changes since the last delta in
+  // the file -- the nodes of earlier transactions -- and then inserts this
+  // transaction's vectors, with any pending ones before them, on the insert
+  // worker, while the commit is written and synced. Every later call that
+  // reads the graph waits for that insert first. A transaction of more than
+  // kDeferVectors vectors is inserted at once instead, and its delta holds
+  // its nodes too. The delta is empty only when the graph has not changed
+  // and the transaction has no vector.
+  Status DeferInsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
+                              std::string* delta);
+  static constexpr size_t kDeferVectors = 16;
+  // Waits for a deferred insert, then inserts every pending vector (each
+  // transaction's as one batch, in order): the graph then holds every
+  // vector, as a checkpoint or a compaction copy needs. Errors: the insert's
+  // (the index is then broken).
+  Status FlushGraph();
+  // The graph as it is now is in the file (a checkpoint holds it): the next
+  // delta holds only what changes after.
+  void NoteGraphWritten();
   // The reader's side: applies a committed graph image (a delta, or a full
-  // image on an empty graph). An image this handle made itself is skipped.
-  // An image without vectors (a commit's delta) takes them from `vectors`:
-  // the episode records of its transaction.
+  // image on an empty graph). An image this handle made itself is skipped,
+  // and so are the nodes of one that this handle inserted already (the
+  // pending vectors of the same transactions, which give the same graph).
+  // An image without vectors (a commit's delta) takes them from `vectors`
+  // (the episode records of its transaction) or from the pending vectors.
   Status ApplyGraphImage(std::string_view image, int64_t page_no,
                          const index::HnswIndex::VectorLookup& vectors);
+  // The episodes among `episodes` (one committed transaction, after its
+  // graph images) that have a vector but no node: pending until a later
+  // delta gives them one, or this handle inserts them as a writer. Vector
+  // searches scan them exactly meanwhile.
+  Status AddPending(const std::vector<const format::EpisodeRecord*>& episodes);
   void Break(const Status& why) { broken_ = why; }
   const Status& broken() const { return broken_; }
   // Below this many candidate vectors the planner scans exactly.
@@ -361,6 +389,31 @@ class RecallIndex {
   bool Matches(const RecallQuery& q, const RecallHit& h) const;
   // Records the graph node of each episode inserted since the last call.
   void SyncNodes();
+  // Waits for the deferred insert in flight, if any: the graph and the
+  // episodes' nodes are then current (a failed insert breaks the index).
+  // Every call that reads the graph starts with it; logically const (what a
+  // search sees does not change, only where it is held).
+  void Settle() const;
+  void SettleNow();
+  // The pending vectors not yet handed to the insert worker, one batch per
+  // transaction in order; they are marked as handed.
+  std::vector<std::vector<index::HnswInsert>> TakePendingBatches();
+  // Drops the pending vectors whose episodes have a node now.
+  void PrunePending();
+  // The graph, made empty if there is none yet.
+  Status EnsureGraph();
+  // Inserts the pending vectors not handed to the insert worker, one batch
+  // per transaction, on this thread. REQUIRES: a graph, nothing in flight.
+  Status InsertPending();
+  // The pending vectors among a query's candidates (or, for every episode,
+  // those passing its filters), by episode id; and the nearest k of them to
+  // `query`, scored as the graph's walk (`graph_path`) or its exact scan
+  // scores a vector.
+  std::vector<uint64_t> PendingMatches(const RecallQuery& q,
+                                       std::span<const uint64_t> candidates) const;
+  std::vector<index::Neighbor> ScorePending(std::span<const uint64_t> ids,
+                                            const std::vector<float>& query, size_t k,
+                                            bool graph_path) const;
   // Whether each episode with a vector has a node of a graph of `nodes`
   // nodes, in id order (node order is id order, as inserts make it).
   bool NodesAgree(size_t nodes) const;
@@ -395,6 +448,23 @@ class RecallIndex {
   // graph's node records too. Built by commits.
   std::unique_ptr<index::HnswIndex> graph_;
   size_t synced_nodes_ = 0;  // graph nodes whose episode knows its node
+  // Where the graph's deltas in the file reach: a delta holds the changes
+  // after it.
+  index::ChangeMark delta_mark_;
+  // The vectors of committed episodes without a node yet (AddPending, and a
+  // deferred insert's own until it is done), by episode id, with the
+  // sequence number of their transaction: a transaction's vectors are
+  // inserted as one batch, as their writer inserts them.
+  struct Pending {
+    uint64_t txn = 0;
+    std::vector<float> vector;  // as committed
+    bool inserting = false;     // handed to the insert worker
+  };
+  std::map<uint64_t, Pending> pending_;
+  uint64_t pending_txns_ = 0;
+  // Runs the deferred inserts; declared after graph_, so that it is joined
+  // before the graph goes.
+  mutable InsertWorker inserter_;
   LegWorker* legs_ = nullptr;
   Status broken_;
 };

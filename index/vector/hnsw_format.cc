@@ -419,6 +419,21 @@ Result<ParsedImage> ParseImageBody(std::string_view image, const ImageHeader& he
   return parsed;
 }
 
+Status RebaseImage(std::string_view image, uint32_t base_count, std::string* out) {
+  Result<ImageHeader> h = ParseImageHeader(image);
+  if (!h.ok()) return h.status();
+  if (h->vectors) return HNSW_CORRUPT("an image with vectors cannot build on other nodes");
+  if (base_count < h->base_count || base_count > h->node_count) {
+    return HNSW_CORRUPT("cannot build on %u nodes: its base_count is %u, its node_count %u",
+                        base_count, h->base_count, h->node_count);
+  }
+  out->assign(image);
+  format::EncodeFixed32(out->data() + 20, base_count);
+  const size_t crc_at = out->size() - kImageTrailerSize;
+  format::EncodeFixed32(out->data() + crc_at, format::MaskCrc(format::Crc32c(out->data(), crc_at)));
+  return Status::OK();
+}
+
 Result<ParsedImage> ParseImage(std::string_view image, const GraphSource& base) {
   Result<ImageHeader> header = ParseImageHeader(image);
   if (!header.ok()) return header.status();

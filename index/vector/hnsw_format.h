@@ -186,4 +186,12 @@ Result<ParsedImage> ParseImageBody(std::string_view image, const ImageHeader& he
 // ParseImageHeader() then ParseImageBody().
 Result<ParsedImage> ParseImage(std::string_view image, const GraphSource& base);
 
+// The same image building on `base_count` nodes instead, written to *out: the
+// records of nodes below it become those of old nodes (a graph that already
+// holds them, with the same labels and levels, takes their lists). Only for
+// an image without vectors, whose old and new records have one layout.
+// Errors: ParseImageHeader()'s; kCorruptIndex for an image with vectors or
+// `base_count` outside [its base_count, its node_count].
+Status RebaseImage(std::string_view image, uint32_t base_count, std::string* out);
+
 }  // namespace agentmem::index::hnsw

@@ -761,6 +761,119 @@ TEST_CASE("a filtered graph walk keeps its recall on a seed that once fell short
   GraphPartitionCase(201280052);
 }
 
+namespace {
+
+constexpr int kPendingDim = 8;
+constexpr const char* kPendingOptions =
+    "vector_dim=8&embedder=test-clusters&sync=normal&checkpoint_bytes=0";
+
+agentmem_db* OpenPending(const std::string& path) {
+  agentmem_db* db = nullptr;
+  REQUIRE(agentmem_open_v2(path.c_str(), &db, AGENTMEM_OPEN_READWRITE | AGENTMEM_OPEN_CREATE,
+                           kPendingOptions) == AGENTMEM_OK);
+  return db;
+}
+
+// One transaction of vecs[from, to) for user "a"; returns the last id.
+int64_t RememberVectors(agentmem_db* db, const std::vector<std::vector<float>>& vecs, size_t from,
+                        size_t to) {
+  int64_t id = 0;
+  REQUIRE(agentmem_begin(db) == AGENTMEM_OK);
+  for (size_t i = from; i < to; i++) {
+    REQUIRE(agentmem_remember(db, "a", "s", "user", ("point " + std::to_string(i)).c_str(), 0,
+                              nullptr, vecs[i].data(), kPendingDim, &id) == AGENTMEM_OK);
+  }
+  REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
+  return id;
+}
+
+std::string VectorPlan(agentmem_db* db, const std::vector<float>& q) {
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 10);
+  o.query_vector = q.data();
+  o.query_dim = kPendingDim;
+  char* plan = nullptr;
+  REQUIRE(agentmem_explain_recall(db, "a", "", &o, &plan) == AGENTMEM_OK);
+  std::string out = plan;
+  agentmem_free(plan);
+  return out;
+}
+
+// The same hits, ids and scores to the last bit, from every handle.
+void CheckSameHits(const std::vector<agentmem_db*>& dbs, const std::vector<std::vector<float>>& queries) {
+  for (const auto& q : queries) {
+    const std::vector<Hit> first = VectorRecall(dbs[0], "a", q, 10);
+    REQUIRE(first.size() == 10);
+    for (size_t d = 1; d < dbs.size(); d++) {
+      const std::vector<Hit> hits = VectorRecall(dbs[d], "a", q, 10);
+      REQUIRE(hits.size() == first.size());
+      for (size_t j = 0; j < hits.size(); j++) {
+        CHECK(hits[j].id == first[j].id);
+        CHECK(hits[j].vector_score == first[j].vector_score);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a reader finds a writer's newest vectors at once, scanned exactly until a delta gives them nodes") {
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = Clustered(5002, kPendingDim, 40, agentmem::test::Seed());
+  agentmem_db* w = OpenPending(path);
+  for (size_t at = 0; at < 5000; at += 1000) RememberVectors(w, vecs, at, at + 1000);
+  agentmem_db* r = OpenPending(path);
+  // The writer's next episode: the reader's next recall finds it.
+  const int64_t id = RememberVectors(w, vecs, 5000, 5001);
+  std::vector<Hit> hits = VectorRecall(r, "a", vecs[5000], 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == id);
+  CHECK(hits[0].vector_score == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(VectorPlan(r, vecs[5000]).find("exact scan of 1 vectors not yet in the graph") !=
+        std::string::npos);
+  // The writer's next transaction holds its node: nothing is scanned apart.
+  REQUIRE(agentmem_block_set(w, "a", "note", "x", 0, 0) == AGENTMEM_OK);
+  const std::string plan = VectorPlan(r, vecs[5000]);
+  CHECK(plan.find("not yet in the graph") == std::string::npos);
+  CHECK(plan.find("hnsw ef=") != std::string::npos);
+  hits = VectorRecall(r, "a", vecs[5000], 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == id);
+  CheckSameHits({w, r}, Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1));
+  agentmem_close(r);
+  agentmem_close(w);
+}
+
+TEST_CASE("handles that inserted a writer's pending vectors themselves keep the writer's graph") {
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = Clustered(5040, kPendingDim, 40, agentmem::test::Seed());
+  auto queries = Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1);
+  // a writes 5,000 vectors; b opens before a's last transaction, whose nodes
+  // no delta holds when a closes (no checkpoint).
+  agentmem_db* a = OpenPending(path);
+  for (size_t at = 0; at < 4000; at += 1000) RememberVectors(a, vecs, at, at + 1000);
+  agentmem_db* b = OpenPending(path);
+  RememberVectors(a, vecs, 4000, 5000);
+  REQUIRE(agentmem_close(a) == AGENTMEM_OK);
+  // c opens now: it inserts those 1,000 itself.
+  agentmem_db* c = OpenPending(path);
+  CHECK(VectorPlan(c, queries[0]).find("not yet in the graph") == std::string::npos);
+  // b writes twice: the first delta holds nothing (b had not inserted the
+  // 1,000 yet), the second the 1,000 and b's first 20 -- which c takes on
+  // top of the nodes it has. A block then gives b's last 20 their nodes.
+  RememberVectors(b, vecs, 5000, 5020);
+  RememberVectors(b, vecs, 5020, 5040);
+  REQUIRE(agentmem_block_set(b, "a", "note", "x", 0, 0) == AGENTMEM_OK);
+  CHECK(VectorPlan(c, queries[0]).find("not yet in the graph") == std::string::npos);
+  // And a handle that replays the whole log.
+  agentmem_db* d = OpenPending(path);
+  CheckSameHits({b, c, d}, queries);
+  agentmem_close(d);
+  agentmem_close(c);
+  agentmem_close(b);
+}
+
 TEST_CASE("a user with 5 episodes among thousands gets exactly those, in every mode") {
   agentmem_db* db = nullptr;
   REQUIRE(agentmem_open(":memory:", &db) == AGENTMEM_OK);

@@ -456,3 +456,60 @@ TEST_CASE("a delta without vectors is refused before room is made for the vector
 }
 
 }  // namespace agentmem::index
+
+namespace agentmem::index {
+namespace {
+
+TEST_CASE("a delta rebased onto a graph that holds its first new nodes gives the writer's graph") {
+  auto rng = SeededRng(77);
+  HnswOptions o;
+  o.metric = Metric::kCosine;
+  o.dim = kDim;
+  std::vector<float> data = RandomFloats(rng, 330 * kDim, -1.0f, 1.0f);
+  auto rows = [&](size_t from, size_t to) {
+    std::vector<HnswInsert> items;
+    for (size_t r = from; r < to; ++r) {
+      items.push_back({1000 + r, std::span<const float>(data.data() + r * kDim, kDim)});
+    }
+    return items;
+  };
+  auto writer = std::move(*HnswIndex::Create(o));
+  REQUIRE(writer->AddBatch(rows(0, 300)).ok());
+  std::string base;
+  REQUIRE(writer->Serialize(&base).ok());
+  const ChangeMark mark = writer->Mark();
+  // The writer inserts two transactions and writes one delta of both.
+  REQUIRE(writer->AddBatch(rows(300, 310)).ok());
+  REQUIRE(writer->AddBatch(rows(310, 330)).ok());
+  std::string delta, with_vectors, want;
+  REQUIRE(writer->EncodeDelta(mark, &delta, /*with_vectors=*/false).ok());
+  REQUIRE(writer->EncodeDelta(mark, &with_vectors).ok());
+  REQUIRE(writer->Serialize(&want).ok());
+  // A reader that inserted the first transaction itself.
+  auto reader = std::move(*HnswIndex::Deserialize(base));
+  REQUIRE(reader->AddBatch(rows(300, 310)).ok());
+  CHECK(reader->ApplyDelta(delta).code() == kCorruptIndex);  // builds on 300, not 310
+  std::string rebased;
+  REQUIRE(hnsw::RebaseImage(delta, 310, &rebased).ok());
+  REQUIRE(reader->ApplyDelta(rebased, [&](uint64_t label) {
+                   return data.data() + (label - 1000) * kDim;
+                 }).ok());
+  std::string got;
+  REQUIRE(reader->Serialize(&got).ok());
+  CHECK(got == want);
+  // Only within [base_count, node_count], and only without vectors.
+  CHECK(hnsw::RebaseImage(delta, 299, &rebased).code() == kCorruptIndex);
+  CHECK(hnsw::RebaseImage(delta, 331, &rebased).code() == kCorruptIndex);
+  CHECK(hnsw::RebaseImage(with_vectors, 310, &rebased).code() == kCorruptIndex);
+  // A rebased image is checked like any other: a reader whose nodes differ
+  // from the image's is refused.
+  auto other = std::move(*HnswIndex::Deserialize(base));
+  REQUIRE(other->AddBatch(rows(310, 320)).ok());  // other labels for nodes 300..309
+  REQUIRE(hnsw::RebaseImage(delta, 310, &rebased).ok());
+  CHECK(other->ApplyDelta(rebased, [&](uint64_t label) {
+                 return data.data() + (label - 1000) * kDim;
+               }).code() == kCorruptIndex);
+}
+
+}  // namespace
+}  // namespace agentmem::index

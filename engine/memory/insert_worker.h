@@ -1,0 +1,53 @@
+// engine/memory/insert_worker.h -- InsertWorker: one helper thread of a
+// recall index, which runs one task at a time: the graph inserts of the
+// handle's last commit, which so overlap that commit's sync instead of
+// preceding it (RecallIndex::DeferInsertForCommit).
+//
+// The thread starts with the first Start() and is joined by the destructor,
+// which first waits for a task in flight. When the thread cannot be started,
+// Start() runs the task itself. A task that throws fails: Wait() reports it.
+//
+// Thread safety: Start() and Wait() are called from one thread (the index's
+// owner); the task runs on the worker.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "format/status.h"
+
+namespace agentmem::engine {
+
+class InsertWorker {
+ public:
+  InsertWorker() = default;
+  ~InsertWorker();
+  InsertWorker(const InsertWorker&) = delete;
+  InsertWorker& operator=(const InsertWorker&) = delete;
+
+  // Runs `task` on the worker. REQUIRES: no task in flight (Wait() returned
+  // since the last Start()).
+  void Start(std::function<Status()> task);
+  // True from Start() until Wait() returns.
+  bool busy() const { return started_; }
+  // Waits for the task of the last Start() and returns its status (OK when
+  // there is none).
+  Status Wait();
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // a task, its end, or stop_
+  std::thread thread_;
+  // Under mu_: the task Start() gave, until the worker takes it (queued_),
+  // while it runs (running_), and what came of it (done_).
+  std::function<Status()> task_;
+  bool queued_ = false, running_ = false, done_ = false, threw_ = false, stop_ = false;
+  Status result_;
+  bool started_ = false;  // the owner's: a task not yet waited for
+};
+
+}  // namespace agentmem::engine
