@@ -617,9 +617,9 @@ Status RecallIndex::EnsureGraph() {
   return Status::OK();
 }
 
-Status RecallIndex::InsertPending() {
+Status RecallIndex::InsertPending(size_t batches) {
   Status s;
-  for (const auto& batch : TakePendingBatches()) {
+  for (const auto& batch : TakePendingBatches(batches)) {
     s = graph_->AddBatch(batch);
     if (!s.ok()) break;
   }
@@ -658,12 +658,15 @@ void RecallIndex::SettleNow() {
   std::erase_if(pending_, [](const auto& p) { return p.second.inserting; });
 }
 
-std::vector<std::vector<index::HnswInsert>> RecallIndex::TakePendingBatches() {
+std::vector<std::vector<index::HnswInsert>> RecallIndex::TakePendingBatches(size_t most) {
   std::vector<std::vector<index::HnswInsert>> batches;
   uint64_t txn = 0;
   for (auto& [id, p] : pending_) {
     if (p.inserting) continue;
-    if (batches.empty() || p.txn != txn) batches.emplace_back();
+    if (batches.empty() || p.txn != txn) {
+      if (batches.size() == most) break;
+      batches.emplace_back();
+    }
     txn = p.txn;
     batches.back().push_back({id, p.vector});
     p.inserting = true;
@@ -687,8 +690,19 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
                                static_cast<long long>(page_no), header.status().message().c_str());
   }
-  size_t have = graph_ ? graph_->size() : 0;
   const auto& h = header.value();
+  // An image that builds on nodes this handle has as pending vectors (a
+  // checkpoint holds them, and the writer that opened from it wrote this):
+  // they go in first, each transaction's as their writer inserted them.
+  while (!pending_.empty() && (graph_ ? graph_->size() : 0) < h.base_count) {
+    AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
+    Status s = InsertPending(1);
+    if (!s.ok()) {
+      return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
+                                 static_cast<long long>(page_no), s.message().c_str());
+    }
+  }
+  size_t have = graph_ ? graph_->size() : 0;
   // This handle's own commit, or nodes it inserted from the same pending
   // vectors as the writer (the same batches in the same order: the same graph).
   if (graph_ && h.node_count == have) {

@@ -396,15 +396,16 @@ class RecallIndex {
   void Settle() const;
   void SettleNow();
   // The pending vectors not yet handed to the insert worker, one batch per
-  // transaction in order; they are marked as handed.
-  std::vector<std::vector<index::HnswInsert>> TakePendingBatches();
+  // transaction in order, at most `most` batches; they are marked as handed.
+  std::vector<std::vector<index::HnswInsert>> TakePendingBatches(size_t most = SIZE_MAX);
   // Drops the pending vectors whose episodes have a node now.
   void PrunePending();
   // The graph, made empty if there is none yet.
   Status EnsureGraph();
-  // Inserts the pending vectors not handed to the insert worker, one batch
-  // per transaction, on this thread. REQUIRES: a graph, nothing in flight.
-  Status InsertPending();
+  // Inserts the pending vectors not handed to the insert worker (the first
+  // `batches` transactions' of them), one batch per transaction, on this
+  // thread. REQUIRES: a graph, nothing in flight.
+  Status InsertPending(size_t batches = SIZE_MAX);
   // The pending vectors among a query's candidates (or, for every episode,
   // those passing its filters), by episode id; and the nearest k of them to
   // `query`, scored as the graph's walk (`graph_path`) or its exact scan

@@ -765,7 +765,7 @@ namespace {
 
 constexpr int kPendingDim = 8;
 constexpr const char* kPendingOptions =
-    "vector_dim=8&embedder=test-clusters&sync=normal&checkpoint_bytes=0";
+    "vector_dim=8&embedder=test-clusters&sync=normal&checkpoint_bytes=0&auto_vacuum=0";
 
 agentmem_db* OpenPending(const std::string& path) {
   agentmem_db* db = nullptr;
@@ -872,6 +872,35 @@ TEST_CASE("handles that inserted a writer's pending vectors themselves keep the 
   agentmem_close(d);
   agentmem_close(c);
   agentmem_close(b);
+}
+
+TEST_CASE("a reader keeps its graph when a checkpoint holds nodes it has as pending vectors") {
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = Clustered(5003, kPendingDim, 40, agentmem::test::Seed());
+  auto queries = Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1);
+  agentmem_db* w = OpenPending(path);
+  for (size_t at = 0; at < 5000; at += 1000) RememberVectors(w, vecs, at, at + 1000);
+  agentmem_db* r = OpenPending(path);
+  // w's last vector is pending in r when w's close folds it into a checkpoint.
+  RememberVectors(w, vecs, 5000, 5001);
+  CHECK(VectorPlan(r, queries[0]).find("exact scan of 1 vectors not yet in the graph") !=
+        std::string::npos);
+  agentmem_db* v = nullptr;
+  REQUIRE(agentmem_open_v2(path.c_str(), &v, AGENTMEM_OPEN_READWRITE,
+                           "checkpoint_bytes=4096&auto_vacuum=0") == AGENTMEM_OK);
+  REQUIRE(agentmem_close(w) == AGENTMEM_OK);
+  REQUIRE(agentmem_close(v) == AGENTMEM_OK);  // its close writes the checkpoint
+  // A writer that opens from the checkpoint builds its deltas on that node.
+  agentmem_db* w2 = OpenPending(path);
+  RememberVectors(w2, vecs, 5001, 5002);
+  REQUIRE(agentmem_block_set(w2, "a", "note", "x", 0, 0) == AGENTMEM_OK);
+  RememberVectors(w2, vecs, 5002, 5003);
+  REQUIRE(agentmem_block_set(w2, "a", "note", "y", 0, 0) == AGENTMEM_OK);
+  CHECK(VectorPlan(r, queries[0]).find("not yet in the graph") == std::string::npos);
+  CheckSameHits({w2, r}, queries);
+  agentmem_close(w2);
+  agentmem_close(r);
 }
 
 TEST_CASE("a user with 5 episodes among thousands gets exactly those, in every mode") {
