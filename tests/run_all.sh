@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every doctest suite of a build and prints one total line:
 #   N passed, M failed
-# (test cases, all suites together). Exits non-zero if any case failed or any
+# (test cases, all suites together), after a line "FAILED <suite>: <case>" for
+# each case or suite that failed. Exits non-zero if any case failed or any
 # suite did not finish.
 #
 # Usage: tests/run_all.sh [BUILD_DIR] [--sanitizers SAN_DIR] [--fuzz SAN_DIR SECONDS]
@@ -60,6 +61,15 @@ done
 passed=0
 failed=0
 status=0
+failures=()
+
+# failed_cases LOG: the names of the doctest cases that reported an error in a
+# suite's output (the case's "TEST CASE:" line before its first ERROR).
+failed_cases() {
+  awk '/^TEST CASE:/ { name = substr($0, 12); sub(/^ +/, "", name); seen = 0; next }
+       /^=+$/ { name = ""; seen = 0; next }
+       /(ERROR|FATAL ERROR): / { if (name != "" && !seen) { print name; seen = 1 } }' "$1"
+}
 
 # run_suite LABEL EXE [DOCTEST ARGS...]: runs one doctest executable and adds
 # its case counts to the totals.
@@ -79,10 +89,19 @@ run_suite() {
     echo "$label did not finish (exit $rc)"
     failed=$((failed + 1))
     status=1
+    failures+=("$label: did not finish (exit $rc)")
   else
     passed=$((passed + p))
     failed=$((failed + f))
     [ "$rc" -eq 0 ] || status=1
+    if [ "$f" -gt 0 ] || [ "$rc" -ne 0 ]; then
+      local name named=0
+      while IFS= read -r name; do
+        failures+=("$label: $name")
+        named=$((named + 1))
+      done < <(failed_cases "$log")
+      [ "$named" -gt 0 ] || failures+=("$label: $f failed, exit $rc")
+    fi
   fi
   rm -f "$log"
 }
@@ -146,6 +165,7 @@ if [ -n "$san_dir" ]; then
       echo "$suite (ASan+UBSan) is not built in $san_dir"
       failed=$((failed + 1))
       status=1
+      failures+=("$suite (ASan+UBSan): not built")
       continue
     fi
     if [ "$suite" = reliability_tests ]; then
@@ -170,6 +190,7 @@ if [ -n "$fuzz_dir" ]; then
       echo "fuzz_$t is not built in $fuzz_dir"
       failed=$((failed + 1))
       status=1
+      failures+=("fuzz_$t: not built")
       continue
     fi
     work="$fuzz_dir/fuzz-corpus/$t" artifacts="$fuzz_dir/fuzz-artifacts/$t"
@@ -187,6 +208,7 @@ if [ -n "$fuzz_dir" ]; then
       echo "fuzz_$t FAILED (exit $rc): see $artifacts/log.txt and the input saved there"
       failed=$((failed + 1))
       status=1
+      failures+=("fuzz_$t: exit $rc, input in $artifacts")
     fi
   done
 fi
@@ -210,6 +232,7 @@ if [ -n "$tsan_dir" ]; then
       echo "$(basename "$exe") (TSan) is not built in $tsan_dir"
       failed=$((failed + 1))
       status=1
+      failures+=("$(basename "$exe") (TSan): not built")
       continue
     fi
     run_suite "$(basename "$exe") (TSan)" "$exe" -tc="${spec#*|}"
@@ -226,5 +249,7 @@ if [ "$valgrind" = 1 ] && [ -n "$build" ]; then
   done
 fi
 
+# What failed, named just above the total, where the end of a long log shows it.
+for f in "${failures[@]}"; do echo "FAILED $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$status" -eq 0 ]
