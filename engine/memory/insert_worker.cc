@@ -1,10 +1,31 @@
 // engine/memory/insert_worker.cc -- InsertWorker (see insert_worker.h).
 #include "engine/memory/insert_worker.h"
 
-#include <system_error>
+#include <atomic>
+#include <new>
 #include <utility>
 
 namespace agentmem::engine {
+
+namespace {
+
+#ifdef AGENTMEM_TEST_HOOKS
+std::atomic<bool> g_thread_start_fails{false};
+#endif
+
+// Starts the worker's thread.
+std::thread NewThread(InsertWorker* w, void (InsertWorker::*loop)()) {
+#ifdef AGENTMEM_TEST_HOOKS
+  if (g_thread_start_fails.load(std::memory_order_relaxed)) throw std::bad_alloc();
+#endif
+  return std::thread(loop, w);
+}
+
+}  // namespace
+
+#ifdef AGENTMEM_TEST_HOOKS
+void InsertWorker::SetThreadStartFailsForTest(bool on) { g_thread_start_fails.store(on); }
+#endif
 
 InsertWorker::~InsertWorker() {
   {
@@ -20,18 +41,12 @@ void InsertWorker::Start(std::function<Status()> task) {
   started_ = true;
   if (!thread_.joinable()) {
     try {
-      thread_ = std::thread([this] { Loop(); });
-    } catch (const std::system_error&) {  // no thread: the task runs here
-      Status s;
-      bool threw = false;
-      try {
-        s = task();
-      } catch (...) {
-        threw = true;
-      }
+      thread_ = NewThread(this, &InsertWorker::Loop);
+    } catch (...) {  // no thread (none left, or no memory for one): the task runs here
+      Outcome o = Run(task);
       std::lock_guard lock(mu_);
-      result_ = std::move(s);
-      threw_ = threw;
+      result_ = std::move(o.status);
+      threw_ = o.threw;
       done_ = true;
       return;
     }
@@ -43,6 +58,16 @@ void InsertWorker::Start(std::function<Status()> task) {
     done_ = false;
   }
   cv_.notify_all();
+}
+
+InsertWorker::Outcome InsertWorker::Run(const std::function<Status()>& task) {
+  Outcome o;
+  try {
+    o.status = task();
+  } catch (...) {
+    o.threw = true;
+  }
+  return o;
 }
 
 Status InsertWorker::Wait() {
@@ -67,17 +92,11 @@ void InsertWorker::Loop() {
     queued_ = false;
     running_ = true;
     lock.unlock();
-    Status s;
-    bool threw = false;
-    try {
-      s = task();
-    } catch (...) {
-      threw = true;
-    }
+    Outcome o = Run(task);
     task = nullptr;
     lock.lock();
-    result_ = std::move(s);
-    threw_ = threw;
+    result_ = std::move(o.status);
+    threw_ = o.threw;
     running_ = false;
     done_ = true;
     cv_.notify_all();

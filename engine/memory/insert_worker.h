@@ -4,8 +4,9 @@
 // preceding it (RecallIndex::DeferInsertForCommit).
 //
 // The thread starts with the first Start() and is joined by the destructor,
-// which first waits for a task in flight. When the thread cannot be started,
-// Start() runs the task itself. A task that throws fails: Wait() reports it.
+// which first waits for a task in flight. When the thread cannot be started
+// (no thread or no memory left), Start() runs the task itself. A task that
+// throws fails: Wait() reports it.
 //
 // Thread safety: Start() and Wait() are called from one thread (the index's
 // owner); the task runs on the worker.
@@ -36,7 +37,21 @@ class InsertWorker {
   // there is none).
   Status Wait();
 
+#ifdef AGENTMEM_TEST_HOOKS
+  // Tests (builds with -Dtest_hooks=true): true makes every InsertWorker of
+  // the process find no memory for its thread when it starts one (the
+  // std::bad_alloc of std::thread's constructor). false restores.
+  static void SetThreadStartFailsForTest(bool on);
+#endif
+
  private:
+  // What came of a task: its status, or that it threw (a task that cannot
+  // even build its Status for want of memory throws std::bad_alloc).
+  struct Outcome {
+    Status status;
+    bool threw = false;
+  };
+  static Outcome Run(const std::function<Status()>& task);
   void Loop();
 
   std::mutex mu_;
