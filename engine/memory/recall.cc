@@ -536,22 +536,10 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
   // The pending vectors first, so that nodes still follow episode ids.
   AGENTMEM_RETURN_IF_ERROR(FlushGraph());
   AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
-  // One batch, linked on min(2, hardware threads) threads; nodes still follow
-  // episode ids (AddBatch numbers them in label order).
-  std::vector<index::HnswInsert> batch;
-  batch.reserve(episodes.size());
-  for (const auto& e : episodes) {
-    if (e.vector.size() == dim_) batch.push_back({e.id, e.vector});
-  }
-  Status s = graph_->AddBatch(batch);
-  if (!s.ok()) {
-    broken_ = s;
-    return s;
-  }
-  SyncNodes();
+  AGENTMEM_RETURN_IF_ERROR(InsertEpisodes(episodes));
   // The vectors are in the episode records of the same transaction
   // (docs/format.md §5.6): the delta holds only the graph's own bytes.
-  s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false);
+  Status s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false);
   if (!s.ok()) broken_ = s;
   delta_mark_ = graph_->Mark();
   return s;
@@ -566,16 +554,17 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
   for (const auto& e : episodes) vectors += e.vector.size() == dim_;
   if (!graph_ && vectors == 0 && pending_.empty()) return Status::OK();
   AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
-  if (vectors > 0) {
+  if (vectors > kDeferVectors) {
+    // A large transaction's insert takes far longer than its sync: it goes
+    // in now (after the pending vectors before it), its nodes in its own delta.
+    AGENTMEM_RETURN_IF_ERROR(InsertPending());
+    AGENTMEM_RETURN_IF_ERROR(InsertEpisodes(episodes));
+  } else if (vectors > 0) {
     const uint64_t txn = ++pending_txns_;
     for (const auto& e : episodes) {
-      if (e.vector.size() == dim_) pending_[e.id] = Pending{txn, e.vector, false};
+      if (e.vector.size() == dim_) pending_[e.id] = NewPending(txn, e.vector);
     }
   }
-  // A large transaction's insert takes far longer than its sync: it goes
-  // in now, and its nodes in its own delta.
-  const bool defer = vectors <= kDeferVectors;
-  if (!defer) AGENTMEM_RETURN_IF_ERROR(InsertPending());
   // A transaction with vectors always carries a delta, empty or not: a
   // reader tells it from one whose graph is elsewhere (InsertUnlinked).
   const index::ChangeMark now = graph_->Mark();
@@ -595,6 +584,23 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
     return Status::OK();
   });
   return Status::OK();
+}
+
+Status RecallIndex::InsertEpisodes(const std::vector<format::EpisodeRecord>& episodes) {
+  // One batch, linked on min(2, hardware threads) threads; nodes still follow
+  // episode ids (AddBatch numbers them in label order).
+  std::vector<index::HnswInsert> batch;
+  batch.reserve(episodes.size());
+  for (const auto& e : episodes) {
+    if (e.vector.size() == dim_) batch.push_back({e.id, e.vector});
+  }
+  Status s = graph_->AddBatch(batch);
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
+  SyncNodes();
+  return s;
 }
 
 Status RecallIndex::FlushGraph() {
@@ -641,11 +647,20 @@ Status RecallIndex::AddPending(const std::vector<const format::EpisodeRecord*>& 
   for (const format::EpisodeRecord* r : episodes) {
     const EpisodeAttrs* a = attrs_.Find(r->id);
     if (r->vector.size() != dim_ || !a || a->node != EpisodeAttrs::kNoNode) continue;
-    pending_[r->id] = Pending{txn, r->vector, false};
+    pending_[r->id] = NewPending(txn, r->vector);
     any = true;
   }
   if (any) pending_txns_ = txn;
   return Status::OK();
+}
+
+RecallIndex::Pending RecallIndex::NewPending(uint64_t txn, const std::vector<float>& vector) const {
+  Pending p{txn, vector, {}, false};
+  if (metric_ == index::Metric::kCosine) {
+    p.unit = vector;
+    index::NormalizeInPlace(p.unit.data(), p.unit.size());
+  }
+  return p;
 }
 
 void RecallIndex::Settle() const { const_cast<RecallIndex*>(this)->SettleNow(); }
@@ -846,9 +861,9 @@ std::vector<index::Neighbor> RecallIndex::ScorePending(std::span<const uint64_t>
   std::vector<float> rows;
   rows.reserve(ids.size() * dim_);
   for (uint64_t id : ids) {
-    const std::vector<float>& v = pending_.find(id)->second.vector;
+    const Pending& p = pending_.find(id)->second;
+    const std::vector<float>& v = cosine ? p.unit : p.vector;
     rows.insert(rows.end(), v.begin(), v.end());
-    if (cosine) index::NormalizeInPlace(rows.data() + rows.size() - dim_, dim_);
   }
   if (!graph_path) {
     const index::VectorBlock block{rows.data(), ids.size(), dim_, 0};

@@ -402,6 +402,9 @@ class RecallIndex {
   void PrunePending();
   // The graph, made empty if there is none yet.
   Status EnsureGraph();
+  // Inserts the episodes' vectors as one batch, on this thread. REQUIRES: a
+  // graph, no pending vector before them, nothing in flight.
+  Status InsertEpisodes(const std::vector<format::EpisodeRecord>& episodes);
   // Inserts the pending vectors not handed to the insert worker (the first
   // `batches` transactions' of them), one batch per transaction, on this
   // thread. REQUIRES: a graph, nothing in flight.
@@ -459,8 +462,10 @@ class RecallIndex {
   struct Pending {
     uint64_t txn = 0;
     std::vector<float> vector;  // as committed
+    std::vector<float> unit;    // for cosine, normalised as the graph holds it
     bool inserting = false;     // handed to the insert worker
   };
+  Pending NewPending(uint64_t txn, const std::vector<float>& vector) const;
   std::map<uint64_t, Pending> pending_;
   uint64_t pending_txns_ = 0;
   // Runs the deferred inserts; declared after graph_, so that it is joined
