@@ -104,13 +104,6 @@ uint32_t RecallIndex::Intern(Names* table, const std::string& s) {
 
 std::vector<float> RecallIndex::Embed(std::string_view text) const { return embedder_->Embed(text); }
 
-const float* RecallIndex::VectorOf(uint64_t id) const {
-  Settle();
-  const EpisodeAttrs* a = attrs_.Find(id);
-  if (!a || a->node == EpisodeAttrs::kNoNode) return nullptr;
-  return graph_->NodeVectors().row(a->node);
-}
-
 void RecallIndex::SyncNodes() {
   size_t nodes = graph_ ? graph_->size() : 0;
   for (; synced_nodes_ < nodes; synced_nodes_++) {
@@ -239,13 +232,13 @@ Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_
   return Status::OK();
 }
 
-Result<size_t> RecallIndex::GraphSize() const {
+Result<size_t> RecallIndex::GraphSize() {
   Settle();
   if (!graph_) return size_t{0};
   return graph_->MappableSize(/*with_vectors=*/false);
 }
 
-Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emit) const {
+Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emit) {
   Settle();
   if (!graph_) return Status::OK();
   return graph_->EmitMappable(/*with_vectors=*/false, emit);
@@ -277,7 +270,7 @@ bool RecallIndex::NodesAgree(size_t nodes) const {
   return agree && n == nodes;
 }
 
-bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) const {
+bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) {
   Settle();
   labels->clear();
   if (!graph_ || !broken_.ok() || hidden_nodes_ || graph_->Stats().deleted != 0) return false;
@@ -292,12 +285,12 @@ bool RecallIndex::ForgottenNodes(std::vector<uint64_t>* labels) const {
   return agree && n == graph_->size();
 }
 
-bool RecallIndex::TakableGraph(std::vector<uint64_t>* forgotten) const {
+bool RecallIndex::TakableGraph(std::vector<uint64_t>* forgotten) {
   return ForgottenNodes(forgotten) &&
          static_cast<double>(forgotten->size()) <= kRepairShare * static_cast<double>(graph_->size());
 }
 
-bool RecallIndex::CanTakeGraph() const {
+bool RecallIndex::CanTakeGraph() {
   std::vector<uint64_t> forgotten;
   return TakableGraph(&forgotten);
 }
@@ -663,9 +656,7 @@ RecallIndex::Pending RecallIndex::NewPending(uint64_t txn, const std::vector<flo
   return p;
 }
 
-void RecallIndex::Settle() const { const_cast<RecallIndex*>(this)->SettleNow(); }
-
-void RecallIndex::SettleNow() {
+void RecallIndex::Settle() {
   if (!inserter_.busy()) return;
   Status s = inserter_.Wait();
   if (!s.ok() && broken_.ok()) broken_ = s;
@@ -1097,7 +1088,7 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
 }
 
 Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
-                           RecallPlan* plan_out) const {
+                           RecallPlan* plan_out) {
   RecallPlan plan;
   plan.mode = ModeName(q.mode);
   hits->clear();

@@ -164,8 +164,8 @@ class RecallIndex {
   // is no graph): its size, then its bytes in pieces (HnswIndex::
   // EmitMappable()). And the graph taken from one in place (checkpoint
   // load; after every AddEntry): MapGraph().
-  Result<size_t> GraphSize() const;
-  Status EmitGraph(const std::function<Status(std::string_view)>& emit) const;
+  Result<size_t> GraphSize();
+  Status EmitGraph(const std::function<Status(std::string_view)>& emit);
   // The BM25 indexes as frozen images, one per user with episodes, after a
   // directory (format/checkpoint.h, bm25 section); `user_string` gives each
   // user's index in the state section's string table. In two steps, so that
@@ -196,7 +196,7 @@ class RecallIndex {
   // usable graph and is broken until its handle reloads.
   std::unique_ptr<index::HnswIndex> TakeGraph();
   // Whether TakeGraph would give a graph (there is none: false).
-  bool CanTakeGraph() const;
+  bool CanTakeGraph();
   static constexpr double kRepairShare = 0.1;
   // The copy's side: a graph whose nodes are this index's episodes with
   // vectors, one each, in id order (TakeGraph of the file it copies).
@@ -213,7 +213,7 @@ class RecallIndex {
   // the graph cannot go to a compaction copy at all (there is none, it is
   // broken, has deleted or hidden nodes, or its nodes are not the episodes
   // with vectors in id order).
-  bool ForgottenNodes(std::vector<uint64_t>* labels) const;
+  bool ForgottenNodes(std::vector<uint64_t>* labels);
   // Adds an indexed episode's BM25 terms, as committed in the file; a later
   // text record of the same episode (its context changed: a forget) replaces
   // the earlier one.
@@ -246,7 +246,7 @@ class RecallIndex {
   // over more than kParallelMin candidates, without an extra_filter (which
   // reads records), runs its vector leg on `worker` when it is idle; the hits
   // are the same either way.
-  Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan) const;
+  Status Recall(const RecallQuery& q, std::vector<RecallHit>* hits, RecallPlan* plan);
   // The embedding the built-in embedder gives `text` (the file's dimension).
   // REQUIRES: builtin_embedder().
   std::vector<float> Embed(std::string_view text) const;
@@ -268,7 +268,6 @@ class RecallIndex {
     return embedder_ && embedder_->name() == index::HashEmbedder::kName ? kHashVectorWeight
                                                                          : kVectorWeight;
   }
-  const float* VectorOf(uint64_t id) const;
 
   // The writer's side of the graph: inserts the vectors of a transaction's
   // episodes into the HNSW graph and returns the graph delta image to commit
@@ -322,7 +321,7 @@ class RecallIndex {
 
  private:
   // ForgottenNodes, and they are at most kRepairShare of the graph's nodes.
-  bool TakableGraph(std::vector<uint64_t>* forgotten) const;
+  bool TakableGraph(std::vector<uint64_t>* forgotten);
   bool hidden_nodes_ = false;  // HideNodes hid a live episode's node
   struct UserPartition {
     index::Bm25Index bm25;
@@ -391,10 +390,8 @@ class RecallIndex {
   void SyncNodes();
   // Waits for the deferred insert in flight, if any: the graph and the
   // episodes' nodes are then current (a failed insert breaks the index).
-  // Every call that reads the graph starts with it; logically const (what a
-  // search sees does not change, only where it is held).
-  void Settle() const;
-  void SettleNow();
+  // Every call that reads the graph starts with it.
+  void Settle();
   // The pending vectors not yet handed to the insert worker, one batch per
   // transaction in order, at most `most` batches; they are marked as handed.
   std::vector<std::vector<index::HnswInsert>> TakePendingBatches(size_t most = SIZE_MAX);
@@ -470,7 +467,7 @@ class RecallIndex {
   uint64_t pending_txns_ = 0;
   // Runs the deferred inserts; declared after graph_, so that it is joined
   // before the graph goes.
-  mutable InsertWorker inserter_;
+  InsertWorker inserter_;
   LegWorker* legs_ = nullptr;
   Status broken_;
 };
