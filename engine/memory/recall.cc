@@ -709,14 +709,13 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     }
   }
   size_t have = graph_ ? graph_->size() : 0;
-  // This handle's own commit, or nodes it inserted from the same pending
-  // vectors as the writer (the same batches in the same order: the same graph).
-  if (graph_ && h.node_count == have) {
+  // This handle's own commit, or nodes it inserted itself from the same
+  // pending vectors as the writer (the same batches in the same order: the
+  // same graph), perhaps with more after them.
+  if (graph_ && h.base_count <= have && h.node_count <= have) {
     delta_mark_ = graph_->Mark();
     return Status::OK();
   }
-  // An empty delta of a writer that had not yet inserted what this handle has.
-  if (graph_ && h.node_count < have && h.record_count == 0) return Status::OK();
   // A new node's vector: its transaction's record, or an earlier one's.
   auto lookup = [&](uint64_t id) -> const float* {
     if (const float* v = vectors ? vectors(id) : nullptr) return v;

@@ -109,21 +109,23 @@ TEST_CASE("two handles in one process take turns as writers and lose nothing") {
   REQUIRE(agentmem_open(path.c_str(), &a) == AGENTMEM_OK);
   REQUIRE(agentmem_open(path.c_str(), &b) == AGENTMEM_OK);
   const int kEach = 200;
-  auto work = [&](agentmem_db* db, const char* who, int* failures) {
+  // Counts the failed calls and keeps the first one's message.
+  auto work = [&](agentmem_db* db, const char* who, int* failures, std::string* first) {
     for (int i = 0; i < kEach; i++) {
       std::string text = std::string(who) + " " + std::to_string(i);
       if (agentmem_remember(db, "u", who, "user", text.c_str(), 0, nullptr, nullptr, 0, nullptr) !=
           AGENTMEM_OK) {
-        (*failures)++;
+        if ((*failures)++ == 0) *first = agentmem_errmsg(db);
       }
     }
   };
   int fa = 0, fb = 0;
-  std::thread ta(work, a, "a", &fa), tb(work, b, "b", &fb);
+  std::string ma, mb;
+  std::thread ta(work, a, "a", &fa, &ma), tb(work, b, "b", &fb, &mb);
   ta.join();
   tb.join();
-  CHECK(fa == 0);
-  CHECK(fb == 0);
+  CHECK_MESSAGE(fa == 0, ma);
+  CHECK_MESSAGE(fb == 0, mb);
   CHECK(CountEpisodes(a, "u") == 2 * kEach);
   CHECK(CountEpisodes(b, "u") == 2 * kEach);
   agentmem_close(a);

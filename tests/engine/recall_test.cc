@@ -38,7 +38,7 @@ std::vector<Hit> Recall(agentmem_db* db, const char* user, const char* query,
                         const agentmem_recall_options* opts = nullptr) {
   agentmem_cursor* cur = nullptr;
   int rc = agentmem_recall(db, user, query, opts, &cur);
-  REQUIRE_MESSAGE(rc == AGENTMEM_OK, agentmem_errmsg(db));
+  REQUIRE_MESSAGE(rc == AGENTMEM_OK, std::string(agentmem_errmsg(db)));
   std::vector<Hit> out;
   while ((rc = agentmem_cursor_step(cur)) == AGENTMEM_ROW) {
     const agentmem_hit* h = agentmem_cursor_hit(cur);
@@ -774,6 +774,11 @@ agentmem_db* OpenPending(const std::string& path) {
   return db;
 }
 
+// n clustered vectors of the pending cases' dimension.
+std::vector<std::vector<float>> PendingVectors(size_t n, uint64_t seed_offset = 0) {
+  return Clustered(n, kPendingDim, 40, agentmem::test::Seed() + seed_offset);
+}
+
 // One transaction of vecs[from, to) for user "a"; returns the last id.
 int64_t RememberVectors(agentmem_db* db, const std::vector<std::vector<float>>& vecs, size_t from,
                         size_t to) {
@@ -785,6 +790,14 @@ int64_t RememberVectors(agentmem_db* db, const std::vector<std::vector<float>>& 
   }
   REQUIRE(agentmem_commit(db) == AGENTMEM_OK);
   return id;
+}
+
+// Opens path and writes vecs[0, 1000 * thousands) to it, 1,000 a transaction.
+agentmem_db* WriteThousands(const std::string& path, const std::vector<std::vector<float>>& vecs,
+                            size_t thousands) {
+  agentmem_db* db = OpenPending(path);
+  for (size_t at = 0; at < 1000 * thousands; at += 1000) RememberVectors(db, vecs, at, at + 1000);
+  return db;
 }
 
 std::string VectorPlan(agentmem_db* db, const std::vector<float>& q) {
@@ -819,9 +832,8 @@ void CheckSameHits(const std::vector<agentmem_db*>& dbs, const std::vector<std::
 TEST_CASE("a reader finds a writer's newest vectors at once, scanned exactly until a delta gives them nodes") {
   TempDir dir;
   const std::string path = dir.File("pending.agentmem");
-  auto vecs = Clustered(5002, kPendingDim, 40, agentmem::test::Seed());
-  agentmem_db* w = OpenPending(path);
-  for (size_t at = 0; at < 5000; at += 1000) RememberVectors(w, vecs, at, at + 1000);
+  auto vecs = PendingVectors(5002);
+  agentmem_db* w = WriteThousands(path, vecs, 5);
   agentmem_db* r = OpenPending(path);
   // The writer's next episode: the reader's next recall finds it.
   const int64_t id = RememberVectors(w, vecs, 5000, 5001);
@@ -839,7 +851,7 @@ TEST_CASE("a reader finds a writer's newest vectors at once, scanned exactly unt
   hits = VectorRecall(r, "a", vecs[5000], 1);
   REQUIRE(hits.size() == 1);
   CHECK(hits[0].id == id);
-  CheckSameHits({w, r}, Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1));
+  CheckSameHits({w, r}, PendingVectors(20, 1));
   agentmem_close(r);
   agentmem_close(w);
 }
@@ -847,12 +859,11 @@ TEST_CASE("a reader finds a writer's newest vectors at once, scanned exactly unt
 TEST_CASE("handles that inserted a writer's pending vectors themselves keep the writer's graph") {
   TempDir dir;
   const std::string path = dir.File("pending.agentmem");
-  auto vecs = Clustered(5040, kPendingDim, 40, agentmem::test::Seed());
-  auto queries = Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1);
+  auto vecs = PendingVectors(5040);
+  auto queries = PendingVectors(20, 1);
   // a writes 5,000 vectors; b opens before a's last transaction, whose nodes
   // no delta holds when a closes (no checkpoint).
-  agentmem_db* a = OpenPending(path);
-  for (size_t at = 0; at < 4000; at += 1000) RememberVectors(a, vecs, at, at + 1000);
+  agentmem_db* a = WriteThousands(path, vecs, 4);
   agentmem_db* b = OpenPending(path);
   RememberVectors(a, vecs, 4000, 5000);
   REQUIRE(agentmem_close(a) == AGENTMEM_OK);
@@ -874,13 +885,38 @@ TEST_CASE("handles that inserted a writer's pending vectors themselves keep the 
   agentmem_close(b);
 }
 
+TEST_CASE("a delta of nodes a handle already inserted from its own pending vectors is taken as read") {
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = PendingVectors(1003);
+  auto queries = PendingVectors(20, 1);
+  agentmem_db* a = WriteThousands(path, vecs, 1);
+  agentmem_db* b = OpenPending(path);
+  // a's vector is pending in b when b commits its own: b's insert puts in
+  // both, one node more than a's next delta (a's vector alone) holds.
+  RememberVectors(a, vecs, 1000, 1001);
+  RememberVectors(b, vecs, 1001, 1002);
+  REQUIRE(VectorRecall(b, "a", queries[0], 10).size() == 10);  // b's insert has run
+  REQUIRE(agentmem_block_set(a, "a", "note", "x", 0, 0) == AGENTMEM_OK);
+  REQUIRE(VectorRecall(b, "a", queries[0], 10).size() == 10);
+  const int64_t last = RememberVectors(b, vecs, 1002, 1003);
+  REQUIRE(agentmem_block_set(a, "a", "note", "y", 0, 0) == AGENTMEM_OK);
+  agentmem_db* c = OpenPending(path);
+  CheckSameHits({a, b, c}, queries);
+  const std::vector<Hit> hits = VectorRecall(c, "a", vecs[1002], 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == last);
+  agentmem_close(c);
+  agentmem_close(b);
+  agentmem_close(a);
+}
+
 TEST_CASE("a reader keeps its graph when a checkpoint holds nodes it has as pending vectors") {
   TempDir dir;
   const std::string path = dir.File("pending.agentmem");
-  auto vecs = Clustered(5003, kPendingDim, 40, agentmem::test::Seed());
-  auto queries = Clustered(20, kPendingDim, 40, agentmem::test::Seed() + 1);
-  agentmem_db* w = OpenPending(path);
-  for (size_t at = 0; at < 5000; at += 1000) RememberVectors(w, vecs, at, at + 1000);
+  auto vecs = PendingVectors(5003);
+  auto queries = PendingVectors(20, 1);
+  agentmem_db* w = WriteThousands(path, vecs, 5);
   agentmem_db* r = OpenPending(path);
   // w's last vector is pending in r when w's close folds it into a checkpoint.
   RememberVectors(w, vecs, 5000, 5001);
