@@ -165,7 +165,29 @@ Status Log::ReadHead() {
 
 // ------------------------------------------------------------------ the snapshot
 
+Status Log::Unchanged(bool* unchanged) {
+  *unchanged = false;
+  if (torn_bytes_ != 0) return Status::OK();
+  uint64_t size = 0;
+  AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
+  if (size != scanned_size_) return Status::OK();
+  if (reserve_bytes_ == 0) {
+    *unchanged = true;
+    return Status::OK();
+  }
+  // Every write after end() starts there, with a page header (never zeros).
+  std::string head;
+  AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(end_, format::kPageHeaderSize, &head));
+  *unchanged = head.size() == format::kPageHeaderSize &&
+               head.find_first_not_of('\0') == std::string::npos;
+  return Status::OK();
+}
+
 Status Log::Refresh(bool exclusive, const ApplyFn& apply) {
+  // The common case of a reserve: nothing past it to read.
+  bool unchanged = false;
+  if (reserve_bytes_ > 0) AGENTMEM_RETURN_IF_ERROR(Unchanged(&unchanged));
+  if (unchanged) return Status::OK();
   ScanResult res;
   Status s;
   // A reader racing a writer can see a page half-written and then a later
@@ -180,15 +202,19 @@ Status Log::Refresh(bool exclusive, const ApplyFn& apply) {
   AGENTMEM_RETURN_IF_ERROR(s);
   scanned_size_ = res.file_size;
   torn_bytes_ = res.torn_bytes;
-  if (exclusive && res.torn_bytes > 0) {
-    Status t = file_->Truncate(end_);
-    if (!t.ok()) {
-      sticky_ = t;
-      return t;
-    }
-    scanned_size_ = end_;
-    torn_bytes_ = 0;
+  reserve_bytes_ = res.reserve_bytes;
+  return exclusive && res.torn_bytes > 0 ? CutAtEnd() : Status::OK();
+}
+
+Status Log::CutAtEnd() {
+  Status s = file_->Truncate(end_);
+  if (!s.ok()) {
+    sticky_ = s;
+    return s;
   }
+  scanned_size_ = end_;
+  torn_bytes_ = 0;
+  reserve_bytes_ = 0;
   return Status::OK();
 }
 
@@ -198,9 +224,9 @@ Status Log::ScanAll(const ApplyFn& apply, ScanResult* res) {
 }
 
 Status Log::MayHaveMore(bool* more) {
-  uint64_t size = 0;
-  AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
-  *more = size != scanned_size_ || torn_bytes_ != 0;
+  bool unchanged = false;
+  AGENTMEM_RETURN_IF_ERROR(Unchanged(&unchanged));
+  *more = !unchanged;
   return Status::OK();
 }
 
@@ -216,9 +242,10 @@ void Log::Advance(uint64_t end, uint64_t seq, uint64_t pages) {
   seq_ = seq;
   pages_ += pages;
   // The writer cut any torn tail before it wrote (Refresh), so the file
-  // ends at its last commit.
-  scanned_size_ = end_;
+  // ends at its last commit or at the reserve after it.
+  scanned_size_ = std::max(scanned_size_, end_);
   torn_bytes_ = 0;
+  reserve_bytes_ = scanned_size_ - end_;
 }
 
 void Log::NoteCheckpoint(uint64_t start, uint64_t end) {
@@ -264,13 +291,26 @@ Status Log::SyncBeforeWrite() {
 // ------------------------------------------------------------------ writing
 
 Status Log::Append(const std::string& txn) {
-  Status s = file_->WriteAt(end_, txn);
+  const uint64_t txn_end = end_ + txn.size();
+  Status s;
+  if (opts_.sync == SyncMode::kFull && txn_end > scanned_size_) {
+    // The reserve's zeros go in the same write, and are synced with it.
+    std::string with_reserve;
+    with_reserve.reserve(txn.size() + kReserveBytes);
+    with_reserve = txn;
+    with_reserve.resize(txn.size() + kReserveBytes, '\0');
+    s = file_->WriteAt(end_, with_reserve);
+    if (s.ok()) scanned_size_ = txn_end + kReserveBytes;
+  } else {
+    s = file_->WriteAt(end_, txn);
+    if (s.ok()) scanned_size_ = std::max(scanned_size_, txn_end);
+  }
   if (s.ok() && opts_.sync == SyncMode::kFull) s = Sync();
   if (!s.ok()) {
     sticky_ = s;
     return s;
   }
-  if (opts_.sync == SyncMode::kFull) synced_through_ = end_ + txn.size();
+  if (opts_.sync == SyncMode::kFull) synced_through_ = txn_end;
   return Status::OK();
 }
 
@@ -294,8 +334,11 @@ Status Log::AppendAndSync(const std::function<Status(const Put& put)>& write) {
     // stay as they were, so the log goes on (a failed sync, below, is
     // different: fsync is never retried).
     file_->Truncate(end_).IgnoreError();
+    scanned_size_ = end_;
+    reserve_bytes_ = 0;
     return s;
   }
+  scanned_size_ = std::max(scanned_size_, last);
   AGENTMEM_RETURN_IF_ERROR(Sync());  // makes its failure sticky
   synced_through_ = last;
   return Status::OK();
@@ -318,6 +361,10 @@ Status Log::WriteSuperblock(uint64_t checkpoint) {
   bool acquired = false, replaced = false;
   AGENTMEM_RETURN_IF_ERROR(TryLock(&acquired, &replaced));
   if (!acquired) return Status::OK();
+  // The reserve, if nothing was written after end() since this handle saw it.
+  bool unchanged = false;
+  if (reserve_bytes_ > 0) AGENTMEM_RETURN_IF_ERROR(Unchanged(&unchanged));
+  if (unchanged) AGENTMEM_RETURN_IF_ERROR(CutAtEnd());
   if (synced_through_ < end_) AGENTMEM_RETURN_IF_ERROR(Sync());
   synced_through_ = end_;
   std::string head;

@@ -10,7 +10,11 @@
 //      of the last commit (Log::Append; a checkpoint's state and commit
 //      pages one write each, its bm25 and graph pages in pieces with their
 //      headers last, then one sync: Log::AppendAndSync). Nothing written is
-//      ever overwritten.
+//      ever overwritten but the zeros of the reserve: under sync=FULL a
+//      transaction that passes the end of the file is written with
+//      kReserveBytes of zeros after it, which later transactions overwrite,
+//      so that their fdatasync carries no change of the file's size. A
+//      writer's close cuts the reserve off again.
 //  (3) The commit page records txn_start, page_count, commit_seq (previous+1)
 //      and durable_through (every byte before it was synced before this write).
 //  (4) sync=FULL: one fdatasync after the write; the commit is acknowledged
@@ -130,6 +134,9 @@ class Log {
   uint64_t seq() const { return seq_; }  // its commit_seq
   uint64_t pages() const { return pages_; }
   uint64_t torn_bytes() const { return torn_bytes_; }
+  uint64_t reserve_bytes() const { return reserve_bytes_; }  // zeros after end()
+  // What Append writes after a transaction that passes the end of the file.
+  static constexpr uint64_t kReserveBytes = 256 << 10;
   uint64_t syncs() const { return syncs_; }
   uint64_t synced_through() const { return synced_through_; }
   uint64_t checkpoint_end() const { return checkpoint_end_; }    // just past the newest checkpoint known
@@ -149,8 +156,8 @@ class Log {
   // snapshot where it is.
   Status ScanAll(const ApplyFn& apply, ScanResult* res);
   // Whether commits may have landed past the snapshot: the file's size
-  // changed, or a torn tail was seen (a writer may have cut it and committed
-  // exactly up to the same size).
+  // changed, a torn tail was seen (a writer may have cut it and committed
+  // exactly up to the same size), or the reserve no longer starts with zeros.
   Status MayHaveMore(bool* more);
   // Whether the file at path() is no longer the one this log has open (a
   // VACUUM replaced it).
@@ -190,7 +197,8 @@ class Log {
   // Syncs the file: every byte before end() is then known synced.
   Status SyncAll();
   // Writes the next superblock (taking the write lock if it is free; skipped
-  // when another handle holds it): every byte before end() is synced; with
+  // when another handle holds it), after cutting off the reserve: every byte
+  // before end() is synced; with
   // `checkpoint` (the first page of a checkpoint transaction that ends at
   // end()) it points there.
   Status WriteSuperblock(uint64_t checkpoint = 0);
@@ -202,6 +210,12 @@ class Log {
  private:
   Log(std::string path, LogOptions o) : path_(std::move(path)), opts_(o) {}
   Status ReadHead();
+  // Whether nothing changed after end() since the last refresh or write:
+  // the file has the same size, and the reserve still starts with zeros.
+  Status Unchanged(bool* unchanged);
+  // Truncates the file to end() (a torn tail, or the reserve); a failure is
+  // sticky.
+  Status CutAtEnd();
 
   std::string path_;
   LogOptions opts_;
@@ -211,8 +225,9 @@ class Log {
   format::Superblock superblock_;
   uint64_t end_ = format::kFirstPageOffset;
   uint64_t seq_ = 0;
-  uint64_t scanned_size_ = 0;  // file size at the last refresh
+  uint64_t scanned_size_ = 0;  // file size at the last refresh or write
   uint64_t torn_bytes_ = 0;
+  uint64_t reserve_bytes_ = 0;
   uint64_t pages_ = 0;
   uint64_t checkpoint_end_ = format::kFirstPageOffset;
   uint64_t checkpoint_size_ = 0;

@@ -122,6 +122,21 @@ Status CheckCommit(const DecodedPage& page, const ScannedTxn& txn, uint64_t prev
 
 bool IsIoError(const Status& s) { return s.primary() == kIoErr; }
 
+// Whether every byte of [from, to) is there and zero.
+Status AllZeros(Window* w, uint64_t from, uint64_t to, bool* zeros) {
+  *zeros = false;
+  std::string_view chunk;
+  for (uint64_t at = from; at < to; at += chunk.size()) {
+    AGENTMEM_RETURN_IF_ERROR(
+        w->View(at, static_cast<size_t>(std::min<uint64_t>(kWindowBytes, to - at)), &chunk));
+    if (chunk.empty() || chunk.find_first_not_of('\0') != std::string_view::npos) {
+      return Status::OK();
+    }
+  }
+  *zeros = true;
+  return Status::OK();
+}
+
 // Looks for a valid commit page after `bad` whose durable_through is past it.
 Status ProbeForLaterCommit(Window* w, uint64_t bad, uint64_t file_size, uint64_t salt,
                            bool* found) {
@@ -202,9 +217,13 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
     pos = next;
   }
 
+  bool reserve = false;  // zeros from the last commit to the end of the file
   if (!bad_status.ok()) {
     bool damage = pos < vouched_through;
-    if (!damage) {
+    if (!damage && pos == result->end) {
+      AGENTMEM_RETURN_IF_ERROR(AllZeros(&w, pos, file_size, &reserve));
+    }
+    if (!damage && !reserve) {
       AGENTMEM_RETURN_IF_ERROR(ProbeForLaterCommit(&w, pos, file_size, header.salt, &damage));
     }
     if (damage) {
@@ -224,7 +243,7 @@ Status ScanLog(File* file, const format::FileHeader& header, uint64_t from, uint
                                static_cast<long long>(page_no),
                                static_cast<unsigned long long>(vouched_through));
   }
-  result->torn_bytes = file_size - result->end;
+  (reserve ? result->reserve_bytes : result->torn_bytes) = file_size - result->end;
   return Status::OK();
 }
 

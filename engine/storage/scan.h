@@ -35,6 +35,7 @@ struct ScanResult {
   uint64_t commit_seq = 0;   // its sequence number
   uint64_t file_size = 0;
   uint64_t torn_bytes = 0;   // bytes after `end` that are not part of a commit
+  uint64_t reserve_bytes = 0;  // or zeros from `end` to the end of the file instead
   uint64_t pages = 0;        // pages in the transactions applied by this scan
   uint64_t commits = 0;      // transactions applied by this scan
   bool damage = false;       // the scan failed because a bad page is vouched for
@@ -43,7 +44,9 @@ struct ScanResult {
 // Scans forward from `from` (just past the commit numbered `seq`, or the first
 // page offset with seq 0), calling apply() for each valid transaction in order.
 //
-// The scan stops at the first page that is missing, cut short or invalid. The
+// The scan stops at the first page that is missing, cut short or invalid.
+// Zeros from the end of the last commit to the end of the file are the log's
+// reserve (docs/format.md §6.4), not a torn tail. Otherwise the
 // bytes from there on are a torn tail -- ignored -- unless a valid commit
 // page lies beyond the bad page whose durable_through is past it, or the
 // newest superblock vouches for it (`vouched_through`): then the

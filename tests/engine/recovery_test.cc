@@ -71,6 +71,11 @@ std::string EnvRead(Env* env, const std::string& path) {
   return bytes;
 }
 
+// Whether `bytes` runs at least to `end` and holds only zeros after it.
+bool ZerosFrom(const std::string& bytes, uint64_t end) {
+  return bytes.size() >= end && bytes.find_first_not_of('\0', end) == std::string::npos;
+}
+
 // A fresh MemEnv holding `bytes` at kPath.
 std::unique_ptr<Env> MemEnvWith(std::string_view bytes) {
   std::unique_ptr<Env> env = engine::NewMemEnv();
@@ -177,7 +182,9 @@ Reference BuildReference(Env* env, const std::string& path, std::mt19937_64& rng
   CHECK(d.errors().empty());
   r.bytes = EnvRead(env, path);
   REQUIRE(db->Close().ok());
-  REQUIRE(r.bytes.size() == end);
+  // The log's reserve after the last commit is zeros; cut off, as a close does.
+  REQUIRE(ZerosFrom(r.bytes, end));
+  r.bytes.resize(end);
   REQUIRE(end > r.before_last_end);
   return r;
 }
@@ -550,8 +557,8 @@ TEST_CASE("torn tail is ignored on read-only open and cut by the next writer") {
   const uint64_t seed = Seed();
   CAPTURE(seed);
   TempDir dir;
-  enum Tail { kHalfCommit, kGarbage, kZeros };
-  for (Tail tail : {kHalfCommit, kGarbage, kZeros}) {
+  enum Tail { kHalfCommit, kGarbage, kZerosThenGarbage };
+  for (Tail tail : {kHalfCommit, kGarbage, kZerosThenGarbage}) {
     CAPTURE(static_cast<int>(tail));
     std::mt19937_64 rng(seed + static_cast<uint64_t>(tail));
     const std::string path =
@@ -568,8 +575,11 @@ TEST_CASE("torn tail is ignored on read-only open and cut by the next writer") {
     } else {
       bytes.resize(end);
       std::string junk(1000 + rng() % 3000, '\0');
-      if (tail == kGarbage)
-        for (char& c : junk) c = static_cast<char>(rng());
+      // Garbage throughout, or after zeros: a write into the log's reserve
+      // whose first sectors never landed.
+      for (size_t i = tail == kGarbage ? 0 : junk.size() / 2; i < junk.size(); i++) {
+        junk[i] = static_cast<char>(rng());
+      }
       bytes += junk;
     }
     WriteFileBytes(path, bytes);
@@ -608,7 +618,7 @@ TEST_CASE("torn tail is ignored on read-only open and cut by the next writer") {
       CHECK(ws.torn_bytes == 0);
       new_end = ws.file_bytes;
       CHECK(new_end > end);
-      CHECK(std::filesystem::file_size(path) == new_end);
+      CHECK(ZerosFrom(ReadFileBytes(path), new_end));  // the reserve, if any, after it
       CHECK(ReadFileBytes(path).substr(first, end - first) == bytes.substr(first, end - first));
       REQUIRE(writer->Close().ok());
     }
@@ -624,6 +634,69 @@ TEST_CASE("torn tail is ignored on read-only open and cut by the next writer") {
     CHECK(model.Diff(again.get()) == "");
     CHECK(MustStats(again.get()).torn_bytes == 0);
   }
+}
+
+TEST_CASE("zeros after the last commit are the log's reserve: kept, written over, cut at close") {
+  const uint64_t seed = Seed();
+  CAPTURE(seed);
+  TempDir dir;
+  std::mt19937_64 rng(seed);
+  const std::string path = dir.File("reserve.agentmem");
+  TestClock clock;
+  const Options opts = TestOptions(Env::Posix(), &clock);  // sync=full
+  uint64_t n = 1;
+  std::unique_ptr<Database> writer = MustOpen(path, opts);
+  Driver d(writer.get(), &clock);
+  WriteHistory(d, rng, &n);
+  // The writer's commits leave zeros after the last one, which are not torn.
+  uint64_t end = MustStats(writer.get()).file_bytes;
+  const uint64_t size = std::filesystem::file_size(path);
+  CHECK(size > end);
+  CHECK(ZerosFrom(ReadFileBytes(path), end));
+  CHECK(MustStats(writer.get()).torn_bytes == 0);
+
+  // A reader sees each commit written over them, the file's size unchanged.
+  std::unique_ptr<Database> reader = MustOpen(path, ReadOnly(opts));
+  CHECK(d.acked().Diff(reader.get()) == "");
+  CHECK(MustStats(reader.get()).torn_bytes == 0);
+  for (int i = 0; i < 3; i++) {
+    REQUIRE(d.Remember(RandomEpisode(rng, kDim, n++)).ok());
+    CHECK(d.acked().Diff(reader.get()) == "");
+    CHECK(MustStats(reader.get()).file_bytes > end);
+    end = MustStats(reader.get()).file_bytes;
+    CHECK(std::filesystem::file_size(path) == size);
+  }
+  CHECK(d.errors().empty());
+
+  // A clean close cuts the reserve off.
+  REQUIRE(writer->Close().ok());
+  CHECK(std::filesystem::file_size(path) == end);
+  CHECK(d.acked().Diff(reader.get()) == "");
+
+  // Zeros left by a writer that never closed: a reader keeps them; the next
+  // writer commits over them and its close cuts the rest.
+  const std::string closed = ReadFileBytes(path);
+  WriteFileBytes(path, closed + std::string(20000, '\0'));
+  {
+    std::unique_ptr<Database> r2 = MustOpen(path, ReadOnly(opts));
+    CHECK(d.acked().Diff(r2.get()) == "");
+    CHECK(MustStats(r2.get()).torn_bytes == 0);
+  }
+  CHECK(std::filesystem::file_size(path) == end + 20000);
+  std::unique_ptr<Database> w2 = MustOpen(path, opts);
+  Driver d2(w2.get(), &clock);
+  d2.mutable_acked() = d.acked();
+  REQUIRE(d2.Remember(RandomEpisode(rng, kDim, n++)).ok());
+  const uint64_t end2 = MustStats(w2.get()).file_bytes;
+  REQUIRE(end2 < end + 20000);  // the commit fits in the zeros
+  CHECK(std::filesystem::file_size(path) == end + 20000);
+  CHECK(ReadFileBytes(path).substr(0, end).substr(format::kFirstPageOffset) ==
+        closed.substr(format::kFirstPageOffset));
+  CHECK(d2.acked().Diff(reader.get()) == "");
+  REQUIRE(w2->Close().ok());
+  CHECK(std::filesystem::file_size(path) == end2);
+  std::unique_ptr<Database> fresh = MustOpen(path, ReadOnly(opts));
+  CHECK(d2.acked().Diff(fresh.get()) == "");
 }
 
 TEST_CASE("a reader moves forward when a new commit ends exactly where a torn tail ended") {
@@ -953,7 +1026,7 @@ TEST_CASE("a simulated power loss at every sync point loses no acknowledged comm
     CHECK(clean.commit_syncs >= kCommits);
     CHECK(clean.commit_syncs <= kCommits + 1);
     clean.bytes = EnvRead(base.get(), kPath);
-    REQUIRE(clean.bytes.size() == clean.end.back());
+    REQUIRE(ZerosFrom(clean.bytes, clean.end.back()));  // the log's reserve after its end
     REQUIRE(db->Close().ok());
     clean.syncs = fenv.syncs();
   }

@@ -348,6 +348,40 @@ TEST_CASE("pages after the last commit are a torn tail, ignored and counted") {
   }
 }
 
+TEST_CASE("zeros after the last commit are the log's reserve, and anything else after them a torn tail") {
+  Log log;
+  EpisodeTxn(&log, {1});
+  const uint64_t end = log.size();
+  SUBCASE("zeros to the end of the file") {
+    log.bytes.append(300000, '\0');
+    const Scanned s = Scan(log.bytes);
+    REQUIRE_MESSAGE(s.status.ok(), s.status.ToString());
+    CHECK(s.result.end == end);
+    CHECK(s.result.reserve_bytes == 300000);
+    CHECK(s.result.torn_bytes == 0);
+    CHECK(s.seqs.size() == 1);
+  }
+  SUBCASE("zeros, then a byte that is not") {
+    log.bytes.append(200000, '\0');
+    log.bytes.back() = 1;
+    CheckTorn(Scan(log.bytes), end, log.size(), 1);
+    CHECK(Scan(log.bytes).result.reserve_bytes == 0);
+  }
+  SUBCASE("zeros, then a transaction whose first page never landed") {
+    const uint64_t start = EpisodeTxn(&log, {2});
+    std::fill(log.bytes.begin() + static_cast<std::ptrdiff_t>(start),
+              log.bytes.begin() + static_cast<std::ptrdiff_t>(start + 48), '\0');
+    CheckTorn(Scan(log.bytes), end, log.size(), 1);
+  }
+  SUBCASE("zeros where the superblock vouches for bytes are damage") {
+    log.bytes.append(4096, '\0');
+    const Scanned s = Scan(log.bytes, end + 16);
+    CHECK(s.status.code() == kCorruptPage);
+    CHECK(s.status.page_no() == PageNo(end));
+    CHECK(s.result.damage);
+  }
+}
+
 TEST_CASE("an error from applying a transaction stops the scan and is returned") {
   Log log;
   EpisodeTxn(&log, {1});
