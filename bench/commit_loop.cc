@@ -2,7 +2,8 @@
 // the commit path under perf or callgrind: M agentmem_remember() calls, each
 // its own transaction, with d-dimensional vectors around 1,000 N(0,1) centres
 // (noise 0.35, unit length, as recall_bench makes them) and short texts, one
-// session. Prints the p50 and p90 of the thread CPU per commit. With
+// session. Prints the p50 and p90 of the thread CPU per commit, and the
+// loop's wall time with the p50, p99 and longest commit (and which). With
 // --no-vectors the episodes have none (no graph insert); with --sqlite the
 // same rows go to SQLite (WAL; synchronous per --sync, off meaning OFF) as a
 // table with a vector BLOB, without a text index.
@@ -31,11 +32,13 @@ struct Config {
   bool vectors = true, sqlite = false;
 };
 
-double ThreadCpuUs() {
+double ClockUs(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
+double ThreadCpuUs() { return ClockUs(CLOCK_THREAD_CPUTIME_ID); }
+double WallUs() { return ClockUs(CLOCK_MONOTONIC); }
 
 bool Parse(int argc, char** argv, Config* c) {
   for (int i = 1; i < argc; i++) {
@@ -120,10 +123,13 @@ int main(int argc, char** argv) {
   Source src(c.dim);
   std::vector<float> v;
   std::string text;
-  std::vector<double> cpu_us;
+  std::vector<double> cpu_us, wall_us;
   cpu_us.reserve(c.n);
+  wall_us.reserve(c.n);
+  double loop_us = 0;
   for (int i = 0; i < c.n; i++) {
     src.Next(i, &v, &text);
+    const double w0 = WallUs();
     const double c0 = ThreadCpuUs();
     if (sq) {
       sqlite3_bind_text(insert, 1, text.c_str(), -1, SQLITE_TRANSIENT);
@@ -145,11 +151,20 @@ int main(int argc, char** argv) {
       }
     }
     cpu_us.push_back(ThreadCpuUs() - c0);
+    wall_us.push_back(WallUs() - w0);
+    loop_us += wall_us.back();
   }
+  const auto longest = std::max_element(wall_us.begin(), wall_us.end());
+  const double longest_us = *longest;
+  const long longest_at = longest - wall_us.begin();
   std::sort(cpu_us.begin(), cpu_us.end());
-  std::printf("%s, %d commits, sync=%s%s: thread CPU per commit p50 %.1f us, p90 %.1f us\n",
+  std::sort(wall_us.begin(), wall_us.end());
+  std::printf("%s, %d commits, sync=%s%s: thread CPU per commit p50 %.1f us, p90 %.1f us; "
+              "wall %.3f s, per commit p50 %.1f us, p99 %.1f us, longest %.1f us (commit %ld)\n",
               sq ? "sqlite" : "agentmem", c.n, c.sync.c_str(), c.vectors ? "" : ", no vectors",
-              cpu_us[cpu_us.size() / 2], cpu_us[cpu_us.size() * 9 / 10]);
+              cpu_us[cpu_us.size() / 2], cpu_us[cpu_us.size() * 9 / 10], loop_us / 1e6,
+              wall_us[wall_us.size() / 2], wall_us[wall_us.size() * 99 / 100], longest_us,
+              longest_at);
   sqlite3_finalize(insert);
   sqlite3_close(sq);
   const int rc = db ? agentmem_close(db) : AGENTMEM_OK;

@@ -84,17 +84,37 @@ static void Seal(PageType type, bool zstd, uint64_t offset, uint64_t salt, uint3
   EncodeFixed32(page->data(), ChecksumOf(*page).Masked());
 }
 
-std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
-                       std::string_view payload, bool try_compress) {
-  std::string compressed;
-  const bool zstd = try_compress && CompressIfItPays(payload, &compressed);
-  const std::string_view stored = zstd ? std::string_view(compressed) : payload;
+// A page of `stored` bytes, which are `raw` bytes of payload compressed (zstd)
+// or not.
+static std::string PageOf(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                          std::string_view stored, size_t raw, bool zstd) {
   std::string page;
   page.reserve(PaddedPageSize(static_cast<uint32_t>(stored.size())));
   page.resize(kPageHeaderSize);
   page.append(stored.data(), stored.size());
-  Seal(type, zstd, offset, salt, static_cast<uint32_t>(payload.size()), record_count, &page);
+  Seal(type, zstd, offset, salt, static_cast<uint32_t>(raw), record_count, &page);
   return page;
+}
+
+std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       std::string_view payload, bool try_compress) {
+  std::string compressed;
+  const bool zstd = try_compress && CompressIfItPays(payload, &compressed);
+  return PageOf(type, offset, salt, record_count, zstd ? std::string_view(compressed) : payload,
+                payload.size(), zstd);
+}
+
+StoredPayload PreparePayload(std::string_view raw) {
+  StoredPayload p;
+  p.raw = raw;
+  p.zstd = CompressIfItPays(raw, &p.stored);
+  if (!p.zstd) p.stored = raw;
+  return p;
+}
+
+std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       const StoredPayload& p) {
+  return PageOf(type, offset, salt, record_count, p.stored, p.raw.size(), p.zstd);
 }
 
 void SealPage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,

@@ -84,6 +84,18 @@ PageChecksum ChecksumOf(std::string_view page);
 std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
                        std::string_view payload, bool try_compress);
 
+// A payload as EncodePage(..., try_compress = true) stores it, made ahead
+// of the page (on another thread): `raw`, and `stored`, its zstd frame when
+// compression saves at least an eighth (zstd), else a copy of raw.
+struct StoredPayload {
+  std::string raw, stored;
+  bool zstd = false;
+};
+StoredPayload PreparePayload(std::string_view raw);
+// The page EncodePage(type, offset, salt, record_count, p.raw, true) builds.
+std::string EncodePage(PageType type, uint64_t offset, uint64_t salt, uint32_t record_count,
+                       const StoredPayload& p);
+
 // The same in place, uncompressed: *page holds kPageHeaderSize bytes of
 // room, then the payload; the header is written into the room and the
 // padding appended. For a payload too large to copy twice (a checkpoint's

@@ -103,8 +103,9 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
     // The graph's changes since the last delta; this transaction's vectors
     // are inserted while it is written and synced, for the next delta.
     std::string delta;
-    AGENTMEM_RETURN_IF_ERROR(recall_->DeferInsertForCommit(pending_episodes_, &delta));
-    if (!delta.empty()) w.AddAlone(PageType::kGraph, delta);
+    format::StoredPayload prepared;
+    AGENTMEM_RETURN_IF_ERROR(recall_->DeferInsertForCommit(pending_episodes_, &delta, &prepared));
+    if (!delta.empty()) w.AddAlone(PageType::kGraph, delta, &prepared);
   } else if (recall_ && !pending_episodes_.empty() && graph_writes_ != GraphWrites::kAdopted) {
     std::string delta;  // the graph goes whole into the checkpoint
     AGENTMEM_RETURN_IF_ERROR(recall_->InsertForCommit(pending_episodes_, &delta));

@@ -539,9 +539,11 @@ Status RecallIndex::InsertForCommit(const std::vector<format::EpisodeRecord>& ep
 }
 
 Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
-                                         std::string* delta) {
+                                         std::string* delta, format::StoredPayload* prepared) {
   Settle();
   delta->clear();
+  *prepared = std::move(prepared_delta_);
+  prepared_delta_ = format::StoredPayload{};
   AGENTMEM_RETURN_IF_ERROR(broken_);
   size_t vectors = 0;
   for (const auto& e : episodes) vectors += e.vector.size() == dim_;
@@ -572,11 +574,25 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
   std::vector<std::vector<index::HnswInsert>> batches = TakePendingBatches();
   if (batches.empty()) return Status::OK();
   index::HnswIndex* graph = graph_.get();
-  inserter_.Start([graph, batches = std::move(batches)]() -> Status {
+  format::StoredPayload* next = &prepared_delta_;
+  inserter_.Start([graph, next, from = delta_mark_, batches = std::move(batches)]() -> Status {
     for (const auto& batch : batches) AGENTMEM_RETURN_IF_ERROR(graph->AddBatch(batch));
+    PrepareDelta(*graph, from, next);
     return Status::OK();
   });
   return Status::OK();
+}
+
+void RecallIndex::PrepareDelta(const index::HnswIndex& graph, const index::ChangeMark& from,
+                               format::StoredPayload* out) noexcept {
+  try {
+    std::string delta, payload;
+    if (!graph.EncodeDelta(from, &delta, /*with_vectors=*/false).ok()) return;
+    format::AppendRecord(delta, &payload);
+    *out = format::PreparePayload(payload);
+  } catch (...) {
+    *out = format::StoredPayload{};  // no memory: the commit encodes it itself
+  }
 }
 
 Status RecallIndex::InsertEpisodes(const std::vector<format::EpisodeRecord>& episodes) {

@@ -31,6 +31,7 @@
 #include "engine/memory/insert_worker.h"
 #include "engine/memory/leg_worker.h"
 #include "format/checkpoint.h"
+#include "format/page.h"
 #include "format/records.h"
 #include "format/status.h"
 #include "index/text/bm25.h"
@@ -283,8 +284,11 @@ class RecallIndex {
   // kDeferVectors vectors is inserted at once instead, and its delta holds
   // its nodes too. The delta is empty only when the graph has not changed
   // and the transaction has no vector.
+  // `prepared` receives the page payload that the last deferred insert made
+  // ahead for this delta, if it did (it is of use only if it is the delta's:
+  // TxnWriter::AddAlone compares).
   Status DeferInsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
-                              std::string* delta);
+                              std::string* delta, format::StoredPayload* prepared);
   static constexpr size_t kDeferVectors = 16;
   // Waits for a deferred insert, then inserts every pending vector (each
   // transaction's as one batch, in order): the graph then holds every
@@ -392,6 +396,10 @@ class RecallIndex {
   // episodes' nodes are then current (a failed insert breaks the index).
   // Every call that reads the graph starts with it.
   void Settle();
+  // The page payload of the delta from `from` to the graph as it is, into
+  // *out (left empty if that fails): run by a deferred insert.
+  static void PrepareDelta(const index::HnswIndex& graph, const index::ChangeMark& from,
+                           format::StoredPayload* out) noexcept;
   // The pending vectors not yet handed to the insert worker, one batch per
   // transaction in order, at most `most` batches; they are marked as handed.
   std::vector<std::vector<index::HnswInsert>> TakePendingBatches(size_t most = SIZE_MAX);
@@ -465,8 +473,12 @@ class RecallIndex {
   Pending NewPending(uint64_t txn, const std::vector<float>& vector) const;
   std::map<uint64_t, Pending> pending_;
   uint64_t pending_txns_ = 0;
-  // Runs the deferred inserts; declared after graph_, so that it is joined
-  // before the graph goes.
+  // The next delta's page payload, made by a deferred insert after it ran
+  // (compression is the most costly part of a small commit's encoding):
+  // written by the insert worker, taken by the next DeferInsertForCommit.
+  format::StoredPayload prepared_delta_;
+  // Runs the deferred inserts; declared after graph_ and prepared_delta_, so
+  // that it is joined before they go.
   InsertWorker inserter_;
   LegWorker* legs_ = nullptr;
   Status broken_;

@@ -12,10 +12,12 @@ using format::PageType;
 
 // ------------------------------------------------------------------ TxnWriter
 
-void TxnWriter::ClosePage() {
+void TxnWriter::ClosePage(const format::StoredPayload* prepared) {
   if (count_ == 0) return;
   const bool may_pay = payload_.size() - std::min(incompressible_, payload_.size()) >= payload_.size() / 8;
-  std::string page = format::EncodePage(type_, pos_, salt_, count_, payload_, may_pay);
+  std::string page = prepared && may_pay && prepared->raw == payload_
+                         ? format::EncodePage(type_, pos_, salt_, count_, *prepared)
+                         : format::EncodePage(type_, pos_, salt_, count_, payload_, may_pay);
   if (type_ == PageType::kEpisodes) {
     episodes_head_.assign(page, 0, format::kPageHeaderSize);
     episodes_offset_ = pos_;
@@ -51,12 +53,13 @@ PageRef TxnWriter::LastEpisodePage() const {
   return page;
 }
 
-void TxnWriter::AddAlone(PageType type, std::string_view record) {
+void TxnWriter::AddAlone(PageType type, std::string_view record,
+                         const format::StoredPayload* prepared) {
   ClosePage();
   type_ = type;
   format::AppendRecord(record, &payload_);
   count_ = 1;
-  ClosePage();
+  ClosePage(prepared);
 }
 
 std::string TxnWriter::Finish(format::CommitRecord* c) {

@@ -85,8 +85,10 @@ class TxnWriter {
   // page whose other bytes are under an eighth of it is stored without
   // trying, since compression would not save the eighth it must (EncodePage).
   RecordLoc Add(format::PageType type, std::string_view record, size_t incompressible = 0);
-  // Adds a record on a page of its own.
-  void AddAlone(format::PageType type, std::string_view record);
+  // Adds a record on a page of its own; `prepared`, when given and its raw
+  // bytes are that page's payload, is what the page stores (made ahead).
+  void AddAlone(format::PageType type, std::string_view record,
+                const format::StoredPayload* prepared = nullptr);
   // Record pages so far (the page being filled included).
   uint32_t pages() const { return pages_ + (count_ > 0 ? 1 : 0); }
   // Closes the last record page and appends the commit page; fills in c's
@@ -98,7 +100,7 @@ class TxnWriter {
   PageRef LastEpisodePage() const;
 
  private:
-  void ClosePage();
+  void ClosePage(const format::StoredPayload* prepared = nullptr);
 
   uint64_t start_, pos_;
   uint64_t salt_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/memory/recall.h"
+#include "format/compress.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
@@ -883,6 +884,45 @@ TEST_CASE("handles that inserted a writer's pending vectors themselves keep the 
   agentmem_close(d);
   agentmem_close(c);
   agentmem_close(b);
+}
+
+TEST_CASE("a deferred insert makes the page of the next commit's graph delta ahead") {
+  using agentmem::engine::RecallIndex;
+  RecallIndex index(agentmem::index::TokenizerOptions{}, kPendingDim, agentmem::index::Metric::kCosine,
+                    std::nullopt);
+  const auto vecs = PendingVectors(4);
+  for (size_t i = 0; i < vecs.size(); i++) {
+    CAPTURE(i);
+    agentmem::format::EpisodeRecord r;
+    r.id = i + 1;
+    r.user_id = "a";
+    r.vector = vecs[i];
+    REQUIRE(index.Add(r).ok());
+    std::string delta;
+    agentmem::format::StoredPayload prepared;
+    REQUIRE(index.DeferInsertForCommit({r}, &delta, &prepared).ok());
+    REQUIRE_FALSE(delta.empty());
+    if (i == 0) {
+      CHECK(prepared.raw.empty());  // no insert ran before the first commit
+      continue;
+    }
+    // The previous commit's insert made this delta's payload, as the page holds it.
+    std::string payload;
+    agentmem::format::AppendRecord(delta, &payload);
+    CHECK(prepared.raw == payload);
+    std::string stored = payload;
+    if (prepared.zstd) {
+      REQUIRE(agentmem::format::Decompress(prepared.stored, payload.size(), 0, &stored).ok());
+    }
+    CHECK(stored == payload);
+  }
+  REQUIRE(index.GraphSize().ok());  // waits for the last insert
+  for (uint64_t id = 1; id <= vecs.size(); id++) {  // every vector has its node
+    const agentmem::engine::EpisodeAttrs* attrs = nullptr;
+    const std::string *session = nullptr, *role = nullptr;
+    REQUIRE(index.ExportEntry(id, &attrs, &session, &role));
+    CHECK(attrs->node != agentmem::engine::EpisodeAttrs::kNoNode);
+  }
 }
 
 TEST_CASE("a delta of nodes a handle already inserted from its own pending vectors is taken as read") {

@@ -130,6 +130,28 @@ TEST_CASE("a page sealed in place is byte for byte the page EncodePage builds") 
   }
 }
 
+TEST_CASE("a payload prepared ahead gives byte for byte the page EncodePage builds") {
+  std::mt19937 rng(static_cast<uint32_t>(agentmem::test::Seed()));
+  for (uint32_t n : {0u, 100u, 300u, 5000u}) {
+    for (bool compressible : {true, false}) {
+      CAPTURE(n);
+      CAPTURE(compressible);
+      std::string payload = Text(n, n);
+      if (!compressible) {
+        for (char& c : payload) c = static_cast<char>(rng());
+      }
+      const StoredPayload p = PreparePayload(payload);
+      CHECK(p.raw == payload);
+      CHECK(p.zstd == (compressible && n >= 300));
+      const std::string page = EncodePage(PageType::kGraph, kOffset, kSalt, 1, p);
+      CHECK(page == EncodePage(PageType::kGraph, kOffset, kSalt, 1, payload, true));
+      std::string out;
+      REQUIRE(Decode(page, kOffset, kSalt, &out).ok());
+      CHECK(out == payload);
+    }
+  }
+}
+
 TEST_CASE("a page streamed in pieces is byte for byte the page SealPage makes") {
   for (uint32_t n : {0u, 1u, 15u, 16u, 17u, 300u, 70000u}) {
     for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, size_t{1} << 20}) {
