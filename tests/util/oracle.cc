@@ -308,14 +308,21 @@ void Driver::Acked(const Txn& t, bool compacted) {
   // (a PURGE whose forget committed before its VACUUM failed): it counts if
   // the handle, which read the acked commit back, shows it. After a
   // compaction the file holds as few commits as one, whatever came before.
+  // The handle may show the retention forget that its policy commits after
+  // `t` (AfterCommit) on top: a state matches with or without it.
+  auto shows = [&](Oracle m) {
+    if (compacted) m.Compacted();
+    if (Compare(m).empty()) return true;
+    if (compacted) return false;
+    std::optional<format::ForgetRecord> r = m.RetentionDue(clock_->now);
+    if (!r) return false;
+    Txn retention;
+    retention.forgets.push_back(*r);
+    return Compare(m.With(retention)).empty();
+  };
   for (const Txn& d : in_doubt_) {
     if (!d.episodes.empty() || !d.blocks.empty() || !d.facts.empty()) continue;
-    Oracle with = acked_.With(d).With(t), without = acked_.With(t);
-    if (compacted) {
-      with.Compacted();
-      without.Compacted();
-    }
-    if (Compare(with).empty() && !Compare(without).empty()) {
+    if (shows(acked_.With(d).With(t)) && !shows(acked_.With(t))) {
       acked_.Apply(d);
       break;
     }
