@@ -254,6 +254,7 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
     return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
   }
   graph_ = std::move(graph);
+  prepared_delta_ = PreparedDelta{};
   synced_nodes_ = graph_->size();
   delta_mark_ = graph_->Mark();
   return Status::OK();
@@ -314,6 +315,7 @@ std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
 Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {
   if (graph_) return Status(kInternal, "recall index: a graph is already there");
   graph_ = std::move(graph);
+  prepared_delta_ = PreparedDelta{};
   synced_nodes_ = 0;
   SyncNodes();
   delta_mark_ = graph_->Mark();
@@ -403,15 +405,11 @@ format::TextRecord RecallIndex::TextFor(const format::EpisodeRecord& r,
   // weighs less than the same term of the episode itself.
   const size_t own = tokens.size();
   const uint32_t weight = context.empty() ? 1 : std::max<uint32_t>(1, tokenizer_.options().own_weight);
-  tokens.reserve(own * weight);
-  for (uint32_t i = 1; i < weight; i++) {
-    for (size_t j = 0; j < own; j++) tokens.push_back(tokens[j]);
-  }
   for (const std::string& c : context) tokenizer_.AppendTokens(c, &tokens);
   format::TextRecord t;
   t.episode_id = r.id;
-  t.doc_len = static_cast<uint32_t>(tokens.size());
-  for (const auto& c : index::Bm25Index::CountTerms(tokens)) t.terms.emplace_back(c.term, c.tf);
+  t.doc_len = static_cast<uint32_t>(own * weight + (tokens.size() - own));
+  for (const auto& c : index::Bm25Index::CountTerms(tokens, own, weight)) t.terms.emplace_back(c.term, c.tf);
   return t;
 }
 
@@ -542,8 +540,8 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
                                          std::string* delta, format::StoredPayload* prepared) {
   Settle();
   delta->clear();
-  *prepared = std::move(prepared_delta_);
-  prepared_delta_ = format::StoredPayload{};
+  *prepared = format::StoredPayload{};
+  PreparedDelta ahead = std::exchange(prepared_delta_, PreparedDelta{});
   AGENTMEM_RETURN_IF_ERROR(broken_);
   size_t vectors = 0;
   for (const auto& e : episodes) vectors += e.vector.size() == dim_;
@@ -563,9 +561,13 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
   // A transaction with vectors always carries a delta, empty or not: a
   // reader tells it from one whose graph is elsewhere (InsertUnlinked).
   const index::ChangeMark now = graph_->Mark();
-  if (vectors > 0 || now.seq != delta_mark_.seq || now.node_count != delta_mark_.node_count) {
-    Status s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false);
-    if (!s.ok()) {
+  if (vectors > 0 || now != delta_mark_) {
+    std::vector<std::string_view> record;
+    if (ahead.from == delta_mark_ && ahead.to == now && !ahead.payload.raw.empty() &&
+        format::SplitRecords(ahead.payload.raw, 1, 0, &record).ok()) {
+      delta->assign(record[0]);  // the graph is as the delta was made
+      *prepared = std::move(ahead.payload);
+    } else if (Status s = graph_->EncodeDelta(delta_mark_, delta, /*with_vectors=*/false); !s.ok()) {
       broken_ = s;
       return s;
     }
@@ -574,7 +576,7 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
   std::vector<std::vector<index::HnswInsert>> batches = TakePendingBatches();
   if (batches.empty()) return Status::OK();
   index::HnswIndex* graph = graph_.get();
-  format::StoredPayload* next = &prepared_delta_;
+  PreparedDelta* next = &prepared_delta_;
   inserter_.Start([graph, next, from = delta_mark_, batches = std::move(batches)]() -> Status {
     for (const auto& batch : batches) AGENTMEM_RETURN_IF_ERROR(graph->AddBatch(batch));
     PrepareDelta(*graph, from, next);
@@ -584,14 +586,16 @@ Status RecallIndex::DeferInsertForCommit(const std::vector<format::EpisodeRecord
 }
 
 void RecallIndex::PrepareDelta(const index::HnswIndex& graph, const index::ChangeMark& from,
-                               format::StoredPayload* out) noexcept {
+                               PreparedDelta* out) noexcept {
   try {
     std::string delta, payload;
     if (!graph.EncodeDelta(from, &delta, /*with_vectors=*/false).ok()) return;
     format::AppendRecord(delta, &payload);
-    *out = format::PreparePayload(payload);
+    out->payload = format::PreparePayload(payload);
+    out->from = from;
+    out->to = graph.Mark();
   } catch (...) {
-    *out = format::StoredPayload{};  // no memory: the commit encodes it itself
+    *out = PreparedDelta{};  // no memory: the commit encodes it itself
   }
 }
 
@@ -628,6 +632,7 @@ Status RecallIndex::EnsureGraph() {
   auto g = index::HnswIndex::Create(o);
   AGENTMEM_RETURN_IF_ERROR(g.status());
   graph_ = std::move(g.value());
+  prepared_delta_ = PreparedDelta{};
   delta_mark_ = graph_->Mark();
   return Status::OK();
 }
@@ -742,7 +747,10 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
   if (!graph_ && h.base_count == 0 && h.vectors) {
     auto g = index::HnswIndex::Deserialize(image);
     s = g.status();
-    if (s.ok()) graph_ = std::move(g.value());
+    if (s.ok()) {
+      graph_ = std::move(g.value());
+      prepared_delta_ = PreparedDelta{};
+    }
   } else if (!graph_ && h.base_count == 0) {  // the first delta, without vectors
     index::HnswOptions o;
     o.metric = h.shape.metric;
@@ -752,7 +760,10 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     auto g = index::HnswIndex::Create(o);
     s = g.status();
     if (s.ok()) s = g.value()->ApplyDelta(image, lookup);
-    if (s.ok()) graph_ = std::move(g.value());
+    if (s.ok()) {
+      graph_ = std::move(g.value());
+      prepared_delta_ = PreparedDelta{};
+    }
   } else if (graph_ && h.base_count == have) {
     s = graph_->ApplyDelta(image, lookup);
   } else if (graph_ && h.base_count < have && have < h.node_count && !h.vectors) {

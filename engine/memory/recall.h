@@ -285,8 +285,9 @@ class RecallIndex {
   // its nodes too. The delta is empty only when the graph has not changed
   // and the transaction has no vector.
   // `prepared` receives the page payload that the last deferred insert made
-  // ahead for this delta, if it did (it is of use only if it is the delta's:
-  // TxnWriter::AddAlone compares).
+  // ahead for this delta, if it did and the graph has not changed since
+  // (then the delta is taken from it, not encoded again; TxnWriter::AddAlone
+  // compares the two all the same).
   Status DeferInsertForCommit(const std::vector<format::EpisodeRecord>& episodes,
                               std::string* delta, format::StoredPayload* prepared);
   static constexpr size_t kDeferVectors = 16;
@@ -396,10 +397,15 @@ class RecallIndex {
   // episodes' nodes are then current (a failed insert breaks the index).
   // Every call that reads the graph starts with it.
   void Settle();
+  // A delta's page payload made ahead, and the marks it goes between.
+  struct PreparedDelta {
+    format::StoredPayload payload;
+    index::ChangeMark from, to;
+  };
   // The page payload of the delta from `from` to the graph as it is, into
-  // *out (left empty if that fails): run by a deferred insert.
+  // *out (its payload left empty if that fails): run by a deferred insert.
   static void PrepareDelta(const index::HnswIndex& graph, const index::ChangeMark& from,
-                           format::StoredPayload* out) noexcept;
+                           PreparedDelta* out) noexcept;
   // The pending vectors not yet handed to the insert worker, one batch per
   // transaction in order, at most `most` batches; they are marked as handed.
   std::vector<std::vector<index::HnswInsert>> TakePendingBatches(size_t most = SIZE_MAX);
@@ -474,9 +480,12 @@ class RecallIndex {
   std::map<uint64_t, Pending> pending_;
   uint64_t pending_txns_ = 0;
   // The next delta's page payload, made by a deferred insert after it ran
-  // (compression is the most costly part of a small commit's encoding):
-  // written by the insert worker, taken by the next DeferInsertForCommit.
-  format::StoredPayload prepared_delta_;
+  // (encoding and compression are the most costly part of a small commit's
+  // encoding): written by the insert worker, taken by the next
+  // DeferInsertForCommit. Of use only for the graph it was made from: every
+  // change of the graph moves its mark, and a graph put in graph_'s place
+  // drops it.
+  PreparedDelta prepared_delta_;
   // Runs the deferred inserts; declared after graph_ and prepared_delta_, so
   // that it is joined before they go.
   InsertWorker inserter_;

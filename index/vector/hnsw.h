@@ -103,6 +103,7 @@ struct HnswStats {
 struct ChangeMark {
   uint64_t seq = 0;         // changes made before the mark
   uint32_t node_count = 0;  // nodes that existed at the mark
+  bool operator==(const ChangeMark&) const = default;
 };
 
 class HnswIndex {

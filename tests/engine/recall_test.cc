@@ -20,6 +20,7 @@
 
 #include "engine/memory/recall.h"
 #include "format/compress.h"
+#include "index/vector/hnsw_format.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
 #include "tests/util/temp_dir.h"
@@ -923,6 +924,38 @@ TEST_CASE("a deferred insert makes the page of the next commit's graph delta ahe
     REQUIRE(index.ExportEntry(id, &attrs, &session, &role));
     CHECK(attrs->node != agentmem::engine::EpisodeAttrs::kNoNode);
   }
+}
+
+TEST_CASE("a delta made ahead is left unused once the graph has changed since it was made") {
+  using agentmem::engine::RecallIndex;
+  RecallIndex index(agentmem::index::TokenizerOptions{}, kPendingDim, agentmem::index::Metric::kCosine,
+                    std::nullopt);
+  const auto vecs = PendingVectors(3);
+  auto commit = [&](uint64_t id, std::string* delta, agentmem::format::StoredPayload* prepared) {
+    agentmem::format::EpisodeRecord r;
+    r.id = id;
+    r.user_id = "a";
+    r.vector = vecs[id - 1];
+    REQUIRE(index.Add(r).ok());
+    REQUIRE(index.DeferInsertForCommit({r}, delta, prepared).ok());
+  };
+  std::string delta;
+  agentmem::format::StoredPayload prepared;
+  commit(1, &delta, &prepared);
+  commit(2, &delta, &prepared);
+  REQUIRE_FALSE(prepared.raw.empty());  // episode 1's node, made ahead
+  // Episode 2's insert made the next delta ahead; then the graph changes
+  // (a node hidden, as an open does for a damaged episode page).
+  REQUIRE(index.HideNodes({1}).ok());
+  commit(3, &delta, &prepared);
+  CHECK(prepared.raw.empty());
+  // The delta starts after the hidden node, so it holds nothing: made ahead,
+  // it would hold episode 2's node on top of episode 1's.
+  auto header = agentmem::index::hnsw::ParseImageHeader(delta);
+  REQUIRE(header.ok());
+  CHECK(header.value().base_count == 2);
+  CHECK(header.value().node_count == 2);
+  CHECK(header.value().record_count == 0);
 }
 
 TEST_CASE("a delta of nodes a handle already inserted from its own pending vectors is taken as read") {
