@@ -135,18 +135,37 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out) {
   return Status::OK();
 }
 
-Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
-                       VectorType* type) {
+namespace {
+
+// An episode record's parts as views, checked as EpisodeVectorOf says.
+Status EpisodeViews(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* text,
+                    std::string_view* vector, VectorType* type) {
   Decoder d(in);
   *id = d.Fixed64();
   d.SignedVarint();
   d.SignedVarint();
-  for (int i = 0; i < 5; i++) d.String();  // user, session, role, text, metadata
+  for (int i = 0; i < 3; i++) d.String();  // user, session, role
+  *text = d.String();
+  d.String();  // metadata
   uint64_t dim = 0;
   size_t bytes = 0;
   if (!GetVectorHeader(&d, &dim, type, &bytes)) return Malformed(page_no, "episode");
   *vector = d.Bytes(bytes);
   return Finish(d, page_no, "episode");
+}
+
+}  // namespace
+
+Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
+                       VectorType* type) {
+  std::string_view text;
+  return EpisodeViews(in, page_no, id, &text, vector, type);
+}
+
+Status EpisodeTextOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* text) {
+  std::string_view vector;
+  VectorType type;
+  return EpisodeViews(in, page_no, id, text, &vector, &type);
 }
 
 bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float* dst) {

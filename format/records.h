@@ -138,6 +138,8 @@ Status DecodeEpisode(std::string_view in, int64_t page_no, EpisodeRecord* out);
 // without copying its strings.
 Status EpisodeVectorOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* vector,
                        VectorType* type);
+// The same for its text (a view into `in`).
+Status EpisodeTextOf(std::string_view in, int64_t page_no, uint64_t* id, std::string_view* text);
 // A vector's stored bytes (EpisodeVectorOf) as dim floats in dst. False when
 // the bytes are not dim components of `type` or hold values no writer stores.
 bool StoredToFloats(VectorType type, std::string_view stored, size_t dim, float* dst);

@@ -217,6 +217,8 @@ class Database {
   // ---- reads, on the handle's snapshot plus its own pending writes.
   Status GetEpisode(uint64_t id, format::EpisodeRecord* out);
   Status GetEpisodeNoRefresh(uint64_t id, format::EpisodeRecord* out);
+  // The same for its text alone (no vector decoded).
+  Status EpisodeTextNoRefresh(uint64_t id, std::string* text);
   Status ListEpisodeIds(std::string_view user_id, const std::string* session_id,
                         std::vector<uint64_t>* ids);
   // The same ids ordered by event time (ts), ties by id: the order of

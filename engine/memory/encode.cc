@@ -160,9 +160,7 @@ Status Database::ContextTexts(const EpisodeRecord& r, std::span<const uint64_t> 
   if (out->size() == want) return Status::OK();
   for (uint64_t id : recall_->ContextIds(r.user_id, r.session_id, r.id, skip)) {
     if (out->size() == want) break;
-    EpisodeRecord prev;
-    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(id, &prev));
-    out->push_back(std::move(prev.text));
+    AGENTMEM_RETURN_IF_ERROR(EpisodeTextNoRefresh(id, &out->emplace_back()));
   }
   return Status::OK();
 }

@@ -15,6 +15,16 @@ using format::EpisodeRecord;
 using format::FactRecord;
 using format::PageType;
 
+namespace {
+
+Status WrongEpisode(int64_t page_no, uint64_t found, uint64_t id) {
+  return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld: holds episode %llu, expected %llu",
+                             static_cast<long long>(page_no), static_cast<unsigned long long>(found),
+                             static_cast<unsigned long long>(id));
+}
+
+}  // namespace
+
 Status Database::ReadPageRecords(uint64_t offset, std::shared_ptr<const std::string>* payload,
                                  std::vector<std::string_view>* records) {
   PageRef page;
@@ -26,14 +36,15 @@ Status Database::ReadPageRecords(uint64_t offset, std::shared_ptr<const std::str
 
 Status Database::ReadRecord(const RecordLoc& loc, std::string_view* record, int64_t* page_no,
                             std::shared_ptr<const std::string>* keep) {
-  std::vector<std::string_view> records;
-  AGENTMEM_RETURN_IF_ERROR(ReadPageRecords(loc.page_offset, keep, &records));
+  PageRef page;
+  AGENTMEM_RETURN_IF_ERROR(log_->pager().ReadPage(loc.page_offset, &page));
   *page_no = static_cast<int64_t>(format::PageNoOf(loc.page_offset));
-  if (loc.slot >= records.size()) {
+  if (loc.slot >= page->records.size()) {
     return AGENTMEM_CORRUPTION(kCorruptPage, *page_no, "page %lld: record %u missing",
                                static_cast<long long>(*page_no), loc.slot);
   }
-  *record = records[loc.slot];
+  *record = page->records[loc.slot];
+  *keep = std::shared_ptr<const std::string>(page, &page->payload);
   return Status::OK();
 }
 
@@ -54,12 +65,25 @@ Status Database::GetEpisodeNoRefresh(uint64_t id, EpisodeRecord* out) {
   std::shared_ptr<const std::string> keep;
   AGENTMEM_RETURN_IF_ERROR(ReadRecord(e->loc, &rec, &page_no, &keep));
   AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(rec, page_no, out));
-  if (out->id != id) {
-    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld: holds episode %llu, expected %llu",
-                               static_cast<long long>(page_no),
-                               static_cast<unsigned long long>(out->id),
-                               static_cast<unsigned long long>(id));
+  if (out->id != id) return WrongEpisode(page_no, out->id, id);
+  return Status::OK();
+}
+
+Status Database::EpisodeTextNoRefresh(uint64_t id, std::string* text) {
+  if (const EpisodeRecord* p = FindPendingEpisode(id)) {
+    *text = p->text;
+    return Status::OK();
   }
+  const EpisodeEntry* e = catalog_.FindEpisode(id);
+  if (!e) return StatusF(kNotFound, "no episode with id %llu", static_cast<unsigned long long>(id));
+  std::string_view rec, view;
+  int64_t page_no = 0;
+  std::shared_ptr<const std::string> keep;
+  AGENTMEM_RETURN_IF_ERROR(ReadRecord(e->loc, &rec, &page_no, &keep));
+  uint64_t found = 0;
+  AGENTMEM_RETURN_IF_ERROR(format::EpisodeTextOf(rec, page_no, &found, &view));
+  if (found != id) return WrongEpisode(page_no, found, id);
+  text->assign(view);
   return Status::OK();
 }
 

@@ -26,14 +26,15 @@ Status Bm25Index::Add(uint64_t doc_id, std::span<const std::string> tokens) {
   return AddCounts(doc_id, static_cast<uint32_t>(tokens.size()), counts);
 }
 
-std::vector<Bm25Index::TermCount> Bm25Index::CountTerms(std::span<const std::string> tokens) {
+std::vector<Bm25Index::TermCount> Bm25Index::CountTerms(std::span<const std::string> tokens,
+                                                        size_t weighted, uint32_t weight) {
   std::vector<TermCount> counts;
   std::unordered_map<std::string_view, size_t> at;
   at.reserve(tokens.size());
-  for (const std::string& token : tokens) {
-    auto [it, inserted] = at.emplace(token, counts.size());
-    if (inserted) counts.push_back(TermCount{token, 0});
-    counts[it->second].tf++;
+  for (size_t i = 0; i < tokens.size(); i++) {
+    auto [it, inserted] = at.emplace(tokens[i], counts.size());
+    if (inserted) counts.push_back(TermCount{tokens[i], 0});
+    counts[it->second].tf += i < weighted ? weight : 1;
   }
   return counts;
 }

@@ -112,8 +112,10 @@ class Bm25Index {
   };
   Status AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts);
 
-  // The distinct terms of `tokens` with their counts, in first-seen order.
-  static std::vector<TermCount> CountTerms(std::span<const std::string> tokens);
+  // The distinct terms of `tokens` with their counts, in first-seen order;
+  // each of the first `weighted` tokens counts `weight` times.
+  static std::vector<TermCount> CountTerms(std::span<const std::string> tokens, size_t weighted = 0,
+                                           uint32_t weight = 1);
 
   // The length and the distinct terms with their counts of an indexed
   // document, in the order they were added (what AddCounts() takes back).

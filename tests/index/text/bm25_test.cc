@@ -100,6 +100,27 @@ TEST_CASE("a repeated query token counts once") {
   CheckSameRanking(thrice, once);
 }
 
+TEST_CASE("terms are counted in first-seen order, the first tokens weighing more when asked") {
+  const std::vector<std::string> tokens = {"b", "a", "b", "c", "a", "d"};
+  auto plain = Bm25Index::CountTerms(tokens);
+  REQUIRE(plain.size() == 4);
+  CHECK((plain[0].term == "b" && plain[0].tf == 2 && plain[1].term == "a" && plain[1].tf == 2));
+  CHECK((plain[2].term == "c" && plain[2].tf == 1 && plain[3].term == "d" && plain[3].tf == 1));
+  // The first three tokens three times each: as if they were written thrice.
+  std::vector<std::string> thrice;
+  for (int i = 0; i < 3; i++) thrice.insert(thrice.end(), tokens.begin(), tokens.begin() + 3);
+  thrice.insert(thrice.end(), tokens.begin() + 3, tokens.end());
+  auto weighted = Bm25Index::CountTerms(tokens, 3, 3);
+  auto expanded = Bm25Index::CountTerms(thrice);
+  REQUIRE(weighted.size() == expanded.size());
+  for (size_t i = 0; i < weighted.size(); i++) {
+    CAPTURE(i);
+    CHECK(weighted[i].term == expanded[i].term);
+    CHECK(weighted[i].tf == expanded[i].tf);
+  }
+  CHECK(weighted[0].tf == 6);  // "b": twice among the first three, counted thrice
+}
+
 TEST_CASE("equal scores are ranked by the smaller doc id, and only matching documents return") {
   Bm25Index index;
   for (uint64_t id : {40, 10, 30, 20}) Add(&index, id, {"same", "words"});
