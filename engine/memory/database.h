@@ -386,6 +386,9 @@ class Database {
                          std::vector<std::string_view>* records);
   Status ReadRecord(const RecordLoc& loc, std::string_view* record, int64_t* page_no,
                     std::shared_ptr<const std::string>* keep);
+  // ReadRecord of a committed episode's record; kNotFound for an unknown id.
+  Status ReadEpisodeRecord(uint64_t id, std::string_view* record, int64_t* page_no,
+                           std::shared_ptr<const std::string>* keep);
   Status ReadBlock(const RecordLoc& loc, format::BlockRecord* out);
   Status ReadFact(const RecordLoc& loc, format::FactRecord* out);
   // ---- checkpoints (checkpoint.cc)

@@ -48,6 +48,13 @@ Status Database::ReadRecord(const RecordLoc& loc, std::string_view* record, int6
   return Status::OK();
 }
 
+Status Database::ReadEpisodeRecord(uint64_t id, std::string_view* record, int64_t* page_no,
+                                   std::shared_ptr<const std::string>* keep) {
+  const EpisodeEntry* e = catalog_.FindEpisode(id);
+  if (!e) return StatusF(kNotFound, "no episode with id %llu", static_cast<unsigned long long>(id));
+  return ReadRecord(e->loc, record, page_no, keep);
+}
+
 Status Database::GetEpisode(uint64_t id, EpisodeRecord* out) {
   AGENTMEM_RETURN_IF_ERROR(RefreshForRead());
   return GetEpisodeNoRefresh(id, out);
@@ -58,12 +65,10 @@ Status Database::GetEpisodeNoRefresh(uint64_t id, EpisodeRecord* out) {
     *out = *p;
     return Status::OK();
   }
-  const EpisodeEntry* e = catalog_.FindEpisode(id);
-  if (!e) return StatusF(kNotFound, "no episode with id %llu", static_cast<unsigned long long>(id));
   std::string_view rec;
   int64_t page_no = 0;
   std::shared_ptr<const std::string> keep;
-  AGENTMEM_RETURN_IF_ERROR(ReadRecord(e->loc, &rec, &page_no, &keep));
+  AGENTMEM_RETURN_IF_ERROR(ReadEpisodeRecord(id, &rec, &page_no, &keep));
   AGENTMEM_RETURN_IF_ERROR(format::DecodeEpisode(rec, page_no, out));
   if (out->id != id) return WrongEpisode(page_no, out->id, id);
   return Status::OK();
@@ -74,12 +79,10 @@ Status Database::EpisodeTextNoRefresh(uint64_t id, std::string* text) {
     *text = p->text;
     return Status::OK();
   }
-  const EpisodeEntry* e = catalog_.FindEpisode(id);
-  if (!e) return StatusF(kNotFound, "no episode with id %llu", static_cast<unsigned long long>(id));
   std::string_view rec, view;
   int64_t page_no = 0;
   std::shared_ptr<const std::string> keep;
-  AGENTMEM_RETURN_IF_ERROR(ReadRecord(e->loc, &rec, &page_no, &keep));
+  AGENTMEM_RETURN_IF_ERROR(ReadEpisodeRecord(id, &rec, &page_no, &keep));
   uint64_t found = 0;
   AGENTMEM_RETURN_IF_ERROR(format::EpisodeTextOf(rec, page_no, &found, &view));
   if (found != id) return WrongEpisode(page_no, found, id);

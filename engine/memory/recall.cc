@@ -253,8 +253,7 @@ Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared
   if (!NodesAgree(graph->size())) {
     return Status(kCorruptIndex, "checkpoint graph: episodes and nodes disagree");
   }
-  graph_ = std::move(graph);
-  prepared_delta_ = PreparedDelta{};
+  SetGraph(std::move(graph));
   synced_nodes_ = graph_->size();
   delta_mark_ = graph_->Mark();
   return Status::OK();
@@ -314,8 +313,7 @@ std::unique_ptr<index::HnswIndex> RecallIndex::TakeGraph() {
 
 Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {
   if (graph_) return Status(kInternal, "recall index: a graph is already there");
-  graph_ = std::move(graph);
-  prepared_delta_ = PreparedDelta{};
+  SetGraph(std::move(graph));
   synced_nodes_ = 0;
   SyncNodes();
   delta_mark_ = graph_->Mark();
@@ -624,6 +622,11 @@ Status RecallIndex::FlushGraph() {
   return InsertPending();
 }
 
+void RecallIndex::SetGraph(std::unique_ptr<index::HnswIndex> graph) {
+  graph_ = std::move(graph);
+  prepared_delta_ = PreparedDelta{};  // made from another graph
+}
+
 Status RecallIndex::EnsureGraph() {
   if (graph_) return Status::OK();
   index::HnswOptions o;
@@ -631,8 +634,7 @@ Status RecallIndex::EnsureGraph() {
   o.dim = dim_;
   auto g = index::HnswIndex::Create(o);
   AGENTMEM_RETURN_IF_ERROR(g.status());
-  graph_ = std::move(g.value());
-  prepared_delta_ = PreparedDelta{};
+  SetGraph(std::move(g.value()));
   delta_mark_ = graph_->Mark();
   return Status::OK();
 }
@@ -747,10 +749,7 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
   if (!graph_ && h.base_count == 0 && h.vectors) {
     auto g = index::HnswIndex::Deserialize(image);
     s = g.status();
-    if (s.ok()) {
-      graph_ = std::move(g.value());
-      prepared_delta_ = PreparedDelta{};
-    }
+    if (s.ok()) SetGraph(std::move(g.value()));
   } else if (!graph_ && h.base_count == 0) {  // the first delta, without vectors
     index::HnswOptions o;
     o.metric = h.shape.metric;
@@ -760,10 +759,7 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     auto g = index::HnswIndex::Create(o);
     s = g.status();
     if (s.ok()) s = g.value()->ApplyDelta(image, lookup);
-    if (s.ok()) {
-      graph_ = std::move(g.value());
-      prepared_delta_ = PreparedDelta{};
-    }
+    if (s.ok()) SetGraph(std::move(g.value()));
   } else if (graph_ && h.base_count == have) {
     s = graph_->ApplyDelta(image, lookup);
   } else if (graph_ && h.base_count < have && have < h.node_count && !h.vectors) {

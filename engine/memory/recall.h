@@ -397,6 +397,8 @@ class RecallIndex {
   // episodes' nodes are then current (a failed insert breaks the index).
   // Every call that reads the graph starts with it.
   void Settle();
+  // Puts `graph` in graph_'s place (dropping a delta made from the old one).
+  void SetGraph(std::unique_ptr<index::HnswIndex> graph);
   // A delta's page payload made ahead, and the marks it goes between.
   struct PreparedDelta {
     format::StoredPayload payload;
@@ -483,8 +485,7 @@ class RecallIndex {
   // (encoding and compression are the most costly part of a small commit's
   // encoding): written by the insert worker, taken by the next
   // DeferInsertForCommit. Of use only for the graph it was made from: every
-  // change of the graph moves its mark, and a graph put in graph_'s place
-  // drops it.
+  // change of the graph moves its mark, and SetGraph drops it.
   PreparedDelta prepared_delta_;
   // Runs the deferred inserts; declared after graph_ and prepared_delta_, so
   // that it is joined before they go.
