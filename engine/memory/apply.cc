@@ -156,16 +156,19 @@ Status Database::ApplyTxn(DecodedTxn& d) {
     s = recall_->Add(r);
     if (!s.ok()) break;
   }
+  // A compaction copy's own texts are not indexed: it adopts the indexes
+  // they were made from (texts_given_).
   std::unordered_set<uint64_t> with_text;
   for (const auto& t : d.texts) {
-    if (!s.ok()) break;
+    if (!s.ok() || (d.own && texts_given_)) break;
     s = recall_->AddText(t);
     with_text.insert(t.episode_id);
   }
   // Episodes committed without their text record (files written before text
   // pages existed, in the unreleased v1) are tokenized here instead.
   for (const auto& [r, loc] : d.episodes) {
-    if (!s.ok() || with_text.count(r.id)) continue;
+    if (!s.ok() || (d.own && texts_given_)) break;
+    if (with_text.count(r.id)) continue;
     s = recall_->AddText(recall_->TextFor(r));
   }
   // A commit's graph delta leaves out the vectors of its new nodes: they are

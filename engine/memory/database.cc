@@ -419,6 +419,7 @@ void Database::ClearPending() {
   pending_blocks_.clear();
   pending_facts_.clear();
   pending_meta_.entries.clear();
+  given_texts_.clear();
   ClearSavepoints();
 }
 

@@ -472,7 +472,8 @@ class Database {
                         uint64_t* bytes);
   void PlanCompaction(CompactionPlan* plan) const;
   Status OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Database>* out);
-  Status StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch);
+  Status StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch,
+                              RecallIndex::TakenBm25* texts);
   // The file at path_ is no longer the one this handle has open (a VACUUM
   // replaced it): reopens it and starts from its state.
   Status Reload();
@@ -537,6 +538,12 @@ class Database {
   // built in memory by the commits, or adopted from the file copied.
   enum class GraphWrites { kDeltas, kInMemory, kAdopted };
   GraphWrites graph_writes_ = GraphWrites::kDeltas;
+  // A VACUUM's copy whose texts are given (WriteCompacted): the text records
+  // of its pending episodes, made from the BM25 indexes of the file it
+  // copies, which it adopts once its transactions are written instead of
+  // indexing these records itself.
+  bool texts_given_ = false;
+  std::vector<format::TextRecord> given_texts_;
   bool wrote_checkpoint_ = false;  // this handle wrote one (the auto_vacuum policy)
   // A VACUUM's copy: the file whose permissions and owner it is created with.
   std::string create_like_;

@@ -127,6 +127,16 @@ Status Database::EncodePending(std::string* buf, Layout* layout) {
 // again without it (their text records come first).
 Status Database::PendingTexts(std::vector<format::TextRecord>* texts) {
   if (!pending_episodes_.empty()) AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
+  if (texts_given_) {
+    bool match = given_texts_.size() == pending_episodes_.size();
+    for (size_t i = 0; match && i < given_texts_.size(); i++) {
+      match = given_texts_[i].episode_id == pending_episodes_[i].id;
+    }
+    if (!match) return Status(kInternal, "compaction: the copy's text records are not its episodes'");
+    *texts = std::move(given_texts_);
+    given_texts_.clear();
+    return Status::OK();
+  }
   if (recall_ && recall_->context() > 0) {
     std::vector<uint64_t> forgotten;
     std::vector<std::string> context_texts;

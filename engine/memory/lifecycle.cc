@@ -649,7 +649,8 @@ Status Database::OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Data
 // facts and the compaction's own meta in the last. The records go in as they
 // are, not through Remember(): they were checked when written, and this
 // handle's options must not refuse them.
-Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch) {
+Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch,
+                                      RecallIndex::TakenBm25* texts) {
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
   if (batch == 0) {
     for (const auto& [k, v] : catalog_.meta()) {
@@ -661,6 +662,11 @@ Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan,
     EpisodeRecord r;
     AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(plan.episodes[i], &r));
     dst->pending_episodes_.push_back(std::move(r));
+    if (!dst->texts_given_) continue;
+    if (!texts->TextOf(plan.episodes[i], &dst->given_texts_.emplace_back())) {
+      return StatusF(kCorruptIndex, "compaction: episode %llu has no BM25 document",
+                     static_cast<unsigned long long>(plan.episodes[i]));
+    }
   }
   if (batch + 1 < plan.batches) return Status::OK();
   for (const auto& [version, loc] : plan.versions) {
@@ -695,27 +701,38 @@ Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan,
 // commits carry no deltas and the checkpoint, always written, holds the
 // graph: this file's graph itself when each of its nodes is an episode the
 // copy keeps, or a copy of it without the forgotten episodes' nodes when
-// they are few (RecallIndex::TakeGraph), else one built in memory.
+// they are few (RecallIndex::TakeGraph), else one built in memory. With
+// the graph in the checkpoint, this file's BM25 indexes go to the copy too
+// when they hold exactly the live episodes (RecallIndex::TakeBm25): the
+// copy's text records are their documents and its checkpoint holds them, so
+// nothing is tokenized or indexed again; else the copy's commits tokenize.
 Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
                                 bool graph_in_checkpoint, uint64_t* bytes) {
   std::unique_ptr<Database> dst;
   AGENTMEM_RETURN_IF_ERROR(OpenCompactionCopy(tmp, &dst));
   std::unique_ptr<index::HnswIndex> graph;
-  if (graph_in_checkpoint && recall_) graph = recall_->TakeGraph();
+  RecallIndex::TakenBm25 texts;
+  std::shared_ptr<MappedBytes> texts_owner;
+  if (graph_in_checkpoint && recall_) {
+    graph = recall_->TakeGraph();
+    texts = recall_->TakeBm25();
+    if (!texts.empty()) texts_owner = recall_bm25_owner_;
+  }
   // The handle reloads from the copy, or from this file should the copy
   // fail (VacuumLocked): its indexes are not needed until then, and their
-  // memory is the copy's while it builds its own.
+  // memory is the copy's.
   if (graph_in_checkpoint) {
     recall_.reset();
     recall_bm25_owner_.reset();
   }
   if (graph_in_checkpoint) dst->graph_writes_ = graph ? GraphWrites::kAdopted : GraphWrites::kInMemory;
+  dst->texts_given_ = !texts.empty();
   // As few transactions as the records need (each costs a commit page).
   CompactionPlan plan;
   PlanCompaction(&plan);
   for (size_t batch = 0; batch < plan.batches; batch++) {
     AGENTMEM_RETURN_IF_ERROR(dst->Begin());
-    Status s = StageCompactionBatch(dst.get(), plan, batch);
+    Status s = StageCompactionBatch(dst.get(), plan, batch, &texts);
     if (!s.ok()) {
       dst->Rollback().IgnoreError();
       return s;
@@ -726,6 +743,11 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
   if (graph) {
     AGENTMEM_RETURN_IF_ERROR(dst->EnsureRecallIndex());
     AGENTMEM_RETURN_IF_ERROR(dst->recall_->AdoptGraph(std::move(graph)));
+  }
+  if (!texts.empty()) {
+    AGENTMEM_RETURN_IF_ERROR(dst->EnsureRecallIndex());
+    AGENTMEM_RETURN_IF_ERROR(dst->recall_->AdoptBm25(&texts));
+    dst->recall_bm25_owner_ = std::move(texts_owner);
   }
   AGENTMEM_RETURN_IF_ERROR(dst->log_->SyncAll());
   if (graph_in_checkpoint) {

@@ -322,6 +322,96 @@ Status RecallIndex::AdoptGraph(std::unique_ptr<index::HnswIndex> graph) {
   return broken_;
 }
 
+RecallIndex::TakenBm25 RecallIndex::TakeBm25() {
+  TakenBm25 taken;
+  std::vector<uint32_t> users;
+  try {
+    for (uint32_t u = 0; u < partitions_.size(); u++) {
+      if (!partitions_[u] || (partitions_[u]->ids.empty() && partitions_[u]->bm25.doc_count() == 0)) {
+        continue;
+      }
+      const UserPartition& p = *partitions_[u];
+      if (p.bm25.doc_count() != p.ids.size()) return {};
+      for (uint64_t id : p.ids) {
+        if (!p.bm25.Contains(id)) return {};
+      }
+      taken.ids.insert(taken.ids.end(), p.ids.begin(), p.ids.end());
+      users.push_back(u);
+    }
+    if (users.empty()) return {};
+    std::sort(taken.ids.begin(), taken.ids.end());
+    taken.users.reserve(users.size());
+  } catch (const std::bad_alloc&) {
+    return {};
+  }
+  for (uint32_t u : users) {
+    partitions_[u]->bm25.DetachTermParts();
+    taken.users.emplace_back(users_.names[u], std::move(partitions_[u]));
+  }
+  term_parts_.reset();
+  broken_ = Status(kInternal, "the BM25 indexes were handed to a compaction copy; reopen the handle");
+  return taken;
+}
+
+bool RecallIndex::TakenBm25::TextOf(uint64_t id, format::TextRecord* out) {
+  if (id < from || id >= to) {
+    auto at = std::lower_bound(ids.begin(), ids.end(), id);
+    if (at == ids.end() || *at != id) return false;
+    from = id;
+    to = static_cast<size_t>(ids.end() - at) > window ? *(at + window) : UINT64_MAX;
+    terms.clear();
+    docs.clear();
+    postings.clear();
+    std::vector<std::string_view> t;
+    std::vector<index::Bm25Index::DocumentTerms> d;
+    std::vector<index::Bm25Index::TermRef> p;
+    for (const auto& [name, part] : users) {
+      auto first = std::lower_bound(part->ids.begin(), part->ids.end(), from);
+      if (first == part->ids.end() || *first >= to) continue;  // none of its documents
+      part->bm25.Documents(from, to, &t, &d, &p);
+      for (auto& doc : d) doc.first += postings.size();
+      for (auto& ref : p) ref.term += static_cast<uint32_t>(terms.size());
+      terms.insert(terms.end(), t.begin(), t.end());
+      docs.insert(docs.end(), d.begin(), d.end());
+      postings.insert(postings.end(), p.begin(), p.end());
+    }
+    std::sort(docs.begin(), docs.end(), [](const auto& a, const auto& b) { return a.doc_id < b.doc_id; });
+  }
+  auto it = std::lower_bound(docs.begin(), docs.end(), id,
+                             [](const auto& d, uint64_t v) { return d.doc_id < v; });
+  if (it == docs.end() || it->doc_id != id) return false;
+  out->episode_id = id;
+  out->doc_len = it->doc_len;
+  out->terms.clear();
+  out->terms.reserve(it->count);
+  for (uint64_t i = it->first; i < it->first + it->count; i++) {
+    out->terms.emplace_back(terms[postings[i].term], postings[i].tf);
+  }
+  std::sort(out->terms.begin(), out->terms.end());  // compresses as well as the order of the text
+  return true;
+}
+
+Status RecallIndex::AdoptBm25(TakenBm25* taken) {
+  size_t users = 0;
+  for (const auto& p : partitions_) users += p && !p->ids.empty();
+  const Status disagree(kCorruptIndex, "compaction: the BM25 indexes' episodes are not the copy's");
+  if (users != taken->users.size()) return disagree;
+  for (const auto& [name, p] : taken->users) {
+    auto it = users_.ids.find(name);
+    if (it == users_.ids.end() || !partitions_[it->second] || partitions_[it->second]->ids != p->ids ||
+        partitions_[it->second]->vectors != p->vectors) {
+      return disagree;
+    }
+  }
+  for (auto& p : partitions_) {
+    if (p) p->bm25.DetachTermParts();
+  }
+  term_parts_.reset();  // built again by the next search over every user
+  for (auto& [name, p] : taken->users) partitions_[users_.ids.find(name)->second] = std::move(p);
+  taken->users.clear();
+  return Status::OK();
+}
+
 Status RecallIndex::InsertUnlinked(const std::vector<const format::EpisodeRecord*>& episodes) {
   std::vector<format::EpisodeRecord> batch;
   for (const format::EpisodeRecord* r : episodes) {

@@ -203,6 +203,41 @@ class RecallIndex {
   // vectors, one each, in id order (TakeGraph of the file it copies).
   // REQUIRES: no graph yet. Errors: kCorruptIndex when they disagree.
   Status AdoptGraph(std::unique_ptr<index::HnswIndex> graph);
+  // A user's episodes: their BM25 index and ids.
+  struct UserPartition {
+    index::Bm25Index bm25;
+    std::vector<uint64_t> ids;  // increasing
+    size_t vectors = 0;         // of ids, those with a vector
+  };
+  // Compaction, beside TakeGraph(): every user's BM25 index, for the copy,
+  // which then tokenizes nothing: its text records are these indexes'
+  // documents (TextOf()), and its checkpoint holds the indexes themselves
+  // (AdoptBm25()).
+  struct TakenBm25 {
+    std::vector<std::pair<std::string, std::unique_ptr<UserPartition>>> users;
+    std::vector<uint64_t> ids;  // every user's documents, increasing
+    // The text record of episode `id`'s document, its terms in byte order;
+    // false if it has none. Asked in increasing id order, it lists the
+    // documents of `window` ids at a time (Bm25Index::Documents()).
+    bool TextOf(uint64_t id, format::TextRecord* out);
+    bool empty() const { return users.empty(); }
+    size_t window = 16384;
+    // The documents with ids in [from, to), every user's, by id.
+    uint64_t from = 0, to = 0;
+    std::vector<std::string_view> terms;
+    std::vector<index::Bm25Index::DocumentTerms> docs;
+    std::vector<index::Bm25Index::TermRef> postings;
+  };
+  // Empty when there are no episodes, when an index does not hold exactly
+  // its user's live episodes, or when there is no memory to list them (the
+  // copy then tokenizes them).
+  // Otherwise this index has no BM25 indexes left and is broken until its
+  // handle reloads.
+  TakenBm25 TakeBm25();
+  // The copy's side, once its episodes are committed: the indexes of
+  // TakeBm25() replace its own, which hold none of its documents.
+  // Errors: kCorruptIndex when their users or episodes are not the copy's.
+  Status AdoptBm25(TakenBm25* taken);
   // Inserts the episodes among `episodes` that have a vector but no node: a
   // committed transaction without a graph image (a compacted file, whose
   // checkpoint holds the graph, read from its first page).
@@ -328,11 +363,6 @@ class RecallIndex {
   // ForgottenNodes, and they are at most kRepairShare of the graph's nodes.
   bool TakableGraph(std::vector<uint64_t>* forgotten);
   bool hidden_nodes_ = false;  // HideNodes hid a live episode's node
-  struct UserPartition {
-    index::Bm25Index bm25;
-    std::vector<uint64_t> ids;  // increasing
-    size_t vectors = 0;         // of ids, those with a vector
-  };
   static bool Unfiltered(const RecallQuery& q);
   const UserPartition* Partition(const std::string& user_id) const;
   struct Names {

@@ -167,6 +167,28 @@ class Bm25Index {
   Status Freeze();
   // The frozen documents, increasing (empty without an image).
   std::span<const uint64_t> frozen_docs() const { return frozen_docs_; }
+  // The documents with ids in [from, to) and their terms and counts, as
+  // TermsOf() gives an ordinary one's, frozen or not: `docs` by increasing
+  // id, each with its length and its run [first, first + count) of
+  // `postings`, whose terms index `terms` (a document's terms in no
+  // particular order). The views in `terms` are valid while the index is
+  // unchanged. O(terms × log postings + the range's postings + ordinary
+  // documents).
+  struct DocumentTerms {
+    uint64_t doc_id;
+    uint32_t doc_len;
+    uint32_t count;
+    uint64_t first;
+  };
+  struct TermRef {
+    uint32_t term;
+    uint32_t tf;
+  };
+  void Documents(uint64_t from, uint64_t to, std::vector<std::string_view>* terms,
+                 std::vector<DocumentTerms>* docs, std::vector<TermRef>* postings) const;
+  // Stops reporting to the term table this index is attached to
+  // (Bm25TermParts::Attach()): the index leaves that collection.
+  void DetachTermParts() { term_parts_ = nullptr; }
   const Bm25Params& params() const { return params_; }
 
   // df(term): the number of documents that contain `term`.

@@ -159,6 +159,69 @@ void Bm25Index::ForEachImageTerm(F&& f) const {
   }
 }
 
+void Bm25Index::Documents(uint64_t from, uint64_t to, std::vector<std::string_view>* terms,
+                          std::vector<DocumentTerms>* docs, std::vector<TermRef>* postings) const {
+  terms->clear();
+  docs->clear();
+  postings->clear();
+  auto frozen = std::lower_bound(frozen_docs_.begin(), frozen_docs_.end(), from);
+  for (; frozen != frozen_docs_.end() && *frozen < to; ++frozen) docs->push_back({*frozen, 0, 0, 0});
+  for (const auto& entry : docs_) {
+    if (entry.first >= from && entry.first < to) docs->push_back({entry.first, 0, 0, 0});
+  }
+  std::sort(docs->begin(), docs->end(),
+            [](const DocumentTerms& a, const DocumentTerms& b) { return a.doc_id < b.doc_id; });
+  // A posting's document: by a table over the range's ids when they are
+  // dense (as episode ids are), else by binary search.
+  const uint64_t low = docs->empty() ? 0 : docs->front().doc_id;
+  const uint64_t span = docs->empty() ? 0 : docs->back().doc_id - low + 1;
+  std::vector<uint32_t> slot;
+  if (span <= 4 * docs->size() + 1024) {
+    slot.assign(span, UINT32_MAX);
+    for (size_t i = 0; i < docs->size(); i++) slot[(*docs)[i].doc_id - low] = static_cast<uint32_t>(i);
+  }
+  auto find = [&](uint64_t id) -> DocumentTerms* {
+    if (!slot.empty()) {
+      const bool in = id >= low && id - low < span && slot[id - low] != UINT32_MAX;
+      return in ? &(*docs)[slot[id - low]] : nullptr;
+    }
+    auto it = std::lower_bound(docs->begin(), docs->end(), id,
+                               [](const DocumentTerms& d, uint64_t v) { return d.doc_id < v; });
+    return it == docs->end() || it->doc_id != id ? nullptr : &*it;
+  };
+  // Each term's postings in the range, twice: counted, then placed.
+  auto each = [&](auto&& posting) {
+    uint32_t term = 0;
+    ForEachImageTerm([&](std::string_view text, const PostingList& list) {
+      size_t i = list.LowerBound(from);
+      if (i == list.size() || list.doc_id(i) >= to) return;
+      posting(term, text, list, i);
+      term++;
+    });
+  };
+  each([&](uint32_t, std::string_view text, const PostingList& list, size_t i) {
+    terms->push_back(text);
+    for (; i < list.size() && list.doc_id(i) < to; i++) {
+      if (DocumentTerms* d = find(list.doc_id(i))) d->count++;
+    }
+  });
+  uint64_t next = 0;
+  for (DocumentTerms& d : *docs) {
+    d.first = next;
+    next += d.count;
+    d.count = 0;
+  }
+  postings->resize(next);
+  each([&](uint32_t term, std::string_view, const PostingList& list, size_t i) {
+    for (; i < list.size() && list.doc_id(i) < to; i++) {
+      DocumentTerms* d = find(list.doc_id(i));
+      if (!d) continue;
+      (*postings)[d->first + d->count++] = {term, list.tf(i)};
+      d->doc_len += list.tf(i);
+    }
+  });
+}
+
 size_t Bm25Index::FrozenSize() const {
   if (ImageIsWhole()) return frozen_size_;
   uint64_t terms = 0, postings = 0, blocks = 0, peaks = 0, text = 0;

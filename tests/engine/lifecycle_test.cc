@@ -1108,6 +1108,81 @@ TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's che
         std::vector<uint64_t>{id});
 }
 
+namespace {
+
+// The BM25 top-10 of a few queries, ids and scores, per user and over
+// every user.
+std::vector<std::pair<uint64_t, double>> Bm25Scores(Database* db, const std::vector<std::string>& users) {
+  std::vector<std::pair<uint64_t, double>> out;
+  for (size_t u = 0; u <= users.size(); u++) {
+    for (int q = 0; q < 5; q++) {
+      RecallQuery rq;
+      rq.all_users = u == users.size();
+      rq.user_id = rq.all_users ? "" : users[u];
+      rq.text = q % 2 ? "coffee topic " + std::to_string(q) : "distinct thing number " + std::to_string(q * 41);
+      rq.mode = RecallMode::kBm25;
+      std::vector<RecallHit> hits;
+      agentmem::engine::RecallPlan plan;
+      Ok(db->Recall(rq, &hits, &plan));
+      for (const RecallHit& h : hits) out.emplace_back(h.id, h.bm25_score);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a VACUUM copies each episode's BM25 document as it was, context and forgets included: scores are unchanged from the checkpoint and from the log") {
+  TempDir dir;
+  const std::string path = dir.File("t.agentmem");
+  Options o;
+  o.checkpoint_bytes = 64 * 1024;
+  const std::vector<std::string> users{"u0", "u1", "u2"};
+  {
+    auto db = MustOpen(path, o);
+    for (int t = 0; t < 3; t++) {
+      Ok(db->Begin());
+      for (int i = 0; i < 600; i++) {
+        Remember(db.get(), users[i % 3], "s" + std::to_string(i % 5), Text(users[i % 3], t * 600 + i));
+      }
+      Ok(db->Commit());
+    }
+    Ok(db->Close());
+  }
+  auto db = MustOpen(path, o);
+  // Forgotten episodes leave the context of the turns after them, which are
+  // indexed again without them.
+  for (uint64_t id : {40u, 41u, 700u, 1203u}) {
+    ForgetRecord f;
+    f.kind = ForgetKind::kEpisode;
+    f.id = id;
+    Ok(db->Forget(f, nullptr));
+  }
+  const auto scores = Bm25Scores(db.get(), users);
+  REQUIRE(scores.size() > 100);
+  ForgetReceipt r;
+  Ok(db->Vacuum({}, &r));
+  const FileLayout after = LayoutOf(path);
+  CHECK(after.bytes.count(kGraphPage) == 0);
+  CHECK(after.bytes.at(static_cast<int>(agentmem::format::PageType::kText)) > 0);
+  CHECK(Bm25Scores(db.get(), users) == scores);
+  std::vector<std::string> problems;
+  Ok(db->Check(&problems));
+  CHECK(problems.empty());
+  Ok(db->Close());
+  db = MustOpen(path, o);  // the indexes from the copy's checkpoint
+  CHECK(Bm25Scores(db.get(), users) == scores);
+  Ok(db->Close());
+  db.reset();
+  // Without the checkpoint every reader builds its indexes from the copy's
+  // text records.
+  ForgetCheckpoint(path);
+  Options ro = o;
+  ro.read_only = true;
+  db = MustOpen(path, ro);
+  CHECK(Bm25Scores(db.get(), users) == scores);
+}
+
 TEST_CASE("a VACUUM of a file past checkpoint_bytes that has no checkpoint yet puts the graph in the copy's checkpoint") {
   TempDir dir;
   const std::string path = dir.File("n.agentmem");

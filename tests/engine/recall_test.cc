@@ -1545,3 +1545,65 @@ TEST_CASE("recall over every user keeps up with terms that users gain and lose a
   CHECK(RecallEveryUser(f.users, "zeppelin", AGENTMEM_RECALL_BM25, 10).empty());
   compare("a frozen user forgets");
 }
+
+TEST_CASE("the BM25 indexes taken for a compaction give each episode's document back, window by window, and go to a copy of the same episodes only") {
+  using agentmem::engine::RecallIndex;
+  using agentmem::format::EpisodeRecord;
+  using agentmem::format::TextRecord;
+  auto make = [] {
+    return std::make_unique<RecallIndex>(agentmem::index::TokenizerOptions{}, 4,
+                                         agentmem::index::Metric::kCosine, std::nullopt);
+  };
+  auto source = make(), copy = make(), other = make();
+  std::map<uint64_t, TextRecord> want;
+  for (uint64_t id = 1; id <= 60; id++) {
+    EpisodeRecord r;
+    r.id = id;
+    r.user_id = "u" + std::to_string(id % 3);
+    r.session_id = "s";
+    r.text = "turn " + std::to_string(id) + (id % 2 ? " about tea and tea" : " about boats");
+    REQUIRE(source->Add(r).ok());
+    REQUIRE(copy->Add(r).ok());
+    if (id != 34) REQUIRE(other->Add(r).ok());
+    TextRecord t = source->TextFor(r);
+    REQUIRE(source->AddText(t).ok());
+    std::sort(t.terms.begin(), t.terms.end());
+    want[id] = t;
+  }
+  REQUIRE(source->Forget({33}).ok());
+  want.erase(33);
+  agentmem::engine::RecallQuery q;
+  q.user_id = "u1";
+  q.text = "tea boats";
+  q.mode = agentmem::engine::RecallMode::kBm25;
+  std::vector<agentmem::engine::RecallHit> before, after;
+  REQUIRE(source->Recall(q, &before, nullptr).ok());
+  REQUIRE_FALSE(before.empty());
+
+  RecallIndex::TakenBm25 taken = source->TakeBm25();
+  REQUIRE_FALSE(taken.empty());
+  CHECK(taken.ids.size() == 59);
+  taken.window = 7;  // several windows, each of every user's documents
+  for (const auto& entry : want) {
+    const uint64_t id = entry.first;
+    CAPTURE(id);
+    TextRecord got;
+    REQUIRE(taken.TextOf(id, &got));
+    CHECK(got == entry.second);
+  }
+  TextRecord none;
+  CHECK_FALSE(taken.TextOf(33, &none));
+  CHECK_FALSE(taken.TextOf(61, &none));
+  CHECK_FALSE(source->broken().ok());  // its indexes are gone until a reload
+
+  // Only a copy of the same episodes adopts them.
+  CHECK(other->AdoptBm25(&taken).code() == agentmem::kCorruptIndex);
+  REQUIRE(copy->Forget({33}).ok());
+  REQUIRE(copy->AdoptBm25(&taken).ok());
+  REQUIRE(copy->Recall(q, &after, nullptr).ok());
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); i++) {
+    CHECK(after[i].id == before[i].id);
+    CHECK(after[i].bm25_score == before[i].bm25_score);
+  }
+}

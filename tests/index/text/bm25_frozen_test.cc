@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -737,4 +738,70 @@ TEST_CASE("a term table follows indexes that freeze themselves as they grow") {
   check("every part frozen whole");
 }
 
+}  // namespace agentmem::index
+
+namespace agentmem::index {
+namespace {
+
+using DocumentMap = std::map<uint64_t, std::pair<uint32_t, std::map<std::string, uint32_t>>>;
+
+// Each document's length, terms and counts as Documents() gives them, by
+// id, asked for ids [0, end) in ranges of `step`.
+DocumentMap DocumentsOf(const Bm25Index& index, uint64_t end, uint64_t step) {
+  std::vector<std::string_view> terms;
+  std::vector<Bm25Index::DocumentTerms> docs;
+  std::vector<Bm25Index::TermRef> postings;
+  DocumentMap out;
+  for (uint64_t from = 0; from < end; from += step) {
+    index.Documents(from, from + step, &terms, &docs, &postings);
+    for (size_t i = 0; i < docs.size(); i++) {
+      if (i > 0) CHECK(docs[i - 1].doc_id < docs[i].doc_id);
+      CHECK(docs[i].doc_id >= from);
+      CHECK(docs[i].doc_id < from + step);
+      auto& entry = out[docs[i].doc_id];
+      entry.first = docs[i].doc_len;
+      for (uint64_t p = docs[i].first; p < docs[i].first + docs[i].count; p++) {
+        CHECK(entry.second.emplace(std::string(terms[postings[p].term]), postings[p].tf).second);
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("the documents of a range of ids come back with their terms and counts, frozen, on top of an image, or with ids far apart") {
+  std::mt19937_64 rng(test::Seed());
+  for (uint64_t stride : {uint64_t{1}, uint64_t{1} << 40}) {
+    CAPTURE(stride);
+    DocumentMap want;
+    auto doc = [&](uint64_t id, Bm25Index* a, Bm25Index* b) {
+      Tokens tokens = id % 97 == 0 ? Tokens{} : RandomDoc(rng, 150);
+      auto& entry = want[id];
+      entry.first = static_cast<uint32_t>(tokens.size());
+      for (const std::string& t : tokens) entry.second[t]++;
+      REQUIRE(a->Add(id, tokens).ok());
+      if (b) REQUIRE(b->Add(id, tokens).ok());
+    };
+    Bm25Index first(Bm25Params{}, SIZE_MAX);
+    for (uint64_t i = 1; i <= 600; i++) doc(i * stride, &first, nullptr);
+    Image image = Image::Of(first);
+    Bm25Index attached;
+    REQUIRE(attached.AttachFrozen(image.data(), image.size, 700 * stride).ok());
+    CHECK(DocumentsOf(attached, 701 * stride, 701 * stride) == want);
+    // Documents on top move some frozen terms into ordinary lists.
+    for (uint64_t i = 601; i <= 700; i++) doc(i * stride, &attached, &first);
+    for (uint64_t step : {uint64_t{1}, uint64_t{64}, uint64_t{701}}) {
+      CHECK(DocumentsOf(attached, 701 * stride, step * stride) == want);
+      CHECK(DocumentsOf(first, 701 * stride, step * stride) == want);
+    }
+    // An ordinary document's terms as TermsOf() gives them.
+    uint32_t len = 0;
+    std::vector<Bm25Index::TermCount> counts;
+    REQUIRE(attached.TermsOf(650 * stride, &len, &counts));
+    std::map<std::string, uint32_t> by_term;
+    for (const auto& c : counts) by_term[std::string(c.term)] = c.tf;
+    CHECK(want[650 * stride] == std::make_pair(len, by_term));
+  }
+}
+
+}  // namespace
 }  // namespace agentmem::index
