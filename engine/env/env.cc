@@ -42,6 +42,14 @@ std::shared_ptr<MappedBytes> NewPrivateBytes(size_t n) {
   return b;
 }
 
+Status File::WriteWithZeros(uint64_t offset, std::string_view data, size_t zeros) {
+  std::string both;
+  both.reserve(data.size() + zeros);
+  both.append(data);
+  both.append(zeros, '\0');
+  return WriteAt(offset, both);
+}
+
 Status File::ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
                          std::shared_ptr<MappedBytes>* out) {
   std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(n + spare);

@@ -66,6 +66,9 @@ class File {
   virtual Status ReadAt(uint64_t offset, size_t n, std::string* out) = 0;
   // Writes all of data at offset. Errors: kIoErrWrite, kFull.
   virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
+  // Writes data at offset and `zeros` zero bytes right after it, as one
+  // write (by default WriteAt() of the two put together). Errors: as WriteAt.
+  virtual Status WriteWithZeros(uint64_t offset, std::string_view data, size_t zeros);
   // Makes every completed write durable (fdatasync). Errors: kIoErrFsync.
   virtual Status Sync() = 0;
   // Errors: kIoErrTruncate.

@@ -5,11 +5,15 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "engine/env/env.h"
 
@@ -54,6 +58,40 @@ Status WriteAll(int fd, uint64_t offset, std::string_view data, const std::strin
     if (n == 0) return Status(kIoErrWrite, "write to " + path + ": no progress");
     data.remove_prefix(static_cast<size_t>(n));
     offset += static_cast<uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+// Writes data and then `zeros` zero bytes at offset with pwritev, from one
+// shared block of zeros: no copy of the data.
+Status WriteAllWithZeros(int fd, uint64_t offset, std::string_view data, size_t zeros,
+                         const std::string& path) {
+  static const std::string kZeros(64 << 10, '\0');
+  std::vector<iovec> iov;
+  iov.push_back({const_cast<char*>(data.data()), data.size()});
+  for (size_t left = zeros; left > 0;) {
+    const size_t n = std::min(left, kZeros.size());
+    iov.push_back({const_cast<char*>(kZeros.data()), n});
+    left -= n;
+  }
+  size_t first = 0;  // the iovecs before it are written
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    ssize_t n = ::pwritev(fd, iov.data() + first, count, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno(kIoErrWrite, "write to", path, errno);
+    }
+    if (n == 0) return Status(kIoErrWrite, "write to " + path + ": no progress");
+    offset += static_cast<uint64_t>(n);
+    for (size_t done = static_cast<size_t>(n); done > 0 && first < iov.size();) {
+      const size_t take = std::min(done, iov[first].iov_len);
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      done -= take;
+      if (iov[first].iov_len == 0) first++;
+    }
+    while (first < iov.size() && iov[first].iov_len == 0) first++;
   }
   return Status::OK();
 }
@@ -106,6 +144,9 @@ class PosixFile : public File {
   }
   Status WriteAt(uint64_t offset, std::string_view data) override {
     return WriteAll(fd_, offset, data, path_);
+  }
+  Status WriteWithZeros(uint64_t offset, std::string_view data, size_t zeros) override {
+    return WriteAllWithZeros(fd_, offset, data, zeros, path_);
   }
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return Errno(kIoErrFsync, "fdatasync of", path_, errno);

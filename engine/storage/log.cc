@@ -298,11 +298,7 @@ Status Log::Append(const std::string& txn) {
   Status s;
   if (opts_.sync == SyncMode::kFull && txn_end > scanned_size_) {
     // The reserve's zeros go in the same write, and are synced with it.
-    std::string with_reserve;
-    with_reserve.reserve(txn.size() + kReserveBytes);
-    with_reserve = txn;
-    with_reserve.resize(txn.size() + kReserveBytes, '\0');
-    s = file_->WriteAt(end_, with_reserve);
+    s = file_->WriteWithZeros(end_, txn, kReserveBytes);
     if (s.ok()) scanned_size_ = txn_end + kReserveBytes;
   } else {
     s = file_->WriteAt(end_, txn);

@@ -110,7 +110,35 @@ void CheckReadPrivate(Env* env, const std::string& path) {
   CHECK(f->ReadPrivate(content.size() - 10, 20, 0, nullptr, &bytes).code() == agentmem::kIoErrShortRead);
 }
 
+// WriteWithZeros: the data, then exactly `zeros` zero bytes, over whatever
+// was there, for sizes around the block of zeros it writes from.
+void CheckWriteWithZeros(Env* env, const std::string& path) {
+  REQUIRE(env->CreateAtomic(path, std::string(300000, 'x')).ok());
+  std::unique_ptr<File> f;
+  REQUIRE(env->Open(path, OpenMode{}, &f).ok());
+  uint64_t at = 7;
+  for (size_t zeros : {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{65537}, size_t{262144}}) {
+    CAPTURE(zeros);
+    const std::string data = "data" + std::to_string(zeros);
+    REQUIRE(f->WriteWithZeros(at, data, zeros).ok());
+    std::string got;
+    REQUIRE(f->ReadAt(at, data.size() + zeros + 1, &got).ok());
+    REQUIRE(got.size() == data.size() + zeros + 1);
+    CHECK(got.substr(0, data.size()) == data);
+    CHECK(got.substr(data.size(), zeros) == std::string(zeros, '\0'));
+    CHECK(got.back() == (at + data.size() + zeros < 300000 ? 'x' : '\0'));
+    at += 1000;
+  }
+}
+
 }  // namespace
+
+TEST_CASE("a write with zeros after it puts the data and then exactly that many zeros") {
+  TempDir dir;
+  CheckWriteWithZeros(Env::Posix(), dir.File("zeros.bin"));
+  auto env = agentmem::engine::NewMemEnv();
+  CheckWriteWithZeros(env.get(), "zeros.bin");
+}
 
 TEST_CASE("reading a private copy gives the bytes with room after them, piece by piece") {
   TempDir dir;
