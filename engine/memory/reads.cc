@@ -345,6 +345,11 @@ Status Database::Check(std::vector<std::string>* problems) {
   mismatch("next block version", next.block, next_block_version_);
   Status broken = recall_->broken();  // (recall_ exists from open on)
   if (!broken.ok()) problems->push_back("recall index: " + broken.ToString());
+  if (broken.ok()) {
+    Status bm25 = recall_->VerifyBm25();
+    if (bm25.code() == kNoMem) return bm25;
+    if (!bm25.ok()) problems->push_back("recall index: " + bm25.ToString());
+  }
   return Status::OK();
 }
 

@@ -205,6 +205,7 @@ Status RecallIndex::EmitBm25(const Bm25Plan& plan,
   std::string image;  // one at a time, its capacity reused
   for (size_t i = 0; i < plan.users.size(); i++) {
     image.clear();
+    AGENTMEM_RETURN_IF_ERROR(VerifiedBm25(plan.users[i]));
     partitions_[plan.users[i]]->bm25.EncodeFrozen(&image);
     if (image.size() != plan.parts[i].size) {
       return Status(kInternal, "bm25: an image is not the size its plan gave it");
@@ -212,6 +213,27 @@ Status RecallIndex::EmitBm25(const Bm25Plan& plan,
     AGENTMEM_RETURN_IF_ERROR(emit(image));
   }
   return Status::OK();
+}
+
+Status RecallIndex::VerifiedBm25(uint32_t u) const {
+  Status s = partitions_[u]->bm25.Verify();
+  if (s.ok() || s.code() != kCorruptIndex) return s;
+  return StatusF(kCorruptIndex, "bm25 index of user \"%s\": %s", users_.names[u].c_str(),
+                 s.message().c_str());
+}
+
+Status RecallIndex::VerifyBm25() const {
+  for (uint32_t u = 0; u < partitions_.size(); u++) {
+    if (partitions_[u]) AGENTMEM_RETURN_IF_ERROR(VerifiedBm25(u));
+  }
+  return Status::OK();
+}
+
+// A search that read a damaged term of `user`'s image.
+Status RecallIndex::Bm25Damage(const UserPartition& p, const std::string& user) {
+  Status s = p.bm25.status();
+  if (s.ok()) return s;
+  return StatusF(kCorruptIndex, "bm25 index of user \"%s\": %s", user.c_str(), s.message().c_str());
 }
 
 Status RecallIndex::AttachBm25(const std::string& user, const char* image, size_t size) {
@@ -331,7 +353,7 @@ RecallIndex::TakenBm25 RecallIndex::TakeBm25() {
         continue;
       }
       const UserPartition& p = *partitions_[u];
-      if (p.bm25.doc_count() != p.ids.size()) return {};
+      if (p.bm25.doc_count() != p.ids.size() || !p.bm25.Verify().ok()) return {};
       for (uint64_t id : p.ids) {
         if (!p.bm25.Contains(id)) return {};
       }
@@ -1029,9 +1051,9 @@ bool RecallIndex::GraphSearch(const RecallQuery& q, const std::vector<float>& qu
   return true;
 }
 
-void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
-                             size_t k, std::vector<index::ScoredDoc>* out,
-                             RecallPlan* plan) const {
+Status RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates,
+                               size_t k, std::vector<index::ScoredDoc>* out,
+                               RecallPlan* plan) const {
   std::vector<std::string> tokens = tokenizer_.TokenizeQuery(q.text);
   bool filtered = !EveryEpisode(q) && candidates.size() != plan->partition;
   index::DocFilter filter;
@@ -1040,24 +1062,23 @@ void RecallIndex::Bm25Search(const RecallQuery& q, std::span<const uint64_t> can
       return std::binary_search(candidates.begin(), candidates.end(), id);
     };
   }
-  if (q.all_users) {
-    Bm25SearchEveryUser(tokens, filter, k, out, plan);
-    return;
-  }
+  if (q.all_users) return Bm25SearchEveryUser(tokens, filter, k, out, plan);
   index::QueryStats stats;
   out->clear();
   if (const UserPartition* p = Partition(q.user_id)) {
     *out = p->bm25.TopK(tokens, k, filter, &stats);
+    AGENTMEM_RETURN_IF_ERROR(Bm25Damage(*p, q.user_id));
   }
   plan->bm25_path = "maxscore: " + std::to_string(tokens.size()) + " query tokens, " +
                     std::to_string(stats.postings_scored) + " of " +
                     std::to_string(stats.postings_total) + " postings scored";
+  return Status::OK();
 }
 
-void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
-                                      const index::DocFilter& filter, size_t k,
-                                      std::vector<index::ScoredDoc>* out,
-                                      RecallPlan* plan) const {
+Status RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
+                                        const index::DocFilter& filter, size_t k,
+                                        std::vector<index::ScoredDoc>* out,
+                                        RecallPlan* plan) const {
   {
     std::lock_guard<std::mutex> lock(term_parts_mu_);
     if (!term_parts_) {
@@ -1081,6 +1102,9 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
   }
   index::QueryStats stats;
   *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats, term_parts_.get());
+  for (uint32_t u = 0; u < partitions_.size(); u++) {
+    if (partitions_[u]) AGENTMEM_RETURN_IF_ERROR(Bm25Damage(*partitions_[u], users_.names[u]));
+  }
   plan->bm25_path = "maxscore across " + std::to_string(users) +
                     " users' indexes, statistics of all " + std::to_string(docs) +
                     " documents: " + std::to_string(tokens.size()) + " query tokens, " +
@@ -1090,6 +1114,7 @@ void RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
                     std::to_string(stats.postings_total) + " postings scored; term table of " +
                     std::to_string(term_parts_->term_count()) + " terms, " +
                     std::to_string(term_parts_->pair_count()) + " (term, user) pairs";
+  return Status::OK();
 }
 
 // One list: its reciprocal rank. Hybrid: the score-normalised weighted sum
@@ -1240,7 +1265,7 @@ Status RecallIndex::Recall(const RecallQuery& q, std::vector<RecallHit>* hits,
 
   std::vector<index::ScoredDoc> bm25;
   if (run_bm25) {
-    Bm25Search(q, candidates, depth, &bm25, &plan);
+    AGENTMEM_RETURN_IF_ERROR(Bm25Search(q, candidates, depth, &bm25, &plan));
   } else {
     plan.bm25_path = "skipped: mode vector";
   }

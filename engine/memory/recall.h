@@ -181,9 +181,13 @@ class RecallIndex {
     uint64_t size = 0;                         // the directory and every image
   };
   Bm25Plan PlanBm25(const std::function<uint32_t(const std::string&)>& user_string) const;
-  // Errors: kInternal when an image is not the size the plan gave it.
+  // Errors: a damaged image's (Bm25Index::Verify()); kInternal when an
+  // image is not the size the plan gave it.
   Status EmitBm25(const Bm25Plan& plan, const std::function<Status(std::string_view)>& emit) const;
   Status AttachBm25(const std::string& user, const char* image, size_t size);
+  // Checks every user's BM25 index whole (Bm25Index::Verify()), naming the
+  // user of the first that fails.
+  Status VerifyBm25() const;
   // The episodes' nodes come from their entries (AddEntry's `node`): every
   // node must belong to exactly one episode.
   // `records_checked`: as HnswIndex::Map's.
@@ -229,8 +233,8 @@ class RecallIndex {
     std::vector<index::Bm25Index::TermRef> postings;
   };
   // Empty when there are no episodes, when an index does not hold exactly
-  // its user's live episodes, or when there is no memory to list them (the
-  // copy then tokenizes them).
+  // its user's live episodes or fails Verify(), or when there is no memory
+  // to list them (the copy then tokenizes them).
   // Otherwise this index has no BM25 indexes left and is broken until its
   // handle reloads.
   TakenBm25 TakeBm25();
@@ -384,11 +388,17 @@ class RecallIndex {
                     std::vector<index::Neighbor>* out, RecallPlan* plan) const;
   bool GraphSearch(const RecallQuery& q, const std::vector<float>& query, size_t candidates,
                    size_t k, std::vector<index::Neighbor>* out, RecallPlan* plan) const;
-  void Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
-                  std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
+  // A user's index checked whole, or the damage a search read in it
+  // (Bm25Index::Verify(), status()), as kCorruptIndex naming the user.
+  Status VerifiedBm25(uint32_t u) const;
+  static Status Bm25Damage(const UserPartition& p, const std::string& user);
+  // Errors: kCorruptIndex when a term the query read is damaged in a
+  // user's frozen image (Bm25Index::status()).
+  Status Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
+                    std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   // BM25 over every user as one collection (Bm25Index::TopKAcross()),
   // through term_parts_ (built by the first such search).
-  void Bm25SearchEveryUser(std::span<const std::string> tokens, const index::DocFilter& filter,
+  Status Bm25SearchEveryUser(std::span<const std::string> tokens, const index::DocFilter& filter,
                            size_t k,
                            std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   double Similarity(float distance) const;

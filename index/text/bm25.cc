@@ -45,6 +45,7 @@ bool Bm25Index::Contains(uint64_t doc_id) const {
 }
 
 Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts) {
+  AGENTMEM_RETURN_IF_ERROR(Verify());  // a damaged term would read as empty
   if (Contains(doc_id)) {
     return StatusF(kConstraint, "bm25: document %llu is already indexed",
                    static_cast<unsigned long long>(doc_id));
@@ -110,6 +111,7 @@ bool Bm25Index::TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCoun
 }
 
 Status Bm25Index::Remove(uint64_t doc_id) {
+  AGENTMEM_RETURN_IF_ERROR(Verify());
   auto it = docs_.find(doc_id);
   if (it == docs_.end() && Contains(doc_id)) {
     AGENTMEM_RETURN_IF_ERROR(Thaw());  // the image's documents become ordinary ones

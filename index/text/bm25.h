@@ -99,13 +99,14 @@ class Bm25Index {
   // |d|; an empty list is a document of length 0). Doc ids need not arrive in
   // order, but increasing ids are the fast path.
   // Returns kConstraint if doc_id is already indexed, kTooBig for more than
-  // 2^32-1 tokens; the index is unchanged on failure.
+  // 2^32-1 tokens, Verify()'s errors; the index is unchanged on failure.
   Status Add(uint64_t doc_id, std::span<const std::string> tokens);
 
   // The same, from a document's term counts (as persisted in the file):
   // `doc_len` tokens in all, `counts` its distinct terms with their tf >= 1.
   // Returns kConstraint for a known doc_id, kRange when the counts do not add
-  // up to doc_len or a term repeats; the index is unchanged on failure.
+  // up to doc_len or a term repeats, Verify()'s errors; the index is
+  // unchanged on failure.
   struct TermCount {
     std::string_view term;
     uint32_t tf;
@@ -122,8 +123,8 @@ class Bm25Index {
   // False if the document is not indexed.
   bool TermsOf(uint64_t doc_id, uint32_t* doc_len, std::vector<TermCount>* counts) const;
 
-  // Removes document `doc_id`. Returns kNotFound if it is not indexed, and
-  // kInternal if the index is inconsistent (a posting of the document is
+  // Removes document `doc_id`. Returns kNotFound if it is not indexed,
+  // Verify()'s errors, and kInternal if the index is inconsistent (a posting of the document is
   // missing; the index is then partly updated and should be rebuilt).
   Status Remove(uint64_t doc_id);
 
@@ -140,7 +141,7 @@ class Bm25Index {
   // document table, with tf), blocks and peaks. Version 3 packs a posting in
   // four bytes; an index with a tf above 255 or more than 2^24 documents is
   // written as version 2 (eight bytes a posting).
-  // REQUIRES: fewer than 2^32 documents.
+  // REQUIRES: fewer than 2^32 documents; Verify() held.
   void EncodeFrozen(std::string* out) const;
   // The bytes EncodeFrozen() appends to a string of 8-byte aligned size,
   // counted without encoding anything.
@@ -148,22 +149,37 @@ class Bm25Index {
   // Makes an empty index hold the documents of a frozen image (version 1, 2
   // or 3) at `data` (8-byte aligned; it must outlive the index), used where it
   // lies: terms are found by binary search, a term's arrays are viewed, and
-  // copied only when a later Add() gives the term a posting. Every offset,
-  // count, index and doc id (<= max_doc), and every block and peak summary,
-  // is checked first, in time and memory linear in `size`. Errors:
-  // kCorruptIndex; kFormatVersion for an unknown version; kMisuse on a
-  // non-empty index. Removing a document of the image thaws it first.
+  // copied only when a later Add() gives the term a posting. Checked first,
+  // in time linear in the documents and terms: every offset and count, the
+  // document ids (increasing, <= max_doc), the terms' order and ranges.
+  // What lies in a term's ranges (each posting's document and tf, the block
+  // and peak summaries) is checked on the term's first use, once: a term that
+  // fails reads as empty and status() reports it; or whole by Verify(),
+  // which every write calls first. (A version 1 image is checked whole
+  // here.) Errors: kCorruptIndex; kFormatVersion for an unknown version;
+  // kMisuse on a non-empty index; kNoMem. Removing a document of the image
+  // thaws it first.
   Status AttachFrozen(const char* data, size_t size, uint64_t max_doc);
+  // Checks what AttachFrozen() left to first use, for the whole image: every
+  // term's postings and summaries, each document's length against its
+  // terms' tf sum, and the total length. OK once it has held (and for an
+  // index without an image, or with one Freeze() made); else kCorruptIndex,
+  // also kept by status(), or kNoMem.
+  Status Verify() const;
+  // OK, or the first damage found in the attached image (by a term's first
+  // use or by Verify()): sticky until the image is detached. A search that
+  // met a damaged term has read it as empty: callers check this after it.
+  Status status() const;
   // Copies every document of the frozen image into the ordinary index and
   // detaches the image (a no-op without one): O(postings), once. Scores are
-  // unchanged. Errors: kNoMem; the index is unchanged on failure.
+  // unchanged. Errors: Verify()'s; kNoMem; the index is unchanged on failure.
   Status Thaw();
   // Makes the index hold every document in one frozen image of its own
   // (EncodeFrozen()'s bytes, attached): the same documents, terms and
   // scores, to the last bit. Reports every term's new place to the term
   // table it is attached to. A no-op for an index without ordinary
   // documents or moved terms, and for one holding document 0 (an image
-  // has none). Errors: kNoMem (the index unchanged).
+  // has none). Errors: Verify()'s; kNoMem (the index unchanged).
   Status Freeze();
   // The frozen documents, increasing (empty without an image).
   std::span<const uint64_t> frozen_docs() const { return frozen_docs_; }
@@ -173,7 +189,7 @@ class Bm25Index {
   // `postings`, whose terms index `terms` (a document's terms in no
   // particular order). The views in `terms` are valid while the index is
   // unchanged. O(terms × log postings + the range's postings + ordinary
-  // documents).
+  // documents). REQUIRES: Verify() held.
   struct DocumentTerms {
     uint64_t doc_id;
     uint32_t doc_len;
@@ -307,9 +323,16 @@ class Bm25Index {
   void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
-  // The checks of AttachFrozen() on the arrays it has placed; `total` and
-  // `text` are the header's total_length and text_bytes.
-  Status CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const;
+  // The checks of AttachFrozen() on the arrays it has placed (`text`: the
+  // header's text_bytes), then for version 1 the rest.
+  Status CheckShape(uint64_t max_doc, uint64_t text) const;
+  Status CheckVersion1(uint64_t max_doc) const;
+  // Versions 2 and 3: what lies in term t's ranges; its tfs added to
+  // doc_sums[doc] and *sum unless doc_sums is null.
+  Status CheckTerm(size_t t, uint64_t* doc_sums, uint64_t* sum) const;
+  // Whether frozen term t holds together, checked on its first call.
+  bool TermHolds(size_t t) const;
+  void NoteDamage(const Status& s) const;
   // Forgets the frozen image and everything derived from it.
   void DetachFrozen();
   // Whether the attached image is the whole index, in a version
@@ -389,6 +412,15 @@ class Bm25Index {
   std::span<const PostingList::Block> frozen_blocks_;
   std::span<const PostingList::Peak> frozen_peaks_;
   size_t superseded_ = 0;  // frozen terms that moved to terms_
+  uint64_t frozen_total_ = 0;  // the image's total_length
+  // Versions 2 and 3: per frozen term, whether TermHolds() checked it yet
+  // and what it found; all of them stand once verified_ is set (Verify(),
+  // or an image of Freeze()'s own).
+  static constexpr uint8_t kTermUnchecked = 0, kTermHeld = 1, kTermFailed = 2;
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> term_checks_;
+  mutable std::atomic<bool> verified_{false};
+  mutable std::mutex damage_mu_;
+  mutable Status damage_;  // the first damage found (status())
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
   // An open-addressing hash table over the frozen terms, built by the first

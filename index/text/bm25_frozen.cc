@@ -97,9 +97,9 @@ Status CheckSummaries(const PostingList& list) {
 // CheckSummaries and the checks of each posting, in one pass over a term's
 // postings of an image that indexes its documents (versions 2 and 3; `get(j)`
 // gives posting j of the image): their documents in order and in the image,
-// tf >= 1, each document's tf added to doc_sums[doc] and to *sum, and the
-// block and peak summaries. A bad posting is reported before a bad summary,
-// and the summaries in CheckSummaries' order.
+// tf >= 1, each document's tf added to doc_sums[doc] and to *sum (unless
+// doc_sums is null), and the block and peak summaries. A bad posting is
+// reported before a bad summary, and the summaries in CheckSummaries' order.
 template <class Get>
 Status CheckIndexedTerm(const Get& get, uint64_t first, uint32_t count,
                         std::span<const uint64_t> docs, std::span<const uint32_t> lens,
@@ -116,8 +116,10 @@ Status CheckIndexedTerm(const Get& get, uint64_t first, uint32_t count,
     }
     if (post.tf == 0) return Bad("a posting's tf is 0");
     previous = post.doc;
-    doc_sums[post.doc] += post.tf;
-    *sum += post.tf;
+    if (doc_sums != nullptr) {
+      doc_sums[post.doc] += post.tf;
+      *sum += post.tf;
+    }
     const uint32_t len = lens[post.doc];
     max_tf = std::max(max_tf, post.tf);
     min_len = std::min(min_len, len);
@@ -414,11 +416,21 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   frozen_peaks_ = std::span(reinterpret_cast<const PostingList::Peak*>(p), peaks);
   p += peaks * 8;
   frozen_text_ = p;
-  Status s = CheckFrozen(max_doc, total, text);
+  frozen_total_ = total;
+  Status s = CheckShape(max_doc, text);
+  if (s.ok() && version == 1) s = CheckVersion1(max_doc);
+  if (s.ok() && version >= 2) {
+    try {
+      term_checks_ = std::make_unique<std::atomic<uint8_t>[]>(terms);  // (zeroed: none checked)
+    } catch (const std::bad_alloc&) {
+      s = Status(kNoMem, "bm25: no memory to attach a frozen image");
+    }
+  }
   if (!s.ok()) {
     DetachFrozen();
     return s;
   }
+  verified_.store(version == 1, std::memory_order_release);
   frozen_ = data;
   frozen_size_ = size;
   total_length_ = total;
@@ -432,47 +444,23 @@ Status Bm25Index::AttachFrozen(const char* data, size_t size, uint64_t max_doc) 
   return Status::OK();
 }
 
-// Checks the arrays AttachFrozen() has placed against each other: documents,
-// term ranges and order, every posting's document, order and tf, the lengths
-// (version 2: each document's tf sum is its length), and every term's block
-// and peak summaries. Memory: a bitmap or a sum per document, both bounded
-// by the image.
-Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) const {
-  const bool v2 = frozen_version_ >= 2;  // postings that index the documents
+// The checks AttachFrozen() makes on the arrays it has placed, in time
+// linear in the documents and terms: documents in order and in range, and
+// the terms sorted, each one's ranges following the previous term's and all
+// of them covering the arrays exactly. What lies in a term's ranges is
+// checked on the term's first use (TermHolds()) or by Verify().
+Status Bm25Index::CheckShape(uint64_t max_doc, uint64_t text) const {
   const std::span<const uint64_t> docs = frozen_docs_;
   for (size_t i = 0; i < docs.size(); i++) {
     if (docs[i] == 0 || docs[i] > max_doc || (i > 0 && docs[i] <= docs[i - 1])) {
       return Bad("document ids out of order or range");
     }
   }
-  // Version 1: every posting's document must be one of the image's. A bitmap
-  // over the ids from the first document to the last when that range is small
-  // next to the image (ids are dense in practice), else a binary search of
-  // `docs`: memory follows the image, never the size of an id.
-  const uint64_t first_doc = docs.empty() ? 0 : docs.front();
-  const uint64_t doc_range = docs.empty() ? 0 : docs.back() - first_doc + 1;
-  const bool bitmap = !v2 && doc_range / 64 <= docs.size() + 1024;
-  std::vector<uint64_t> is_doc(bitmap ? doc_range / 64 + 1 : 0, 0);
-  if (bitmap) {
-    for (uint64_t d : docs) is_doc[(d - first_doc) / 64] |= uint64_t{1} << ((d - first_doc) % 64);
-  }
-  auto known = [&](uint64_t d) {
-    if (d < first_doc || d - first_doc >= doc_range) return false;
-    if (bitmap) return ((is_doc[(d - first_doc) / 64] >> ((d - first_doc) % 64)) & 1) != 0;
-    return std::binary_search(docs.begin(), docs.end(), d);
-  };
-  // Versions 2 and 3: the tf sum of each document.
-  std::vector<uint64_t> doc_sums(v2 ? docs.size() : 0, 0);
   const uint64_t postings = frozen_version_ == 3   ? frozen_packed_.size()
                             : frozen_version_ == 2 ? frozen_indexed_.size()
                                                    : frozen_postings_.size();
-  auto packed = [this](uint64_t j) {
-    const PostingList::PackedPosting p = frozen_packed_[j];
-    return PostingList::IndexedPosting{p >> PostingList::kPackedTfBits, p & PostingList::kPackedMaxTf};
-  };
-  auto indexed = [this](uint64_t j) { return frozen_indexed_[j]; };
   const uint64_t blocks = frozen_blocks_.size(), peaks = frozen_peaks_.size();
-  uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0, sum = 0;
+  uint64_t expect_posting = 0, expect_block = 0, expect_peak = 0, expect_text = 0;
   std::string_view previous;
   for (size_t t = 0; t < frozen_terms_.size(); t++) {
     const FrozenTerm& ft = frozen_terms_[t];
@@ -487,40 +475,120 @@ Status Bm25Index::CheckFrozen(uint64_t max_doc, uint64_t total, uint64_t text) c
     std::string_view term = FrozenText(t);
     if (t > 0 && term <= previous) return Bad("terms are not sorted");
     previous = term;
-    if (v2) {
-      const auto term_blocks = frozen_blocks_.subspan(ft.first_block, nb);
-      const auto term_peaks = frozen_peaks_.subspan(ft.first_peak, ft.peak_count);
-      AGENTMEM_RETURN_IF_ERROR(
-          frozen_version_ == 3
-              ? CheckIndexedTerm(packed, ft.first_posting, ft.posting_count, docs, frozen_lens_,
-                                 term_blocks, term_peaks, doc_sums.data(), &sum)
-              : CheckIndexedTerm(indexed, ft.first_posting, ft.posting_count, docs, frozen_lens_,
-                                 term_blocks, term_peaks, doc_sums.data(), &sum));
-    } else {
-      for (uint64_t i = 0; i < ft.posting_count; i++) {
-        const Posting& post = frozen_postings_[ft.first_posting + i];
-        const uint64_t d = post.doc_id;
-        if (d > max_doc || !known(d) ||
-            (i > 0 && d <= frozen_postings_[ft.first_posting + i - 1].doc_id)) {
-          return Bad("a posting's document is out of order or not in the image");
-        }
-        if (post.tf == 0) return Bad("a posting's tf is 0");
-        sum += post.tf;
-      }
-      AGENTMEM_RETURN_IF_ERROR(CheckSummaries(FrozenList(t)));
-    }
     expect_posting += ft.posting_count;
     expect_block += nb;
     expect_peak += ft.peak_count;
     expect_text += ft.text_length;
   }
-  for (size_t d = 0; d < doc_sums.size(); d++) {
-    if (doc_sums[d] != frozen_lens_[d]) return Bad("a document's length is not its terms' tf sum");
-  }
   if (expect_posting != postings || expect_block != blocks || expect_peak != peaks ||
-      expect_text != text || sum != total) {
-    return Bad("the terms do not cover its arrays, or the lengths do not add up");
+      expect_text != text) {
+    return Bad("the terms do not cover its arrays");
   }
+  return Status::OK();
+}
+
+// Version 1, checked whole when attached: every posting's document is one
+// of the image's, in order, with tf >= 1; the summaries; the tf total. A
+// bitmap over the ids from the first document to the last when that range
+// is small next to the image (ids are dense in practice), else a binary
+// search of the documents: memory follows the image, never the size of an id.
+Status Bm25Index::CheckVersion1(uint64_t max_doc) const {
+  const std::span<const uint64_t> docs = frozen_docs_;
+  const uint64_t first_doc = docs.empty() ? 0 : docs.front();
+  const uint64_t doc_range = docs.empty() ? 0 : docs.back() - first_doc + 1;
+  const bool bitmap = doc_range / 64 <= docs.size() + 1024;
+  std::vector<uint64_t> is_doc(bitmap ? doc_range / 64 + 1 : 0, 0);
+  if (bitmap) {
+    for (uint64_t d : docs) is_doc[(d - first_doc) / 64] |= uint64_t{1} << ((d - first_doc) % 64);
+  }
+  auto known = [&](uint64_t d) {
+    if (d < first_doc || d - first_doc >= doc_range) return false;
+    if (bitmap) return ((is_doc[(d - first_doc) / 64] >> ((d - first_doc) % 64)) & 1) != 0;
+    return std::binary_search(docs.begin(), docs.end(), d);
+  };
+  uint64_t sum = 0;
+  for (size_t t = 0; t < frozen_terms_.size(); t++) {
+    const FrozenTerm& ft = frozen_terms_[t];
+    for (uint64_t i = 0; i < ft.posting_count; i++) {
+      const Posting& post = frozen_postings_[ft.first_posting + i];
+      const uint64_t d = post.doc_id;
+      if (d > max_doc || !known(d) ||
+          (i > 0 && d <= frozen_postings_[ft.first_posting + i - 1].doc_id)) {
+        return Bad("a posting's document is out of order or not in the image");
+      }
+      if (post.tf == 0) return Bad("a posting's tf is 0");
+      sum += post.tf;
+    }
+    AGENTMEM_RETURN_IF_ERROR(CheckSummaries(FrozenList(t)));
+  }
+  if (sum != frozen_total_) return Bad("the lengths do not add up");
+  return Status::OK();
+}
+
+// Versions 2 and 3: what lies in term t's ranges (CheckIndexedTerm), its
+// tfs added to doc_sums and *sum unless doc_sums is null.
+Status Bm25Index::CheckTerm(size_t t, uint64_t* doc_sums, uint64_t* sum) const {
+  const FrozenTerm& ft = frozen_terms_[t];
+  const size_t nb = (ft.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+  const auto blocks = frozen_blocks_.subspan(ft.first_block, nb);
+  const auto peaks = frozen_peaks_.subspan(ft.first_peak, ft.peak_count);
+  if (frozen_version_ == 3) {
+    auto packed = [this](uint64_t j) {
+      const PostingList::PackedPosting p = frozen_packed_[j];
+      return PostingList::IndexedPosting{p >> PostingList::kPackedTfBits, p & PostingList::kPackedMaxTf};
+    };
+    return CheckIndexedTerm(packed, ft.first_posting, ft.posting_count, frozen_docs_, frozen_lens_,
+                            blocks, peaks, doc_sums, sum);
+  }
+  auto indexed = [this](uint64_t j) { return frozen_indexed_[j]; };
+  return CheckIndexedTerm(indexed, ft.first_posting, ft.posting_count, frozen_docs_, frozen_lens_,
+                          blocks, peaks, doc_sums, sum);
+}
+
+bool Bm25Index::TermHolds(size_t t) const {
+  if (!term_checks_ || verified_.load(std::memory_order_acquire)) return true;
+  const uint8_t state = term_checks_[t].load(std::memory_order_acquire);
+  if (state != kTermUnchecked) return state == kTermHeld;
+  // Threads that check one term at once reach the same verdict.
+  Status s = CheckTerm(t, nullptr, nullptr);
+  if (!s.ok()) NoteDamage(s);
+  term_checks_[t].store(s.ok() ? kTermHeld : kTermFailed, std::memory_order_release);
+  return s.ok();
+}
+
+void Bm25Index::NoteDamage(const Status& s) const {
+  std::lock_guard lock(damage_mu_);
+  if (damage_.ok()) damage_ = s;
+}
+
+Status Bm25Index::status() const {
+  std::lock_guard lock(damage_mu_);
+  return damage_;
+}
+
+// Every term (with the sums CheckTerm keeps), each document's length
+// against its terms' tf sum, and the total. Memory: a sum per document,
+// bounded by the image.
+Status Bm25Index::Verify() const {
+  if (!frozen_ || verified_.load(std::memory_order_acquire)) return Status::OK();
+  if (Status damage = status(); !damage.ok()) return damage;
+  Status s;
+  try {
+    std::vector<uint64_t> doc_sums(frozen_docs_.size(), 0);
+    uint64_t sum = 0;
+    for (size_t t = 0; t < frozen_terms_.size() && s.ok(); t++) s = CheckTerm(t, doc_sums.data(), &sum);
+    for (size_t d = 0; d < doc_sums.size() && s.ok(); d++) {
+      if (doc_sums[d] != frozen_lens_[d]) s = Bad("a document's length is not its terms' tf sum");
+    }
+    if (s.ok() && sum != frozen_total_) s = Bad("the lengths do not add up");
+  } catch (const std::bad_alloc&) {
+    return Status(kNoMem, "bm25: no memory to check a frozen image");
+  }
+  if (!s.ok()) {
+    NoteDamage(s);
+    return s;
+  }
+  verified_.store(true, std::memory_order_release);
   return Status::OK();
 }
 
@@ -538,6 +606,13 @@ void Bm25Index::DetachFrozen() {
   frozen_blocks_ = {};
   frozen_peaks_ = {};
   superseded_ = 0;
+  frozen_total_ = 0;
+  term_checks_.reset();
+  verified_.store(false, std::memory_order_release);
+  {
+    std::lock_guard damage_lock(damage_mu_);
+    damage_ = Status::OK();
+  }
   std::lock_guard<std::mutex> lock(views_mu_);
   frozen_views_.clear();
   frozen_table_.clear();
@@ -549,6 +624,7 @@ std::string_view Bm25Index::FrozenText(size_t i) const {
 }
 
 PostingList Bm25Index::FrozenList(size_t i) const {
+  if (!TermHolds(i)) return PostingList();  // status() tells why
   const FrozenTerm& t = frozen_terms_[i];
   const size_t nb = (t.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
   const auto blocks = frozen_blocks_.subspan(t.first_block, nb);
@@ -611,6 +687,7 @@ void Bm25Index::BuildFrozenTable() const {
 
 Status Bm25Index::Thaw() {
   if (!frozen_) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(Verify());
   // Every document's terms, gathered from the lists (frozen ones not yet
   // moved, and the ordinary ones, which hold frozen postings once moved).
   std::map<uint64_t, std::vector<TermCount>> docs;
@@ -662,6 +739,7 @@ bool Bm25Index::ImageIsWhole() const {
 Status Bm25Index::Freeze() {
   // An image has no document 0.
   if ((docs_.empty() && superseded_ == 0) || docs_.count(0) != 0) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(Verify());
   std::string image;
   try {
     image.reserve(FrozenSize());
@@ -685,6 +763,7 @@ Status Bm25Index::Freeze() {
   if (!s.ok()) {
     return Status(kInternal, "bm25: the index's own frozen image does not attach: " + s.message());
   }
+  verified_.store(true, std::memory_order_release);  // what EncodeFrozen() wrote
   return Status::OK();
 }
 

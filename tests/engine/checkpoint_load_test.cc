@@ -687,6 +687,101 @@ TEST_CASE("a checkpoint bm25 section that does not hold together fails the open 
   }
 }
 
+namespace {
+
+// Makes the first posting's tf of `term` 0 in `user`'s image of a bm25
+// section payload (version 3 images: docs/format.md, bm25 section).
+void DamageTermInImage(const Checkpointed& c, std::string* payload, const std::string& user,
+                       const std::string& term) {
+  const size_t body = format::kSectionHeaderSize;
+  auto u64 = [&](size_t at) { return format::DecodeFixed64(payload->data() + at); };
+  const uint64_t images = u64(body);
+  for (uint64_t i = 0; i < images; i++) {
+    const size_t entry = body + 8 + 24 * i;
+    if (c.state.strings[format::DecodeFixed32(payload->data() + entry)] != user) continue;
+    const size_t at = body + u64(entry + 8);
+    REQUIRE(format::DecodeFixed32(payload->data() + at + 4) == 3);
+    const uint64_t docs = u64(at + 8), terms = u64(at + 24), postings = u64(at + 32);
+    const uint64_t blocks = u64(at + 40), peaks = u64(at + 48);
+    const size_t terms_at = at + 80 + docs * 8 + (docs * 4 + 7) / 8 * 8;
+    const size_t postings_at = terms_at + terms * 32;
+    const size_t text_at = postings_at + (postings * 4 + 7) / 8 * 8 + blocks * 16 + peaks * 8;
+    for (uint64_t t = 0; t < terms; t++) {
+      const size_t e = terms_at + 32 * t;
+      const std::string text = payload->substr(text_at + format::DecodeFixed32(payload->data() + e),
+                                               format::DecodeFixed32(payload->data() + e + 4));
+      if (text != term) continue;
+      const size_t posting = postings_at + 4 * u64(e + 8);
+      (*payload)[posting] = 0;  // the low byte: tf
+      return;
+    }
+  }
+  FAIL("no such term in the user's image");
+}
+
+}  // namespace
+
+TEST_CASE("a damaged term of a checkpoint bm25 image is found when a recall first reads it") {
+  // The open checks each image's documents and term table; what lies in a
+  // term's ranges is checked when a search first reads the term.
+  const Checkpointed& c = Original();
+  uint64_t at = 0;
+  const std::string bytes = WithSection(c, CheckpointSection::kBm25, [&](std::string* payload) {
+    DamageTermInImage(c, payload, "ann", "cat");
+  }, &at);
+  Opened o = OpenBytes(bytes);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  Opened whole = OpenBytes(c.bytes);
+  REQUIRE(whole.status.ok());
+  // Other terms and users recall as before.
+  CHECK(Recall(o.db.get(), "ann", "coffee", engine::RecallMode::kBm25) ==
+        Recall(whole.db.get(), "ann", "coffee", engine::RecallMode::kBm25));
+  CHECK(Recall(o.db.get(), "bob", "rain cat", engine::RecallMode::kBm25) ==
+        Recall(whole.db.get(), "bob", "rain cat", engine::RecallMode::kBm25));
+  for (auto mode : {engine::RecallMode::kBm25, engine::RecallMode::kHybrid}) {
+    engine::RecallQuery q;
+    q.user_id = "ann";
+    q.text = "the cat";
+    q.mode = mode;
+    q.k = 5;
+    if (mode == engine::RecallMode::kHybrid) q.vector.assign(kDim, 1.0f);
+    std::vector<engine::RecallHit> hits;
+    engine::RecallPlan plan;
+    Status s = o.db->Recall(q, &hits, &plan);
+    CAPTURE(s.ToString());
+    CHECK(s.code() == kCorruptIndex);
+    CHECK(s.message().find("bm25 index of user \"ann\"") != std::string::npos);
+    CHECK(s.message().find("tf is 0") != std::string::npos);
+    q.all_users = true;
+    CHECK(o.db->Recall(q, &hits, &plan).code() == kCorruptIndex);
+  }
+  std::vector<std::string> problems;
+  REQUIRE(o.db->Check(&problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("bm25 index of user \"ann\"") != std::string::npos);
+  // A fresh (writable) handle's integrity check finds it without a search.
+  Opened fresh;
+  fresh.env = engine::NewMemEnv();
+  REQUIRE(fresh.env->CreateAtomic(kPath, bytes).ok());
+  fresh.status = Database::Open(kPath, CheckpointOptions(fresh.env.get(), fresh.clock.get(), false), &fresh.db);
+  REQUIRE_MESSAGE(fresh.status.ok(), fresh.status.ToString());
+  problems.clear();
+  REQUIRE(fresh.db->Check(&problems).ok());
+  CHECK(problems.size() == 1);
+  problems.clear();
+  REQUIRE(whole.db->Check(&problems).ok());
+  CHECK(problems.empty());
+  // REINDEX builds the index again from the texts: the term is back.
+  engine::ReindexReceipt receipt;
+  Status reindexed = fresh.db->Reindex(&receipt);
+  REQUIRE_MESSAGE(reindexed.ok(), reindexed.ToString());
+  CHECK(Recall(fresh.db.get(), "ann", "the cat", engine::RecallMode::kBm25) ==
+        Recall(whole.db.get(), "ann", "the cat", engine::RecallMode::kBm25));
+  problems.clear();
+  REQUIRE(fresh.db->Check(&problems).ok());
+  CHECK(problems.empty());
+}
+
 TEST_CASE("a checkpoint graph section that does not map fails the open as index corruption") {
   uint64_t at = 0;
   const std::string bytes = WithSection(Original(), CheckpointSection::kGraph, [](std::string* s) {

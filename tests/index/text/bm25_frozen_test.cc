@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "index/text/bm25.h"
@@ -348,7 +349,9 @@ struct Layout {
   }
 };
 
-// A damaged image of the version that `good` has.
+// A damaged image of the version that `good` has: refused when attached
+// if the damage is in its header, documents or term table; else attached,
+// and found by Verify(), which every write calls first.
 void CheckDamagedRefused(const std::string& good) {
   const Layout l(good);
   const uint64_t max_doc = 1000;
@@ -357,6 +360,9 @@ void CheckDamagedRefused(const std::string& good) {
     std::function<void(std::string*)> apply;
     const char* message;
   };
+  // From this one on, in the order below, the damage lies in a term's
+  // ranges or in the sums over every term.
+  const std::string first_in_use = "a document index past the table";
   const Damage damages[] = {
       {"magic", [](std::string* b) { (*b)[0] ^= 1; }, "bad magic"},
       {"a count", [](std::string* b) { Put<uint64_t>(b, 8, uint64_t{1} << 40); }, "a count is larger"},
@@ -402,19 +408,35 @@ void CheckDamagedRefused(const std::string& good) {
        },
        "above its term's peaks"},
   };
+  bool in_use = false;
   for (const Damage& d : damages) {
     const std::string what = d.what;
     CAPTURE(what);
+    in_use = in_use || what == first_in_use;
     std::string bytes = good;
     d.apply(&bytes);
     Image bad = Image::FromBytes(bytes);
     Bm25Index index;
     Status s = index.AttachFrozen(bad.data(), bad.size, max_doc);
+    if (in_use) {
+      REQUIRE(s.ok());
+      CHECK(index.status().ok());
+      s = index.Verify();
+      CHECK(index.status().code() == kCorruptIndex);
+      CHECK(index.Verify().code() == kCorruptIndex);  // and again
+      CHECK(index.Add(max_doc + 1, Tokens{"w1"}).code() == kCorruptIndex);
+      CHECK(index.Remove(1).code() == kCorruptIndex);
+      CHECK(index.Thaw().code() == kCorruptIndex);
+      CHECK(index.doc_count() == l.docs);  // unchanged
+    }
     CHECK(s.code() == kCorruptIndex);
     CHECK_MESSAGE(s.message().find(d.message) != std::string::npos, s.ToString());
-    CHECK(index.doc_count() == 0);
-    CHECK(index.term_count() == 0);
+    if (!in_use) {
+      CHECK(index.doc_count() == 0);
+      CHECK(index.term_count() == 0);
+    }
   }
+  CHECK(in_use);
   std::string future = good;
   Put<uint32_t>(&future, 4, 4);
   Image image4 = Image::FromBytes(future);
@@ -439,6 +461,69 @@ TEST_CASE("a damaged version 3 or 2 image is refused, naming the check that fail
   REQUIRE(good[4] == 3);
   SUBCASE("version 3") { CheckDamagedRefused(good); }
   SUBCASE("version 2") { CheckDamagedRefused(test::Bm25ImageV2(good)); }
+}
+
+TEST_CASE("a damaged term of an attached image reads as empty from its first use on, and is reported") {
+  std::mt19937_64 rng(test::Seed());
+  Bm25Index live;
+  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
+  std::string good;
+  live.EncodeFrozen(&good);
+  const Layout l(good);
+  // The damaged term: the first with two postings or more, its second
+  // posting's tf made 0.
+  const size_t t = l.TermWhere(good, 16, [](uint32_t n) { return n >= 2; });
+  const std::string damaged_term(good.data() + l.text_at + l.Term(good, t, 0), l.Term(good, t, 4));
+  std::string bytes = good;
+  const size_t second = l.Term(good, t, 8) + 1;
+  l.SetPosting(&bytes, second, l.PostingDoc(good, second), 0);
+  Image bad = Image::FromBytes(bytes);
+  std::vector<std::string> others;  // every other term
+  for (size_t i = 0; i < l.terms; i++) {
+    if (i != t) others.emplace_back(good.data() + l.text_at + l.Term(good, i, 0), l.Term(good, i, 4));
+  }
+  CAPTURE(damaged_term);
+  SUBCASE("one thread") {
+    Bm25Index index;
+    REQUIRE(index.AttachFrozen(bad.data(), bad.size, 1000).ok());
+    for (const std::string& term : others) CheckSameHits(index.TopK(Tokens{term}, 10), live.TopK(Tokens{term}, 10));
+    CHECK(index.status().ok());
+    CHECK(index.TopK(Tokens{damaged_term}, 10).empty());
+    CHECK(index.DocFrequency(damaged_term) == 0);
+    const Status s = index.status();
+    CHECK(s.code() == kCorruptIndex);
+    CHECK_MESSAGE(s.message().find("tf is 0") != std::string::npos, s.ToString());
+    // Still read as empty, still reported; the other terms as they were.
+    CheckSameHits(index.TopK(Tokens{damaged_term, others[0]}, 10), live.TopK(Tokens{others[0]}, 10));
+    CHECK(index.status().code() == kCorruptIndex);
+    CHECK(index.Verify().code() == kCorruptIndex);
+    CHECK(index.Add(301, Tokens{damaged_term}).code() == kCorruptIndex);
+  }
+  SUBCASE("threads that meet the term at once") {
+    Bm25Index index;
+    REQUIRE(index.AttachFrozen(bad.data(), bad.size, 1000).ok());
+    std::vector<std::thread> threads;
+    std::vector<size_t> empty(4, 0);
+    for (size_t i = 0; i < empty.size(); i++) {
+      threads.emplace_back([&, i] {
+        for (int round = 0; round < 50; round++) empty[i] += index.TopK(Tokens{damaged_term}, 10).empty();
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (size_t e : empty) CHECK(e == 50);
+    CHECK(index.status().code() == kCorruptIndex);
+  }
+  SUBCASE("a good image verified whole reads like the original, and takes writes") {
+    Image image = Image::FromBytes(good);
+    Bm25Index index;
+    REQUIRE(index.AttachFrozen(image.data(), image.size, 1000).ok());
+    REQUIRE(index.Verify().ok());
+    CHECK(index.status().ok());
+    CheckSame(index, live, rng, 80);
+    REQUIRE(index.Add(301, Tokens{damaged_term}).ok());
+    REQUIRE(live.Add(301, Tokens{damaged_term}).ok());
+    CheckSame(index, live, rng, 80);
+  }
 }
 
 TEST_CASE("a damaged version 1 image is refused") {
