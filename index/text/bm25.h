@@ -421,6 +421,7 @@ class Bm25Index {
   mutable std::atomic<bool> verified_{false};
   mutable std::mutex damage_mu_;
   mutable Status damage_;  // the first damage found (status())
+  mutable std::atomic<bool> damaged_{false};  // damage_ is set: status() locks only then
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
   // An open-addressing hash table over the frozen terms, built by the first

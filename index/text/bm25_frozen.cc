@@ -559,9 +559,11 @@ bool Bm25Index::TermHolds(size_t t) const {
 void Bm25Index::NoteDamage(const Status& s) const {
   std::lock_guard lock(damage_mu_);
   if (damage_.ok()) damage_ = s;
+  damaged_.store(true, std::memory_order_release);
 }
 
 Status Bm25Index::status() const {
+  if (!damaged_.load(std::memory_order_acquire)) return Status::OK();
   std::lock_guard lock(damage_mu_);
   return damage_;
 }
@@ -612,6 +614,7 @@ void Bm25Index::DetachFrozen() {
   {
     std::lock_guard damage_lock(damage_mu_);
     damage_ = Status::OK();
+    damaged_.store(false, std::memory_order_release);
   }
   std::lock_guard<std::mutex> lock(views_mu_);
   frozen_views_.clear();
