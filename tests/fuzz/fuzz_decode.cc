@@ -3,6 +3,8 @@
 // the rest is its input. Invariants: no crash, no sanitizer report, and a
 // value that decodes re-encodes to bytes that decode to the same bytes again
 // (encode . decode is idempotent), so nothing is silently lost or altered.
+#include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "format/file_header.h"
 #include "format/page.h"
 #include "format/records.h"
+#include "index/text/bm25.h"
 #include "index/text/postings.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/hnsw.h"
@@ -40,12 +43,64 @@ void RoundTrip(std::string_view in, Dec dec, Enc enc, const char* what) {
                       e1.size(), e2.size());
 }
 
+// A frozen BM25 image (index/text/bm25_frozen.cc): attached, searched for
+// the words its bytes hold (which finds its terms' texts), then checked
+// whole. A term a search found damaged must fail the whole check, an image
+// that passes it must search without damage, take a document and encode to
+// an image that attaches and encodes to the same bytes again.
+void FrozenBm25(const std::string& bytes) {
+  std::vector<uint64_t> words(bytes.size() / 8 + 1, 0);  // 8-byte aligned
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  index::Bm25Index idx;
+  if (!idx.AttachFrozen(reinterpret_cast<const char*>(words.data()), bytes.size(), 1 << 20).ok()) {
+    return;
+  }
+  std::vector<std::string> tokens;
+  std::string word;
+  for (char c : bytes) {
+    if (c >= 'a' && c <= 'z') {
+      word += c;
+    } else if (!word.empty()) {
+      tokens.push_back(word);
+      word.clear();
+    }
+  }
+  for (size_t i = 0; i < tokens.size() && i < 256; i++) idx.TopK(std::span(&tokens[i], 1), 5);
+  idx.TopK(tokens, 5);
+  const bool damaged = !idx.status().ok();
+  const Status whole = idx.Verify();
+  AGENTMEM_FUZZ_CHECK(!damaged || !whole.ok(), "bm25 image: a damaged term passed the whole check");
+  if (!whole.ok()) {
+    const std::vector<std::string> x = {"x"};
+    AGENTMEM_FUZZ_CHECK(idx.Add(1 << 21, x).code() == whole.code(),
+                        "bm25 image: a write to an image that failed its check went through");
+    return;
+  }
+  idx.TopK(tokens, 5);
+  AGENTMEM_FUZZ_CHECK(idx.status().ok(), "bm25 image: a search of a checked image found damage");
+  std::string e1;
+  idx.EncodeFrozen(&e1);
+  std::vector<uint64_t> words1(e1.size() / 8 + 1, 0);
+  std::memcpy(words1.data(), e1.data(), e1.size());
+  index::Bm25Index again;
+  Status s = again.AttachFrozen(reinterpret_cast<const char*>(words1.data()), e1.size(), 1 << 20);
+  AGENTMEM_FUZZ_CHECK(s.ok() && again.Verify().ok(), "bm25 image: its own encoding does not attach: %s",
+                      s.ToString().c_str());
+  std::string e2;
+  again.EncodeFrozen(&e2);
+  AGENTMEM_FUZZ_CHECK(e1 == e2, "bm25 image: encoding changed it (%zu vs %zu bytes)", e1.size(),
+                      e2.size());
+  s = idx.Add(1 << 21, tokens);
+  AGENTMEM_FUZZ_CHECK(s.ok() || s.code() == kTooBig, "bm25 image: a document was refused: %s",
+                      s.ToString().c_str());
+}
+
 }  // namespace
 
 AGENTMEM_FUZZ_TARGET(decode) {
   fuzz::Bytes in(data, size);
   uint8_t which = in.U8();
-  switch (which % 14) {
+  switch (which % 15) {
     case 0: {
       std::string bytes = in.Rest();
       FileHeader h;
@@ -165,6 +220,9 @@ AGENTMEM_FUZZ_TARGET(decode) {
       index::ParseTokenizerConfig(config).status().IgnoreError();
       break;
     }
+    case 14:
+      FrozenBm25(in.Rest());
+      break;
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "format/file_header.h"
 #include "format/page.h"
 #include "format/records.h"
+#include "index/text/bm25.h"
 #include "index/text/postings.h"
 #include "index/text/tokenizer.h"
 #include "index/vector/hnsw.h"
@@ -192,6 +193,13 @@ int main(int argc, char** argv) {
   }
   index::TokenizerOptions to;
   Write(root / "decode", "seed-13-tokenizer", Sel(13, index::TokenizerConfigString(to)));
+  index::Bm25Index bm25;
+  const std::vector<std::vector<std::string>> docs = {
+      {"cat", "sat", "mat"}, {"rain", "cat"}, {"coffee", "book", "book"}, {}};
+  for (size_t d = 0; d < docs.size(); d++) bm25.Add(d + 1, docs[d]).IgnoreError();
+  std::string frozen;
+  bm25.EncodeFrozen(&frozen);
+  Write(root / "decode", "seed-14-bm25-image", Sel(14, frozen));
 
   // ops: short programs of random bytes (both sync modes).
   for (int i = 0; i < 6; i++) {
