@@ -202,18 +202,13 @@ float Distance(Metric metric, const float* a, const float* b, size_t dim) {
   return DistanceWith(ActiveKernels(), metric, a, b, dim);
 }
 
-// In double: once per insert or query, and immune to overflow of the squares.
-// On x86-64 the compiler also builds it for AVX2 and AVX-512 and picks one
-// at load time: the same operations on wider registers, so the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-float NormalizeInPlace(float* v, size_t dim) {
-  // Eight sums of squares in double, element i in lane i % 8, added in a
-  // fixed order, then each element times 1 / norm in double: each product of
-  // two floats is exact in double, so the bits are the same on every CPU
-  // (with or without fused multiply-add), and the lanes let the compiler use
-  // vector instructions.
+namespace {
+
+// Eight sums of squares in double, element i in lane i % 8, added in a
+// fixed order; then the norm. Each product of two floats is exact in double,
+// so the bits are the same on every CPU (with or without fused
+// multiply-add), and the lanes let the compiler use vector instructions.
+__attribute__((always_inline)) inline double NormOf(const float* v, size_t dim) {
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= dim; i += 8) {
@@ -221,10 +216,36 @@ float NormalizeInPlace(float* v, size_t dim) {
   }
   for (; i < dim; ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
   const double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  const double norm = std::sqrt(sum);
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+// In double: once per insert or query, and immune to overflow of the squares.
+// On x86-64 the compiler also builds these for AVX2 and AVX-512 and picks one
+// at load time: the same operations on wider registers, so the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+float NormalizeInPlace(float* v, size_t dim) {
+  const double norm = NormOf(v, dim);
   if (norm == 0 || !std::isfinite(norm)) return static_cast<float>(norm);
-  const double scale = 1.0 / norm;  // a multiply per element, not a divide
-  for (i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] * scale);
+  const double scale = 1.0 / norm;  // a multiply per element, not a divide, in double
+  for (size_t i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] * scale);
+  return static_cast<float>(norm);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+float CopyNormalized(const float* src, float* dst, size_t dim) {
+  const double norm = NormOf(src, dim);
+  if (norm == 0 || !std::isfinite(norm)) {
+    std::memcpy(dst, src, dim * sizeof(float));
+    return static_cast<float>(norm);
+  }
+  const double scale = 1.0 / norm;
+  for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(src[i] * scale);
   return static_cast<float>(norm);
 }
 

@@ -82,6 +82,9 @@ float DistanceWith(const DistanceKernels& kernels, Metric metric, const float* a
 // Scales v to unit length and returns its former length. A zero vector is
 // left unchanged (and 0 is returned).
 float NormalizeInPlace(float* v, size_t dim);
+// The same into dst (dim floats, not overlapping src): the bits of copying
+// src to dst and then NormalizeInPlace(dst), in one pass over dst.
+float CopyNormalized(const float* src, float* dst, size_t dim);
 
 // True when every element is finite (no NaN, no infinity).
 bool AllFinite(const float* v, size_t dim);

@@ -1498,11 +1498,14 @@ Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors
     if (v == nullptr) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
     std::memcpy(to, from, links);
     float* vec = reinterpret_cast<float*>(to + links);
-    std::memcpy(vec, v, 4 * dim);
     // A NaN or an infinity makes the norm one too: only then look closer.
-    const bool finite = metric == Metric::kCosine ? std::isfinite(NormalizeInPlace(vec, dim)) ||
-                                                        AllFinite(vec, dim)
-                                                  : AllFinite(vec, dim);
+    bool finite;
+    if (metric == Metric::kCosine) {
+      finite = std::isfinite(CopyNormalized(v, vec, dim)) || AllFinite(vec, dim);
+    } else {
+      std::memcpy(vec, v, 4 * dim);
+      finite = AllFinite(vec, dim);
+    }
     if (!finite) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
     std::memcpy(to + links + 4 * dim, &label, sizeof label);
   }

@@ -205,8 +205,36 @@ TEST_CASE("normalising sums squares in eight lanes in a fixed order and scales b
     std::vector<float> want(dim);
     const double scale = 1.0 / norm;
     for (size_t i = 0; i < dim; ++i) want[i] = static_cast<float>(v[i] * scale);
+    std::vector<float> copy(dim);
+    CHECK(CopyNormalized(v.data(), copy.data(), dim) == static_cast<float>(norm));
+    CHECK(std::memcmp(copy.data(), want.data(), dim * sizeof(float)) == 0);
     CHECK(NormalizeInPlace(v.data(), dim) == static_cast<float>(norm));
     CHECK(std::memcmp(v.data(), want.data(), dim * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("a normalised copy has the bits of a copy normalised in place, zero and non-finite vectors too") {
+  auto rng = SeededRng(11);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t dim : {size_t{1}, size_t{3}, size_t{8}, size_t{17}, size_t{384}, size_t{520}}) {
+    CAPTURE(dim);
+    std::vector<std::vector<float>> cases = {RandomFloats(rng, dim, -5.0f, 5.0f),
+                                             RandomFloats(rng, dim, -1e-30f, 1e-30f),
+                                             RandomFloats(rng, dim, -3e30f, 3e30f),
+                                             std::vector<float>(dim, 0.0f)};
+    cases.push_back(cases[0]);
+    cases.back()[dim / 2] = std::nanf("");
+    cases.push_back(cases[0]);
+    cases.back()[dim - 1] = -inf;
+    cases.push_back(std::vector<float>(dim, 1e-45f));  // denormals
+    for (size_t c = 0; c < cases.size(); c++) {
+      CAPTURE(c);
+      std::vector<float> in_place = cases[c], copy(dim, 7.0f);
+      const float a = NormalizeInPlace(in_place.data(), dim);
+      const float b = CopyNormalized(cases[c].data(), copy.data(), dim);
+      CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+      CHECK(std::memcmp(in_place.data(), copy.data(), dim * sizeof(float)) == 0);
+    }
   }
 }
 
