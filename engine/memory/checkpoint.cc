@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <system_error>
 #include <type_traits>
 #include <unordered_map>
@@ -288,48 +289,6 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
   return Status::OK();
 }
 
-// The pages are read and verified by ReadCheckpoint, which imports the state
-// section on another thread while it reads the others; then the bm25 indexes
-// are attached and the graph mapped where they lie in memory, the two at
-// once when the graph's vectors are read from the episodes (its BM25 error
-// reported first when both fail).
-Status Database::LoadCheckpoint(const format::Superblock& sb) {
-  CheckpointState state;
-  CheckpointSections sec;
-  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(
-      log_->file(), &log_->pager(), log_->header().salt, sb, &state,
-      [this](const CheckpointState& st) { return ImportCheckpointState(st); }, &sec));
-  auto attach_bm25 = [&]() -> Status {
-    std::vector<format::Bm25Partition> parts;
-    AGENTMEM_RETURN_IF_ERROR(
-        format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));
-    for (const format::Bm25Partition& p : parts) {
-      Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
-      if (!s.ok()) {
-        return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
-                                   static_cast<long long>(sec.bm25_page), s.message().c_str());
-      }
-    }
-    recall_bm25_owner_ = std::move(sec.bm25);
-    return Status::OK();
-  };
-  auto bad_graph = [&](const std::string& why) {
-    return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
-                               static_cast<long long>(sec.graph_page), why.c_str());
-  };
-  if (sec.graph_size == 0) {
-    AGENTMEM_RETURN_IF_ERROR(attach_bm25());
-    // What a file that has never held a vector writes: then no episode has one.
-    for (const format::CheckpointEpisode& e : state.episodes) {
-      if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
-    }
-  } else {
-    AGENTMEM_RETURN_IF_ERROR(MapCheckpointGraph(state, &sec, bad_graph, attach_bm25));
-  }
-  log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);
-  return Status::OK();
-}
-
 namespace {
 
 // The vectors of the graph's nodes, from their episodes' records: node n is
@@ -407,91 +366,165 @@ class NodeVectorSource {
   std::vector<uint64_t> hidden_;
 };
 
+
+// The graph's memory, made from the checkpoint's image. An image with vectors
+// is used where it was read; one without them is copied into new memory with
+// each node's vector taken from its episode record, by every thread that
+// calls Help() (ReadCheckpoint's two), in chunks of kChunk nodes taken in
+// order, each thread with its own read window: the page faults of the new
+// memory, the reads, checksums and normalising split between them. A page
+// that fails its checks is reported as itself.
+class GraphFill {
+ public:
+  GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
+            const std::function<Status(const std::string&)>& bad_graph)
+      : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(bad_graph) {}
+
+  // Sets the fill up (once, on the first thread here), then fills chunks
+  // until none is left or one has failed.
+  void Help() {
+    std::call_once(once_, [this] { prepared_ = Prepare(); });
+    if (!prepared_.ok() || !bytes_) return;
+    for (size_t c; !stop_.load(std::memory_order_relaxed) && (c = next_.fetch_add(1)) < chunks_.size();) {
+      FillChunk(c);
+    }
+  }
+  // After every Help() has returned: the image's size and memory, or the
+  // first error (the set-up's, then each chunk's in node order).
+  Status Done() {
+    Help();  // (nothing left to do when the read helped)
+    AGENTMEM_RETURN_IF_ERROR(prepared_);
+    for (const Chunk& c : chunks_) AGENTMEM_RETURN_IF_ERROR(c.status);
+    return Status::OK();
+  }
+  bool filled() const { return bytes_ != nullptr; }
+  size_t size() const { return size_; }
+  size_t spare() const { return spare_; }
+  const std::shared_ptr<MappedBytes>& bytes() const { return bytes_; }
+  // Nodes whose episode page was damaged, in each chunk.
+  std::vector<uint64_t> hidden() const {
+    std::vector<uint64_t> all;
+    for (const Chunk& c : chunks_) all.insert(all.end(), c.hidden.begin(), c.hidden.end());
+    return all;
+  }
+
+ private:
+  static constexpr size_t kChunk = 4096;
+  struct Chunk {
+    size_t entry;  // the index in state.episodes of its first node
+    Status status;
+    std::vector<uint64_t> hidden;
+  };
+  std::string_view Image() const {
+    return std::string_view(sec_.graph->data() + sec_.graph_at, sec_.graph_size);
+  }
+  Status Prepare() {
+    if (sec_.graph_size == 0) return Status::OK();  // no graph: the caller checks the episodes
+    const std::string_view image = Image();
+    Result<size_t> size = index::HnswIndex::MappedSize(image);
+    if (!size.ok()) return bad_graph_(size.status().message());
+    size_ = *size;
+    if (size_ == image.size()) return Status::OK();  // vectors included: used where it lies
+    // Memory is sized only for vectors the file can hold: one per node of the
+    // state section, in pages that decompress to at most 32 times their size.
+    AGENTMEM_RETURN_IF_ERROR(file_->Size(&file_size_));
+    nodes_ = format::DecodeFixed32(image.data() + 24);
+    dim_ = format::DecodeFixed32(image.data() + 12);
+    uint64_t with_node = 0;
+    for (size_t i = 0; i < state_.episodes.size(); i++) {
+      if (state_.episodes[i].node == UINT32_MAX) continue;
+      if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}});
+    }
+    // Without nodes, one empty chunk: it writes the image's header.
+    if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}});
+    if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
+      return bad_graph_("its nodes are not the state section's episodes with a node");
+    }
+    spare_ = size_ / 4 + (size_t{1} << 20);
+    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(size_ + spare_);
+    if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
+    bytes_ = std::move(bytes);
+    return Status::OK();
+  }
+  void FillChunk(size_t c) {
+    Chunk& chunk = chunks_[c];
+    const size_t from = c * kChunk, to = std::min<size_t>(from + kChunk, nodes_);
+    NodeVectorSource source(file_, file_size_, salt_, state_.episodes, dim_, chunk.entry);
+    Status s = index::HnswIndex::AddVectors(
+        Image(), [&](uint64_t label) { return source.Next(label); }, bytes_->data(), from, to);
+    chunk.hidden = source.hidden();
+    chunk.status = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph_(s.message());
+    if (!chunk.status.ok()) stop_.store(true);
+  }
+
+  File* file_;
+  uint64_t salt_;
+  const CheckpointState& state_;
+  const CheckpointSections& sec_;
+  const std::function<Status(const std::string&)>& bad_graph_;
+  std::once_flag once_;
+  Status prepared_;
+  size_t size_ = 0, spare_ = 0;
+  uint64_t file_size_ = 0, nodes_ = 0;
+  uint32_t dim_ = 0;
+  std::vector<Chunk> chunks_;
+  std::shared_ptr<MappedBytes> bytes_;
+  std::atomic<size_t> next_{0};
+  std::atomic<bool> stop_{false};
+};
+
 }  // namespace
 
-// An image with vectors is mapped where it was read; one without them is
-// copied into new memory with each node's vector taken from its episode
-// record. New nodes after the checkpoint go first to the room after the
-// image, then to the heap. `meanwhile` runs on the calling thread, while
-// another thread starts on the vectors; its error comes first.
-Status Database::MapCheckpointGraph(const CheckpointState& state, CheckpointSections* sec,
-                                    const std::function<Status(const std::string&)>& bad_graph,
-                                    const std::function<Status()>& meanwhile) {
-  const std::string_view image(sec->graph->data() + sec->graph_at, sec->graph_size);
-  Result<size_t> size = index::HnswIndex::MappedSize(image);
-  if (!size.ok()) {
-    AGENTMEM_RETURN_IF_ERROR(meanwhile());
-    return bad_graph(size.status().message());
-  }
-  if (*size == image.size()) {
-    AGENTMEM_RETURN_IF_ERROR(meanwhile());
-    const size_t spare = sec->graph->size() - sec->graph_at - sec->graph_size;
-    Status s = recall_->MapGraph(sec->graph->data() + sec->graph_at, sec->graph_size, spare,
-                                 sec->graph, sec->graph_checked);
-    return s.ok() ? s : bad_graph(s.message());
-  }
-  // Memory is sized only for vectors the file can hold: one per node of the
-  // state section, in pages that decompress to at most 32 times their size.
-  uint64_t file_size = 0;
-  AGENTMEM_RETURN_IF_ERROR(log_->file()->Size(&file_size));
-  const uint64_t nodes = format::DecodeFixed32(image.data() + 24);
-  const uint32_t dim = format::DecodeFixed32(image.data() + 12);
-  // The entry of the first node of each chunk of kFillChunk nodes (without
-  // nodes, one empty chunk: the first writes the image's header).
-  constexpr size_t kFillChunk = 4096;
-  std::vector<size_t> chunk_entry;
-  uint64_t with_node = 0;
-  for (size_t i = 0; i < state.episodes.size(); i++) {
-    if (state.episodes[i].node == UINT32_MAX) continue;
-    if (with_node++ % kFillChunk == 0) chunk_entry.push_back(i);
-  }
-  if (chunk_entry.empty()) chunk_entry.push_back(0);
-  if (nodes != with_node || nodes * dim * 4 > 32 * file_size) {
-    AGENTMEM_RETURN_IF_ERROR(meanwhile());
-    return bad_graph("its nodes are not the state section's episodes with a node");
-  }
-  const size_t spare = *size / 4 + (size_t{1} << 20);
-  std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(*size + spare);
-  if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
-  // Chunks are taken in order by two threads, each with its own read window
-  // (a page that fails its checks is reported as itself); the page faults of
-  // the new memory, the reads, checksums and normalising split between them.
-  const size_t chunks = chunk_entry.size();
-  std::vector<Status> chunk_status(chunks);
-  std::vector<std::vector<uint64_t>> hidden(chunks);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  auto fill = [&]() {
-    for (size_t c; !stop.load(std::memory_order_relaxed) && (c = next.fetch_add(1)) < chunks;) {
-      const size_t from = c * kFillChunk, to = std::min<size_t>(from + kFillChunk, nodes);
-      NodeVectorSource source(log_->file(), file_size, log_->header().salt, state.episodes, dim,
-                              chunk_entry[c]);
-      Status s = index::HnswIndex::AddVectors(
-          image, [&](uint64_t label) { return source.Next(label); }, bytes->data(), from, to);
-      hidden[c] = source.hidden();
-      chunk_status[c] = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph(s.message());
-      if (!chunk_status[c].ok()) stop.store(true);
-    }
+// The pages are read and verified by ReadCheckpoint, which imports the state
+// section on this thread while another reads the bm25 and graph sections;
+// both then fill the graph's vectors from the episodes (GraphFill). Then the
+// bm25 indexes are attached and the graph mapped where they lie in memory
+// (the bm25 error reported first when both fail).
+Status Database::LoadCheckpoint(const format::Superblock& sb) {
+  CheckpointState state;
+  CheckpointSections sec;
+  auto bad_graph = [&](const std::string& why) {
+    return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
+                               static_cast<long long>(sec.graph_page), why.c_str());
   };
-  std::future<void> helper;
-  if (chunks > 1) {
-    try {
-      helper = std::async(std::launch::async, fill);
-    } catch (const std::system_error&) {  // no thread: this one does it all
+  const std::function<Status(const std::string&)> bad_graph_fn = bad_graph;
+  GraphFill fill(log_->file(), log_->header().salt, state, sec, bad_graph_fn);
+  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(
+      log_->file(), &log_->pager(), log_->header().salt, sb, &state,
+      [this](const CheckpointState& st) { return ImportCheckpointState(st); },
+      [&fill] { fill.Help(); }, &sec));
+  std::vector<format::Bm25Partition> parts;
+  AGENTMEM_RETURN_IF_ERROR(
+      format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));
+  for (const format::Bm25Partition& p : parts) {
+    Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
+    if (!s.ok()) {
+      return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
+                                 static_cast<long long>(sec.bm25_page), s.message().c_str());
     }
   }
-  Status first = meanwhile();
-  if (!first.ok()) stop.store(true);
-  fill();
-  if (helper.valid()) helper.get();
-  AGENTMEM_RETURN_IF_ERROR(first);
-  for (const Status& s : chunk_status) AGENTMEM_RETURN_IF_ERROR(s);
-  sec->graph.reset();
-  // The links and labels were checked as the section was read, and are
-  // copied as they were.
-  Status s = recall_->MapGraph(bytes->data(), *size, spare, bytes, sec->graph_checked);
-  if (!s.ok()) return bad_graph(s.message());
-  for (const auto& labels : hidden) AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(labels));
+  recall_bm25_owner_ = std::move(sec.bm25);
+  AGENTMEM_RETURN_IF_ERROR(fill.Done());
+  if (sec.graph_size == 0) {
+    // What a file that has never held a vector writes: then no episode has one.
+    for (const format::CheckpointEpisode& e : state.episodes) {
+      if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
+    }
+  } else if (!fill.filled()) {
+    const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
+    Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
+                                 sec.graph_checked);
+    if (!s.ok()) return bad_graph(s.message());
+  } else {
+    sec.graph.reset();
+    // The links and labels were checked as the section was read, and are
+    // copied as they were.
+    Status s = recall_->MapGraph(fill.bytes()->data(), fill.size(), fill.spare(), fill.bytes(),
+                                 sec.graph_checked);
+    if (!s.ok()) return bad_graph(s.message());
+    AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
+  }
+  log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);
   return Status::OK();
 }
 

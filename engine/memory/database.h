@@ -402,9 +402,6 @@ class Database {
   void AfterCommit();
   // Loads the checkpoint a superblock points at (open).
   Status LoadCheckpoint(const format::Superblock& sb);
-  Status MapCheckpointGraph(const format::CheckpointState& state, CheckpointSections* sec,
-                            const std::function<Status(const std::string&)>& bad_graph,
-                            const std::function<Status()>& meanwhile);
   Status BuildCheckpointState(format::CheckpointState* out) const;
   Status ImportCheckpointState(const format::CheckpointState& st);
   int64_t Now() const;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <future>
+#include <system_error>
+#include <vector>
 
 #include "format/coding.h"
 #include "format/page.h"
@@ -62,71 +64,131 @@ class GraphCheck {
   bool checking_ = false;
 };
 
+// A checkpoint page as its head says: where it is, its header and section kind.
+struct PageAt {
+  uint64_t pos;
+  format::PageHeader h;
+  uint64_t padded;
+  uint32_t kind;
+};
+
+// Walks the page heads first, then reads the pages on two threads: this one
+// takes the state section (decoded, then imported) and any unknown page, the
+// other the bm25 and graph sections (File::ReadPrivate, no pager). Errors are
+// reported in file order, as a reading from first page to last would meet
+// them; import's error comes after every page's.
 class Reader {
  public:
   Reader(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
          format::CheckpointState* state,
-         const std::function<Status(const format::CheckpointState&)>& import, CheckpointSections* out)
-      : file_(file), pager_(pager), salt_(salt), sb_(sb), state_(state), import_(import), out_(out) {}
-  // Whatever happens, the import is waited for before `state` goes away.
+         const std::function<Status(const format::CheckpointState&)>& import,
+         const std::function<void()>& help, CheckpointSections* out)
+      : file_(file), pager_(pager), salt_(salt), sb_(sb), state_(state), import_(import),
+        help_(help), out_(out) {}
+  // Whatever happens, the other thread is waited for before `state` goes away.
   ~Reader() {
-    if (imported_.valid()) imported_.wait();
+    if (other_.valid()) other_.wait();
   }
 
   Status Run() {
     uint64_t size = 0;
     AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
     if (sb_.scan_from > size) return Damaged(sb_.checkpoint, "the file ends inside the checkpoint");
-    bool committed = false;
-    for (uint64_t pos = sb_.checkpoint; pos < sb_.scan_from && !committed;) {
-      uint64_t padded = 0;
-      AGENTMEM_RETURN_IF_ERROR(ReadPage(pos, &padded, &committed));
-      pos += padded;
+    Status walked = Walk();
+    walked_ = walked.ok();
+    status_.resize(pages_.size());
+    std::shared_future<bool> sections = sections_read_.get_future().share();
+    std::shared_future<bool> decoded = state_decoded_.get_future().share();
+    try {
+      other_ = std::async(std::launch::async, [this, decoded] { ReadSections(decoded); });
+    } catch (const std::system_error&) {  // no thread: this one reads them after the state
     }
-    // (A page never runs past scan_from, and a commit ends there.)
-    if (!committed) return Damaged(sb_.checkpoint, "no commit ends the checkpoint");
+    const bool state_ok = ReadStatePages();
+    state_decoded_.set_value(state_ok);
+    Status imported = state_ok ? import_(*state_) : Status::OK();
+    if (!other_.valid()) ReadSections(decoded);
+    if (sections.get() && state_ok && imported.ok() && walked_ && help_) help_();
+    other_.get();
+    for (const Status& s : status_) AGENTMEM_RETURN_IF_ERROR(s);
+    AGENTMEM_RETURN_IF_ERROR(walked);
+    AGENTMEM_RETURN_IF_ERROR(ReadCommit());
     // All three sections (§5.8): without the bm25 one the text index would be
     // silently empty, without the graph the vectors of the state's episodes
     // would have no nodes. (The commit checked that the state was there.)
     if (!out_->bm25 || !out_->graph) return Damaged(sb_.checkpoint, "a section is missing");
-    return imported_.get();
+    return imported;
   }
 
  private:
-  Status ReadPage(uint64_t pos, uint64_t* padded, bool* committed) {
-    std::string head;
-    AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, std::min<uint64_t>(kHeadSize, sb_.scan_from - pos), &head));
-    if (head.size() < format::kPageHeaderSize) return Damaged(pos, "a page runs past the checkpoint's end");
-    format::PageHeader h;
-    AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, salt_, &h));
-    *padded = format::PaddedPageSize(h.length);
-    if (pos + *padded > sb_.scan_from) return Damaged(pos, "a page runs past the checkpoint's end");
-    if (h.type == static_cast<uint8_t>(PageType::kCommit)) {
-      *committed = true;
-      return ReadCommit(pos, h, *padded);
-    }
-    if (h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (h.flags & format::kPageFlagZstd)) {
-      return Damaged(pos, "not a checkpoint page");
-    }
-    const uint32_t kind = head.size() >= kHeadSize && h.length >= format::kSectionHeaderSize
-                              ? format::DecodeFixed32(head.data() + format::kPageHeaderSize)
-                              : 0;
-    pages_++;
-    switch (static_cast<format::CheckpointSection>(kind)) {
-      case format::CheckpointSection::kState: return ReadState(pos, h);
-      case format::CheckpointSection::kBm25: return ReadBm25(pos, h, *padded);
-      case format::CheckpointSection::kGraph: return ReadGraph(pos, h, *padded);
-      default: {
-        // No known section kind: checked as a whole page first (a damaged
-        // kind is a bad checksum), then SplitSection refuses it ("unknown
-        // section", "no section header"). ReadWhole cannot succeed here.
-        std::string_view body;
-        PageRef page;
-        return ReadWhole(pos, h, &page, &body);
+  // The heads of the pages up to the commit that ends them; an error stops
+  // the walk and is reported after the pages before it.
+  Status Walk() {
+    for (uint64_t pos = sb_.checkpoint; pos < sb_.scan_from;) {
+      std::string head;
+      AGENTMEM_RETURN_IF_ERROR(
+          file_->ReadAt(pos, std::min<uint64_t>(kHeadSize, sb_.scan_from - pos), &head));
+      if (head.size() < format::kPageHeaderSize) return Damaged(pos, "a page runs past the checkpoint's end");
+      PageAt p{pos, {}, 0, 0};
+      AGENTMEM_RETURN_IF_ERROR(format::PeekPageHeader(head, pos, salt_, &p.h));
+      p.padded = format::PaddedPageSize(p.h.length);
+      if (pos + p.padded > sb_.scan_from) return Damaged(pos, "a page runs past the checkpoint's end");
+      if (p.h.type == static_cast<uint8_t>(PageType::kCommit)) {
+        commit_ = p;
+        return Status::OK();
       }
+      if (p.h.type != static_cast<uint8_t>(PageType::kCheckpoint) || (p.h.flags & format::kPageFlagZstd)) {
+        return Damaged(pos, "not a checkpoint page");
+      }
+      p.kind = head.size() >= kHeadSize && p.h.length >= format::kSectionHeaderSize
+                   ? format::DecodeFixed32(head.data() + format::kPageHeaderSize)
+                   : 0;
+      pages_.push_back(p);
+      pos += p.padded;
     }
+    // (A page never runs past scan_from, and a commit ends there.)
+    return Damaged(sb_.checkpoint, "no commit ends the checkpoint");
   }
-
+  bool IsSection(const PageAt& p) const {
+    return p.kind == static_cast<uint32_t>(format::CheckpointSection::kBm25) ||
+           p.kind == static_cast<uint32_t>(format::CheckpointSection::kGraph);
+  }
+  // The state section and any page of no known kind, in file order: true when
+  // the state was decoded and none of them failed.
+  bool ReadStatePages() {
+    bool ok = true;
+    for (size_t i = 0; i < pages_.size(); i++) {
+      const PageAt& p = pages_[i];
+      if (IsSection(p)) continue;
+      status_[i] = p.kind == static_cast<uint32_t>(format::CheckpointSection::kState)
+                       ? ReadState(p.pos, p.h)
+                       : ReadUnknown(p.pos, p.h);
+      ok = ok && status_[i].ok();
+    }
+    return ok && have_state_;
+  }
+  // The bm25 and graph sections, then (when every page went well) the
+  // caller's help.
+  void ReadSections(const std::shared_future<bool>& decoded) {
+    bool ok = true;
+    for (size_t i = 0; i < pages_.size(); i++) {
+      const PageAt& p = pages_[i];
+      if (!IsSection(p)) continue;
+      status_[i] = p.kind == static_cast<uint32_t>(format::CheckpointSection::kBm25)
+                       ? ReadBm25(p.pos, p.h, p.padded)
+                       : ReadGraph(p.pos, p.h, p.padded);
+      ok = ok && status_[i].ok();
+    }
+    sections_read_.set_value(ok);
+    if (ok && decoded.get() && walked_ && help_) help_();
+  }
+  // No known section kind: checked as a whole page first (a damaged kind is a
+  // bad checksum), then SplitSection refuses it ("unknown section", "no
+  // section header"). ReadWhole cannot succeed here.
+  Status ReadUnknown(uint64_t pos, const format::PageHeader& h) {
+    std::string_view body;
+    PageRef page;
+    return ReadWhole(pos, h, &page, &body);
+  }
   // A checkpoint page read whole into *page and verified by the pager (not
   // kept in its cache), then split (SplitSection's errors); *body points
   // into (*page)->payload.
@@ -138,22 +200,20 @@ class Reader {
     format::CheckpointSection kind;
     return format::SplitSection((*page)->payload, page_no, &kind, body);
   }
-
-  Status ReadCommit(uint64_t pos, const format::PageHeader& h, uint64_t padded) {
+  Status ReadCommit() {
+    const PageAt& p = commit_;
     PageRef commit;
-    AGENTMEM_RETURN_IF_ERROR(pager_->ReadPage(pos, &commit, false));
+    AGENTMEM_RETURN_IF_ERROR(pager_->ReadPage(p.pos, &commit, false));
     format::CommitRecord c;
-    AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(commit->payload, static_cast<int64_t>(h.page_no), &c));
-    if (c.commit_seq != sb_.commit_seq || c.txn_start != sb_.checkpoint || c.page_count != pages_ ||
-        pos + padded != sb_.scan_from || !have_state_ ||
+    AGENTMEM_RETURN_IF_ERROR(format::DecodeCommit(commit->payload, static_cast<int64_t>(p.h.page_no), &c));
+    if (c.commit_seq != sb_.commit_seq || c.txn_start != sb_.checkpoint || c.page_count != pages_.size() ||
+        p.pos + p.padded != sb_.scan_from || !have_state_ ||
         c.next_episode_id != state_->next_episode_id || c.next_fact_id != state_->next_fact_id ||
         c.next_block_version != state_->next_block_version) {
-      return Damaged(pos, "its commit does not match the superblock or its sections");
+      return Damaged(p.pos, "its commit does not match the superblock or its sections");
     }
     return Status::OK();
   }
-
-  // Read whole, decoded, then imported on another thread.
   Status ReadState(uint64_t pos, const format::PageHeader& h) {
     std::string_view body;
     PageRef page;  // (the decoded state holds copies)
@@ -161,10 +221,8 @@ class Reader {
     if (have_state_) return Damaged(pos, "a section repeats");
     AGENTMEM_RETURN_IF_ERROR(format::DecodeCheckpointState(body, static_cast<int64_t>(h.page_no), state_));
     have_state_ = true;
-    imported_ = std::async(std::launch::async, [this] { return import_(*state_); });
     return Status::OK();
   }
-
   Status ReadBm25(uint64_t pos, const format::PageHeader& h, uint64_t padded) {
     if (out_->bm25) return Damaged(pos, "a section repeats");
     const int64_t page_no = static_cast<int64_t>(h.page_no);
@@ -225,10 +283,15 @@ class Reader {
   const format::Superblock& sb_;
   format::CheckpointState* state_;
   const std::function<Status(const format::CheckpointState&)>& import_;
+  const std::function<void()>& help_;
   CheckpointSections* out_;
-  std::future<Status> imported_;  // import_(*state_), on another thread
+  std::vector<PageAt> pages_;  // the checkpoint pages before the commit
+  PageAt commit_{};
+  std::vector<Status> status_;  // of each of pages_
   bool have_state_ = false;
-  uint32_t pages_ = 0;  // checkpoint pages before the commit
+  bool walked_ = false;  // the walk reached the commit
+  std::promise<bool> sections_read_, state_decoded_;  // each true when every page went well
+  std::future<void> other_;  // ReadSections, on another thread
 };
 
 }  // namespace
@@ -236,8 +299,8 @@ class Reader {
 Status ReadCheckpoint(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
                       format::CheckpointState* state,
                       const std::function<Status(const format::CheckpointState&)>& import,
-                      CheckpointSections* out) {
-  Reader r(file, pager, salt, sb, state, import, out);
+                      const std::function<void()>& help, CheckpointSections* out) {
+  Reader r(file, pager, salt, sb, state, import, help, out);
   return r.Run();
 }
 

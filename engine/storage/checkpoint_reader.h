@@ -2,13 +2,14 @@
 // superblock points at (docs/format.md §5.8): its state, bm25 and graph
 // sections and the commit page that ends them.
 //
-// The pages are read in file order, each once: the state section whole (it
-// is decoded into memory anyway) and handed to the caller's import on another
-// thread, while the bm25 and graph pages are read into private memory
+// The page heads are walked first; then the state section is read whole (it
+// is decoded into memory anyway) and imported by the caller on this thread,
+// while another thread reads the bm25 and graph pages into private memory
 // (File::ReadPrivate) in pieces that are checksummed as they arrive -- and
 // for the graph, whose level-0 records are checked from the same pieces
 // (index::MappedRecordCheck) -- so that an open costs about one pass over the
-// checkpoint's bytes. Every error names the page.
+// checkpoint's bytes. Every error names the page, and the first in file
+// order is the one reported.
 #pragma once
 
 #include <cstdint>
@@ -37,13 +38,19 @@ struct CheckpointSections {
 };
 
 // Reads the checkpoint `sb` points at. `state` receives the state section,
-// and import(*state) runs on another thread while the other pages are read;
-// it has returned when ReadCheckpoint returns, and its error is returned.
+// and import(*state) runs on the calling thread while the other thread reads
+// the bm25 and graph pages. Once the state is decoded and every page read
+// well, help() runs on both threads (on the other one at once, on this one
+// after import): work the caller shares between them, such as filling the
+// graph's vectors from the state's episodes (it must not touch what import
+// writes). Both have returned when ReadCheckpoint returns; its result is the
+// first page's error, then the commit's, then import's (help reports its
+// own).
 // Errors: kCorrupt* naming the page (a bad checksum, a missing, repeated or
 // unknown section, a commit that does not match), kIoErr*, or import's.
 Status ReadCheckpoint(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
                       format::CheckpointState* state,
                       const std::function<Status(const format::CheckpointState&)>& import,
-                      CheckpointSections* out);
+                      const std::function<void()>& help, CheckpointSections* out);
 
 }  // namespace agentmem::engine

@@ -447,6 +447,52 @@ TEST_CASE("a checkpoint page with an invalid header fails the open naming it") {
   CheckRefused(bytes, kCorruptPage, second, "invalid header");
 }
 
+TEST_CASE("of damaged pages read on both threads, the first in file order is the one reported") {
+  // The state section is read on the opening thread, the bm25 and graph
+  // sections on another: whichever finishes first, the report names the
+  // page a reading from first to last would meet first, with the sections
+  // in the order a checkpoint writes them and reversed.
+  const Checkpointed& c = Original();
+  for (bool reversed : {false, true}) {
+    CAPTURE(reversed);
+    std::vector<Page> pages = Sections(c);
+    if (reversed) std::reverse(pages.begin(), pages.end());
+    const std::string good = Rebuild(c, pages);
+    auto damage = [&](std::string* bytes, int i) {
+      (*bytes)[PageAt(good, c.sb.checkpoint, i) + format::kPageHeaderSize + format::kSectionHeaderSize + 1] ^= 0x40;
+    };
+    for (int first = 0; first < 3; first++) {
+      for (int second = first + 1; second < 3; second++) {
+        CAPTURE(first);
+        CAPTURE(second);
+        std::string bytes = good;
+        damage(&bytes, first);
+        damage(&bytes, second);
+        CheckRefused(bytes, kCorruptChecksum, PageAt(good, c.sb.checkpoint, first), "checksum mismatch");
+      }
+      // A damaged page before a page head that stops the walk: the page.
+      if (first < 2) {
+        std::string bytes = good;
+        damage(&bytes, first);
+        bytes[PageAt(good, c.sb.checkpoint, 2) + 6] = 1;  // the reserved half-word
+        CheckRefused(bytes, kCorruptChecksum, PageAt(good, c.sb.checkpoint, first), "checksum mismatch");
+      }
+    }
+    // Each page alone, and the walk's error alone.
+    for (int i = 0; i < 3; i++) {
+      CAPTURE(i);
+      std::string bytes = good;
+      damage(&bytes, i);
+      CheckRefused(bytes, kCorruptChecksum, PageAt(good, c.sb.checkpoint, i), "checksum mismatch");
+    }
+    std::string bytes = good;
+    bytes[PageAt(good, c.sb.checkpoint, 2) + 6] = 1;
+    CheckRefused(bytes, kCorruptPage, PageAt(good, c.sb.checkpoint, 2), "invalid header");
+    Opened o = OpenBytes(good);
+    CHECK(o.status.ok());
+  }
+}
+
 TEST_CASE("a checkpoint page that runs past the superblock's scan_from fails the open") {
   const Checkpointed& c = Original();
   // scan_from inside the commit page's payload, then inside its header.
