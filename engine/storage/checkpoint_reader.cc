@@ -85,8 +85,10 @@ class Reader {
          const std::function<void()>& help, CheckpointSections* out)
       : file_(file), pager_(pager), salt_(salt), sb_(sb), state_(state), import_(import),
         help_(help), out_(out) {}
-  // Whatever happens, the other thread is waited for before `state` goes away.
+  // Whatever happens (an exception too), the other thread is told and waited
+  // for before `state` goes away.
   ~Reader() {
+    if (!state_told_) state_decoded_.set_value(false);
     if (other_.valid()) other_.wait();
   }
 
@@ -100,13 +102,14 @@ class Reader {
     std::shared_future<bool> sections = sections_read_.get_future().share();
     std::shared_future<bool> decoded = state_decoded_.get_future().share();
     try {
-      other_ = std::async(std::launch::async, [this, decoded] { ReadSections(decoded); });
+      other_ = std::async(std::launch::async, [this, decoded] { ReadSectionsTelling(decoded); });
     } catch (const std::system_error&) {  // no thread: this one reads them after the state
     }
     const bool state_ok = ReadStatePages();
+    state_told_ = true;
     state_decoded_.set_value(state_ok);
     Status imported = state_ok ? import_(*state_) : Status::OK();
-    if (!other_.valid()) ReadSections(decoded);
+    if (!other_.valid()) ReadSectionsTelling(decoded);
     if (sections.get() && state_ok && imported.ok() && walked_ && help_) help_();
     other_.get();
     for (const Status& s : status_) AGENTMEM_RETURN_IF_ERROR(s);
@@ -178,8 +181,19 @@ class Reader {
                        : ReadGraph(p.pos, p.h, p.padded);
       ok = ok && status_[i].ok();
     }
+    sections_told_ = true;
     sections_read_.set_value(ok);
     if (ok && decoded.get() && walked_ && help_) help_();
+  }
+  // ReadSections, which tells this thread the sections were not read when it
+  // throws.
+  void ReadSectionsTelling(const std::shared_future<bool>& decoded) {
+    try {
+      ReadSections(decoded);
+    } catch (...) {
+      if (!sections_told_) sections_read_.set_value(false);
+      throw;
+    }
   }
   // No known section kind: checked as a whole page first (a damaged kind is a
   // bad checksum), then SplitSection refuses it ("unknown section", "no
@@ -291,6 +305,7 @@ class Reader {
   bool have_state_ = false;
   bool walked_ = false;  // the walk reached the commit
   std::promise<bool> sections_read_, state_decoded_;  // each true when every page went well
+  bool sections_told_ = false, state_told_ = false;   // whether each was set
   std::future<void> other_;  // ReadSections, on another thread
 };
 
