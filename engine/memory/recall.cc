@@ -216,10 +216,7 @@ Status RecallIndex::EmitBm25(const Bm25Plan& plan,
 }
 
 Status RecallIndex::VerifiedBm25(uint32_t u) const {
-  Status s = partitions_[u]->bm25.Verify();
-  if (s.ok() || s.code() != kCorruptIndex) return s;
-  return StatusF(kCorruptIndex, "bm25 index of user \"%s\": %s", users_.names[u].c_str(),
-                 s.message().c_str());
+  return OfUser(partitions_[u]->bm25.Verify(), users_.names[u]);
 }
 
 Status RecallIndex::VerifyBm25() const {
@@ -231,8 +228,12 @@ Status RecallIndex::VerifyBm25() const {
 
 // A search that read a damaged term of `user`'s image.
 Status RecallIndex::Bm25Damage(const UserPartition& p, const std::string& user) {
-  Status s = p.bm25.status();
-  if (s.ok()) return s;
+  return OfUser(p.bm25.status(), user);
+}
+
+// A bm25 index's damage, naming its user; any other status as it is.
+Status RecallIndex::OfUser(const Status& s, const std::string& user) {
+  if (s.code() != kCorruptIndex) return s;
   return StatusF(kCorruptIndex, "bm25 index of user \"%s\": %s", user.c_str(), s.message().c_str());
 }
 

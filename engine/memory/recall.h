@@ -392,6 +392,7 @@ class RecallIndex {
   // (Bm25Index::Verify(), status()), as kCorruptIndex naming the user.
   Status VerifiedBm25(uint32_t u) const;
   static Status Bm25Damage(const UserPartition& p, const std::string& user);
+  static Status OfUser(const Status& s, const std::string& user);
   // Errors: kCorruptIndex when a term the query read is damaged in a
   // user's frozen image (Bm25Index::status()).
   Status Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,

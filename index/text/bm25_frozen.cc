@@ -37,6 +37,11 @@
 namespace agentmem::index {
 namespace {
 
+// The number of blocks of a list of `postings`.
+constexpr uint64_t BlocksOf(uint64_t postings) {
+  return (postings + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+}
+
 static_assert(std::endian::native == std::endian::little, "frozen images are mapped as they lie");
 static_assert(sizeof(Posting) == 16 && sizeof(PostingList::IndexedPosting) == 8 &&
               sizeof(PostingList::Block) == 16 && sizeof(PostingList::Peak) == 8);
@@ -464,7 +469,7 @@ Status Bm25Index::CheckShape(uint64_t max_doc, uint64_t text) const {
   std::string_view previous;
   for (size_t t = 0; t < frozen_terms_.size(); t++) {
     const FrozenTerm& ft = frozen_terms_[t];
-    const uint64_t nb = (uint64_t{ft.posting_count} + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+    const uint64_t nb = BlocksOf(ft.posting_count);
     if (ft.first_posting != expect_posting || ft.first_block != expect_block ||
         ft.first_peak != expect_peak || ft.text_offset != expect_text || ft.posting_count == 0 ||
         ft.peak_count == 0 || ft.text_length == 0 || expect_posting + ft.posting_count > postings ||
@@ -529,7 +534,7 @@ Status Bm25Index::CheckVersion1(uint64_t max_doc) const {
 // tfs added to doc_sums and *sum unless doc_sums is null.
 Status Bm25Index::CheckTerm(size_t t, uint64_t* doc_sums, uint64_t* sum) const {
   const FrozenTerm& ft = frozen_terms_[t];
-  const size_t nb = (ft.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+  const size_t nb = BlocksOf(ft.posting_count);
   const auto blocks = frozen_blocks_.subspan(ft.first_block, nb);
   const auto peaks = frozen_peaks_.subspan(ft.first_peak, ft.peak_count);
   if (frozen_version_ == 3) {
@@ -629,7 +634,7 @@ std::string_view Bm25Index::FrozenText(size_t i) const {
 PostingList Bm25Index::FrozenList(size_t i) const {
   if (!TermHolds(i)) return PostingList();  // status() tells why
   const FrozenTerm& t = frozen_terms_[i];
-  const size_t nb = (t.posting_count + PostingList::kBlockSize - 1) / PostingList::kBlockSize;
+  const size_t nb = BlocksOf(t.posting_count);
   const auto blocks = frozen_blocks_.subspan(t.first_block, nb);
   const auto peaks = frozen_peaks_.subspan(t.first_peak, t.peak_count);
   if (frozen_version_ == 3) {

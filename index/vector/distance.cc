@@ -219,6 +219,23 @@ __attribute__((always_inline)) inline double NormOf(const float* v, size_t dim) 
   return std::sqrt(sum);
 }
 
+// dst = src / |src| in double, a multiply per element, not a divide; a zero
+// or non-finite norm leaves the floats as they are. Returns the norm. In
+// place, the loop reads and writes through one pointer (so that it is built
+// without an overlap check).
+template <bool kInPlace>
+__attribute__((always_inline)) inline float ToUnit(const float* src, float* dst, size_t dim) {
+  const float* from = kInPlace ? dst : src;
+  const double norm = NormOf(from, dim);
+  if (norm == 0 || !std::isfinite(norm)) {
+    if (!kInPlace) std::memcpy(dst, src, dim * sizeof(float));
+    return static_cast<float>(norm);
+  }
+  const double scale = 1.0 / norm;
+  for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(from[i] * scale);
+  return static_cast<float>(norm);
+}
+
 }  // namespace
 
 // In double: once per insert or query, and immune to overflow of the squares.
@@ -227,27 +244,12 @@ __attribute__((always_inline)) inline double NormOf(const float* v, size_t dim) 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-float NormalizeInPlace(float* v, size_t dim) {
-  const double norm = NormOf(v, dim);
-  if (norm == 0 || !std::isfinite(norm)) return static_cast<float>(norm);
-  const double scale = 1.0 / norm;  // a multiply per element, not a divide, in double
-  for (size_t i = 0; i < dim; ++i) v[i] = static_cast<float>(v[i] * scale);
-  return static_cast<float>(norm);
-}
+float NormalizeInPlace(float* v, size_t dim) { return ToUnit<true>(v, v, dim); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-float CopyNormalized(const float* src, float* dst, size_t dim) {
-  const double norm = NormOf(src, dim);
-  if (norm == 0 || !std::isfinite(norm)) {
-    std::memcpy(dst, src, dim * sizeof(float));
-    return static_cast<float>(norm);
-  }
-  const double scale = 1.0 / norm;
-  for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(src[i] * scale);
-  return static_cast<float>(norm);
-}
+float CopyNormalized(const float* src, float* dst, size_t dim) { return ToUnit<false>(src, dst, dim); }
 
 bool AllFinite(const float* v, size_t dim) {
   // Exponent bits all ones: an infinity or a NaN. No early exit, so that
