@@ -23,9 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <future>
 #include <mutex>
-#include <system_error>
 #include <type_traits>
 #include <unordered_map>
 
@@ -366,7 +364,6 @@ class NodeVectorSource {
   std::vector<uint64_t> hidden_;
 };
 
-
 // The graph's memory, made from the checkpoint's image. An image with vectors
 // is used where it was read; one without them is copied into new memory with
 // each node's vector taken from its episode record, by every thread that
@@ -377,8 +374,8 @@ class NodeVectorSource {
 class GraphFill {
  public:
   GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
-            const std::function<Status(const std::string&)>& bad_graph)
-      : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(bad_graph) {}
+            std::function<Status(const std::string&)> bad_graph)
+      : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(std::move(bad_graph)) {}
 
   // Sets the fill up (once, on the first thread here), then fills chunks
   // until none is left or one has failed.
@@ -389,10 +386,16 @@ class GraphFill {
       FillChunk(c);
     }
   }
-  // After every Help() has returned: the image's size and memory, or the
-  // first error (the set-up's, then each chunk's in node order).
+  // Leaves the chunks not yet begun undone: the fill is not wanted.
+  void Cancel() {
+    cancelled_.store(true);
+    stop_.store(true);
+  }
+  // After every Help() has returned: the set-up's error, then each chunk's in
+  // node order.
   Status Done() {
     Help();  // (nothing left to do when the read helped)
+    if (cancelled_.load()) return Status(kInternal, "checkpoint graph: the fill was cancelled");
     AGENTMEM_RETURN_IF_ERROR(prepared_);
     for (const Chunk& c : chunks_) AGENTMEM_RETURN_IF_ERROR(c.status);
     return Status::OK();
@@ -461,7 +464,7 @@ class GraphFill {
   uint64_t salt_;
   const CheckpointState& state_;
   const CheckpointSections& sec_;
-  const std::function<Status(const std::string&)>& bad_graph_;
+  const std::function<Status(const std::string&)> bad_graph_;
   std::once_flag once_;
   Status prepared_;
   size_t size_ = 0, spare_ = 0;
@@ -470,7 +473,8 @@ class GraphFill {
   std::vector<Chunk> chunks_;
   std::shared_ptr<MappedBytes> bytes_;
   std::atomic<size_t> next_{0};
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false};  // a chunk failed, or cancelled
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace
@@ -483,16 +487,18 @@ class GraphFill {
 Status Database::LoadCheckpoint(const format::Superblock& sb) {
   CheckpointState state;
   CheckpointSections sec;
-  auto bad_graph = [&](const std::string& why) {
+  const std::function<Status(const std::string&)> bad_graph = [&](const std::string& why) {
     return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
                                static_cast<long long>(sec.graph_page), why.c_str());
   };
-  const std::function<Status(const std::string&)> bad_graph_fn = bad_graph;
-  GraphFill fill(log_->file(), log_->header().salt, state, sec, bad_graph_fn);
-  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(
-      log_->file(), &log_->pager(), log_->header().salt, sb, &state,
-      [this](const CheckpointState& st) { return ImportCheckpointState(st); },
-      [&fill] { fill.Help(); }, &sec));
+  GraphFill fill(log_->file(), log_->header().salt, state, sec, bad_graph);
+  auto import = [&](const CheckpointState& st) {
+    Status s = ImportCheckpointState(st);
+    if (!s.ok()) fill.Cancel();  // the open fails: the other thread stops filling
+    return s;
+  };
+  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(log_->file(), &log_->pager(), log_->header().salt, sb,
+                                          &state, import, [&fill] { fill.Help(); }, &sec));
   std::vector<format::Bm25Partition> parts;
   AGENTMEM_RETURN_IF_ERROR(
       format::DecodeBm25Directory(sec.bm25_body, sec.bm25_page, state.strings.size(), &parts));

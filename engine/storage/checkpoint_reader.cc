@@ -97,7 +97,6 @@ class Reader {
     AGENTMEM_RETURN_IF_ERROR(file_->Size(&size));
     if (sb_.scan_from > size) return Damaged(sb_.checkpoint, "the file ends inside the checkpoint");
     Status walked = Walk();
-    walked_ = walked.ok();
     status_.resize(pages_.size());
     std::shared_future<bool> sections = sections_read_.get_future().share();
     std::shared_future<bool> decoded = state_decoded_.get_future().share();
@@ -107,10 +106,10 @@ class Reader {
     }
     const bool state_ok = ReadStatePages();
     state_told_ = true;
-    state_decoded_.set_value(state_ok);
+    state_decoded_.set_value(state_ok && walked.ok());
     Status imported = state_ok ? import_(*state_) : Status::OK();
     if (!other_.valid()) ReadSectionsTelling(decoded);
-    if (sections.get() && state_ok && imported.ok() && walked_ && help_) help_();
+    if (sections.get() && state_ok && walked.ok() && imported.ok() && help_) help_();
     other_.get();
     for (const Status& s : status_) AGENTMEM_RETURN_IF_ERROR(s);
     AGENTMEM_RETURN_IF_ERROR(walked);
@@ -183,7 +182,7 @@ class Reader {
     }
     sections_told_ = true;
     sections_read_.set_value(ok);
-    if (ok && decoded.get() && walked_ && help_) help_();
+    if (ok && decoded.get() && help_) help_();
   }
   // ReadSections, which tells this thread the sections were not read when it
   // throws.
@@ -303,8 +302,9 @@ class Reader {
   PageAt commit_{};
   std::vector<Status> status_;  // of each of pages_
   bool have_state_ = false;
-  bool walked_ = false;  // the walk reached the commit
-  std::promise<bool> sections_read_, state_decoded_;  // each true when every page went well
+  // Each true when every page of its thread went well; state_decoded_ also
+  // needs the walk to have reached the commit.
+  std::promise<bool> sections_read_, state_decoded_;
   bool sections_told_ = false, state_told_ = false;   // whether each was set
   std::future<void> other_;  // ReadSections, on another thread
 };
