@@ -344,6 +344,7 @@ Status Database::Check(std::vector<std::string>* problems) {
   mismatch("next fact id", next.fact, next_fact_id_);
   mismatch("next block version", next.block, next_block_version_);
   Status broken = recall_->broken();  // (recall_ exists from open on)
+  if (broken.code() == kNoMem) return broken;  // says nothing of the file
   if (!broken.ok()) problems->push_back("recall index: " + broken.ToString());
   if (broken.ok()) {
     Status bm25 = recall_->VerifyBm25();

@@ -827,22 +827,22 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
                                     const index::HnswIndex::VectorLookup& vectors) {
   Settle();
   if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
-  auto header = index::hnsw::ParseImageHeader(image);
-  if (!header.ok()) {
+  // Damage in the image, or what it asked of the graph; memory running out
+  // is not damage and is reported as it is.
+  auto bad_image = [page_no](const Status& s) {
+    if (s.code() == kNoMem) return s;
     return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
-                               static_cast<long long>(page_no), header.status().message().c_str());
-  }
+                               static_cast<long long>(page_no), s.message().c_str());
+  };
+  auto header = index::hnsw::ParseImageHeader(image);
+  if (!header.ok()) return bad_image(header.status());
   const auto& h = header.value();
   // An image that builds on nodes this handle has as pending vectors (a
   // checkpoint holds them, and the writer that opened from it wrote this):
   // they go in first, each transaction's as their writer inserted them.
   while (!pending_.empty() && (graph_ ? graph_->size() : 0) < h.base_count) {
     AGENTMEM_RETURN_IF_ERROR(EnsureGraph());
-    Status s = InsertPending(1);
-    if (!s.ok()) {
-      return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
-                                 static_cast<long long>(page_no), s.message().c_str());
-    }
+    if (Status s = InsertPending(1); !s.ok()) return bad_image(s);
   }
   size_t have = graph_ ? graph_->size() : 0;
   // This handle's own commit, or nodes it inserted itself from the same
@@ -884,10 +884,7 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
     s = StatusF(kCorruptIndex, "graph image builds on %u nodes; the graph has %zu", h.base_count,
                 have);
   }
-  if (!s.ok()) {
-    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
-                               static_cast<long long>(page_no), s.message().c_str());
-  }
+  if (!s.ok()) return bad_image(s);
   SyncNodes();
   PrunePending();
   delta_mark_ = graph_->Mark();

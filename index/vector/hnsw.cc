@@ -46,6 +46,10 @@ static_assert(sizeof(hnswlib::tableint) == sizeof(uint32_t), "node ids are 32-bi
 
 constexpr size_t kMinCapacity = 16;
 
+#ifdef AGENTMEM_TEST_HOOKS
+std::atomic<bool> g_grow_fails{false};
+#endif
+
 // ---- distances: distance.h's kernels in hnswlib's callback shape ----
 
 // Handed back to the callback by hnswlib. `dim` comes first: hnswlib's
@@ -729,6 +733,11 @@ Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) 
 Status HnswIndex::Impl::Grow(size_t capacity) {
   Graph& g = *graph;
   if (capacity <= g.max_elements_) return Status::OK();
+#ifdef AGENTMEM_TEST_HOOKS
+  if (g_grow_fails.load(std::memory_order_relaxed)) {
+    return StatusF(kNoMem, "hnsw: cannot grow to %zu nodes", capacity);
+  }
+#endif
   if (capacity > hnsw::kMaxNodes) capacity = hnsw::kMaxNodes;
   // No list made up front: hnswlib's pool constructor leaks the list it has
   // just made when putting it in its deque fails. Lists are made on demand.
@@ -1633,6 +1642,10 @@ Status HnswIndex::AddBatch(std::span<const HnswInsert> items, unsigned threads) 
 Status HnswIndex::MarkDeleted(uint64_t label) {
   return Guarded("delete", [&] { return impl_->MarkDeleted(label); });
 }
+
+#ifdef AGENTMEM_TEST_HOOKS
+void HnswIndex::SetGrowFailsForTest(bool on) { g_grow_fails.store(on); }
+#endif
 
 Status HnswIndex::Reserve(size_t capacity) {
   return Guarded("reserve", [&] {

@@ -154,6 +154,13 @@ class HnswIndex {
   // Ensures room for `capacity` nodes without further growth. kNoMem.
   Status Reserve(size_t capacity);
 
+#ifdef AGENTMEM_TEST_HOOKS
+  // Tests (builds with -Dtest_hooks=true): true makes every index of the
+  // process find no memory when it must grow (kNoMem, as when the
+  // allocation fails). false restores.
+  static void SetGrowFailsForTest(bool on);
+#endif
+
   // A new index of this one's nodes less those labelled in `removed`, in the
   // same order (node ids close up), each keeping its level, vector, label
   // and deleted flag; nothing of a removed node is copied. A list that held

@@ -20,6 +20,7 @@
 
 #include "engine/memory/recall.h"
 #include "format/compress.h"
+#include "index/vector/hnsw.h"
 #include "index/vector/hnsw_format.h"
 #include "tests/index/text/shared_data.h"
 #include "tests/util/seed.h"
@@ -1011,6 +1012,52 @@ TEST_CASE("a reader keeps its graph when a checkpoint holds nodes it has as pend
   agentmem_close(w2);
   agentmem_close(r);
 }
+
+#ifdef AGENTMEM_TEST_HOOKS
+TEST_CASE("a reader that runs out of memory taking a writer's graph says so, not that the file is damaged") {
+  using agentmem::index::HnswIndex;
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = PendingVectors(2001);
+  auto queries = PendingVectors(5, 1);
+  agentmem_db* w = WriteThousands(path, vecs, 1);
+  agentmem_db* r = OpenPending(path);
+  REQUIRE(VectorRecall(r, "a", queries[0], 10).size() == 10);
+  SUBCASE("a delta that grows the graph") { RememberVectors(w, vecs, 1000, 2000); }
+  SUBCASE("pending vectors that go in before a delta") {
+    RememberVectors(w, vecs, 1000, 1001);  // pending in both handles
+    REQUIRE(VectorRecall(r, "a", queries[0], 10).size() == 10);
+    RememberVectors(w, vecs, 1001, 2001);  // its delta builds on the pending node
+  }
+  REQUIRE(VectorRecall(w, "a", queries[0], 10).size() == 10);  // w's insert has run
+  HnswIndex::SetGrowFailsForTest(true);
+  agentmem_recall_options o = Opts(AGENTMEM_RECALL_VECTOR, 10);
+  o.query_vector = queries[0].data();
+  o.query_dim = kPendingDim;
+  agentmem_cursor* cur = nullptr;
+  const int rc = agentmem_recall(r, "a", "", &o, &cur);
+  HnswIndex::SetGrowFailsForTest(false);
+  // The handle's recall index cannot follow the file: a reopen is asked for.
+  CHECK(rc == AGENTMEM_IOERR_STICKY);
+  CHECK(std::string(agentmem_errmsg(r)).find("cannot grow") != std::string::npos);
+  if (cur) agentmem_cursor_close(cur);
+  // Its integrity check says that memory ran out, not that the file is damaged.
+  std::vector<std::string> problems;
+  auto row = [](void* arg, int, char** values, char**) {
+    static_cast<std::vector<std::string>*>(arg)->push_back(values[0] ? values[0] : "");
+    return 0;
+  };
+  CHECK(agentmem_exec(r, "SELECT * FROM integrity_check()", row, &problems, nullptr) ==
+        AGENTMEM_NOMEM);
+  CHECK(problems.empty());
+  // The file is whole: a new handle finds what the writer finds.
+  agentmem_db* c = OpenPending(path);
+  CheckSameHits({w, c}, queries);
+  agentmem_close(c);
+  agentmem_close(r);
+  agentmem_close(w);
+}
+#endif
 
 TEST_CASE("a user with 5 episodes among thousands gets exactly those, in every mode") {
   agentmem_db* db = nullptr;
