@@ -1,6 +1,7 @@
 // bench/anchors.h -- the machine's own costs that the bench's ratios rest on:
-// a durable 4 KiB write (write + fdatasync) and a page fault (anonymous
-// memory, and a file already in the page cache). A ratio between systems that
+// a durable 4 KiB write (write + fdatasync) and a page fault (new anonymous
+// memory written, in 4 KiB and in 2 MiB pages, and a file already in the page
+// cache read). A ratio between systems that
 // sync or map differently moves with these from one machine to the next, so
 // the report prints them beside the ratios.
 #pragma once
@@ -11,7 +12,8 @@ namespace bench {
 
 struct Anchors {
   double fdatasync_p50_ms = 0, fdatasync_p90_ms = 0;  // 4 KiB append + fdatasync
-  double anon_fault_us = 0;  // per first touch of a 4 KiB anonymous page
+  double anon_fault_us = 0;  // per 4 KiB of new anonymous memory written, 4 KiB pages
+  double huge_fault_us = 0;  // the same in 2 MiB pages (MADV_HUGEPAGE), per 4 KiB
   double file_fault_us = 0;  // per 4 KiB page of a cached file read through MAP_PRIVATE
   int syncs = 0;             // samples behind the fdatasync figures
 };
