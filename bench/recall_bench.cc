@@ -34,6 +34,9 @@
 //      queries, and the sample count is in the notes); vector recall@k;
 //   4. open to first recall: a fresh child process (fork + exec of this
 //      program with --open-only), warm page cache, median of --open-runs;
+//      then --idle-open-runs more, each after --idle-seconds of sleep (a
+//      VM may hand memory freed meanwhile back to its host: new memory
+//      then costs what the anchors' first writes cost);
 //   5. the user filter: the same N episodes over --users users (round
 //      robin), every hit must belong to the user;
 //   6. size (all files of the store against raw text + raw vectors) and
@@ -124,6 +127,8 @@ struct Config {
   size_t single = 2000;       // episodes committed one per transaction
   int users = 1000;           // users of the filter workload
   int open_runs = 5;          // child processes timed (after one untimed)
+  int idle_open_runs = 3;     // child processes timed after a sleep each
+  int idle_seconds = 8;       // the sleep before each of those
   std::string wordnet = "/usr/share/wordnet";
   std::string data_dir;       // evaluation data (locomo, bigann10k_sift); "" = search
   std::string out = "bench/results";
@@ -155,6 +160,7 @@ const char* kUsage =
     "  --seed S         data seed                    --batch B    episodes per transaction (1000)\n"
     "  --single M       one-per-transaction episodes (2000)   --users U   users of the filter run (1000)\n"
     "  --open-runs R    timed child opens (5)\n"
+    "  --idle-open-runs R  timed child opens after --idle-seconds S of sleep each (3, 8)\n"
     "  --systems LIST   agentmem,sqlite,hnswlib,lancedb,sqlite-vec (all five; the last two\n"
     "                   are the peers, run by node: see --peers-dir)\n"
     "  --peers-dir DIR  the folder whose node_modules holds @lancedb/lancedb, better-sqlite3\n"
@@ -1158,6 +1164,33 @@ void RecallPhase(Ctx& x, SystemRun& r) {
 }
 
 // Phase 4: open to first recall in fresh child processes.
+// Opens after the machine sat idle: each child after a sleep of
+// --idle-seconds; the median of their first hits, in the report.
+void IdleOpens(Ctx& x, const SystemRun& r, const std::string& query_file) {
+  const Config& c = x.c;
+  if (c.idle_open_runs <= 0) return;
+  std::vector<double> first_ms;
+  Progress("%s open after idling: %d child processes, each after %d s of sleep", r.name.c_str(),
+           c.idle_open_runs, c.idle_seconds);
+  for (int i = 0; i < c.idle_open_runs; i++) {
+    ::sleep(static_cast<unsigned>(std::max(0, c.idle_seconds)));
+    ChildRun run = RunChild(r.name, r.main_file, query_file, r.am ? kUser : "*", c.k, "cosine",
+                            "bench-synthetic");
+    if (!run.ok) {
+      Warn("%s: open-only child run after idling %d failed", r.name.c_str(), i);
+      continue;
+    }
+    first_ms.push_back(run.first_ms);
+    Progress("%s open after idling, run %d: first hit %.1f ms after open began", r.name.c_str(),
+             i + 1, run.first_ms);
+  }
+  if (first_ms.empty()) return;
+  std::string runs_s;
+  for (double v : first_ms) Append(&runs_s, "/", Fmt("%.1f", v));
+  x.rep.Add(Fmt("open → first recall after %d s idle (new process)", c.idle_seconds), "median",
+            Summarize(first_ms).p50, "ms", Fmt("runs %s ms", runs_s.c_str()), r.name);
+}
+
 void OpenPhase(Ctx& x, SystemRun& r) {
   const Config& c = x.c;
   const Data& d = x.d;
@@ -1219,6 +1252,7 @@ void OpenPhase(Ctx& x, SystemRun& r) {
     }
     rep.Add(w, "in-process reopen", r.reopen_ms, "ms", "in the bench process, just after ingest",
             name);
+    IdleOpens(x, r, query_file);
   }
 }
 
@@ -2353,6 +2387,8 @@ bool ParseArgs(int argc, char** argv, Config* c) {
     else if (a == "--single") c->single = std::stoull(val());
     else if (a == "--users") c->users = std::stoi(val());
     else if (a == "--open-runs") c->open_runs = std::stoi(val());
+    else if (a == "--idle-open-runs") c->idle_open_runs = std::stoi(val());
+    else if (a == "--idle-seconds") c->idle_seconds = std::stoi(val());
     else if (a == "--wordnet") c->wordnet = val();
     else if (a == "--data") c->data_dir = val();
     else if (a == "--out") c->out = val();
