@@ -1164,6 +1164,15 @@ void RecallPhase(Ctx& x, SystemRun& r) {
 }
 
 // Phase 4: open to first recall in fresh child processes.
+// The report's row of the opens after idling (first hits, ms).
+void AddIdleOpens(Ctx& x, const std::string& name, const std::vector<double>& first_ms) {
+  if (first_ms.empty()) return;
+  std::string runs_s;
+  for (double v : first_ms) Append(&runs_s, "/", Fmt("%.1f", v));
+  x.rep.Add(Fmt("open → first recall after %d s idle (new process)", x.c.idle_seconds), "median",
+            Summarize(first_ms).p50, "ms", Fmt("runs %s ms", runs_s.c_str()), name);
+}
+
 // Opens after the machine sat idle: each child after a sleep of
 // --idle-seconds; the median of their first hits, in the report.
 void IdleOpens(Ctx& x, const SystemRun& r, const std::string& query_file) {
@@ -1184,11 +1193,7 @@ void IdleOpens(Ctx& x, const SystemRun& r, const std::string& query_file) {
     Progress("%s open after idling, run %d: first hit %.1f ms after open began", r.name.c_str(),
              i + 1, run.first_ms);
   }
-  if (first_ms.empty()) return;
-  std::string runs_s;
-  for (double v : first_ms) Append(&runs_s, "/", Fmt("%.1f", v));
-  x.rep.Add(Fmt("open → first recall after %d s idle (new process)", c.idle_seconds), "median",
-            Summarize(first_ms).p50, "ms", Fmt("runs %s ms", runs_s.c_str()), r.name);
+  AddIdleOpens(x, r.name, first_ms);
 }
 
 void OpenPhase(Ctx& x, SystemRun& r) {
@@ -1473,6 +1478,8 @@ void ExportPeerData(const Ctx& x, const std::string& dir) {
                          {"rounds", c.rounds},
                          {"budget", c.budget},
                          {"open_runs", c.run_open ? c.open_runs : 0},
+                         {"idle_open_runs", c.run_open ? c.idle_open_runs : 0},
+                         {"idle_seconds", c.idle_seconds},
                          {"filter", c.run_filter},
                          {"rrf_k", 60},
                          {"workdir", c.workdir}};
@@ -1660,6 +1667,10 @@ void AddPeerResults(Ctx& x, const std::string& name, const nlohmann::json& j) {
     }
     rep.Add(w, "in-process reopen", j["reopen_ms"].get<double>(), "ms",
             "in the node process, just after ingest", name);
+    std::vector<double> idle;
+    if (o.contains("idle"))
+      for (const auto& r : o["idle"]) idle.push_back(r["first_ms"].get<double>());
+    AddIdleOpens(x, name, idle);
   }
   if (j.contains("filtered")) {
     const std::string w = FilterWorkload(c);

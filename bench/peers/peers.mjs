@@ -545,22 +545,37 @@ async function bench() {
     const runs = [];
     let same = true;
     progress(`open: 1 untimed + ${m.open_runs} timed child processes (warm page cache)`);
-    for (let i = 0; i <= m.open_runs; i++) {
+    // One child: open the store, one hybrid recall; null when it failed.
+    const child = (what) => {
       const spawnNs = nowNs();
       const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--open-only', '--modules', args.modules,
         '--system', system, '--store', mainFile, '--query', qf], { encoding: 'utf8' });
       if (r.status !== 0) {
-        progress(`open run ${i} failed: ${r.stderr}`);
-        continue;
+        progress(`${what} failed: ${r.stderr}`);
+        return null;
       }
       const j = JSON.parse(r.stdout.trim().split('\n').pop());
       if (expect && j.ids.join(',') !== expect) same = false;
-      if (i === 0) continue;
-      const run = { open_ms: j.open_ns / 1e6, first_ms: j.first_ns / 1e6, since_spawn_ms: Number(BigInt(j.mono_first_ns) - spawnNs) / 1e6, maxrss_kib: j.maxrss_kib };
+      return { open_ms: j.open_ns / 1e6, first_ms: j.first_ns / 1e6, since_spawn_ms: Number(BigInt(j.mono_first_ns) - spawnNs) / 1e6, maxrss_kib: j.maxrss_kib };
+    };
+    for (let i = 0; i <= m.open_runs; i++) {
+      const run = child(`open run ${i}`);
+      if (!run || i === 0) continue;
       runs.push(run);
       progress(`open run ${i}: open ${run.open_ms.toFixed(1)} ms, first hit ${run.first_ms.toFixed(1)} ms, ${run.since_spawn_ms.toFixed(1)} ms after spawn`);
     }
-    out.open = { runs, same };
+    // The same after the machine idled: each child after a sleep.
+    const idle = [];
+    const idleRuns = m.idle_open_runs || 0;
+    if (idleRuns > 0) progress(`open after idling: ${idleRuns} child processes, each after ${m.idle_seconds} s of sleep`);
+    for (let i = 1; i <= idleRuns; i++) {
+      await new Promise((resolve) => setTimeout(resolve, m.idle_seconds * 1000));
+      const run = child(`open run after idling ${i}`);
+      if (!run) continue;
+      idle.push(run);
+      progress(`open after idling, run ${i}: first hit ${run.first_ms.toFixed(1)} ms after open began`);
+    }
+    out.open = { runs, same, idle };
     fs.rmSync(qf, { force: true });
   }
 
