@@ -1,9 +1,9 @@
 // bench/anchors.h -- the machine's own costs that the bench's ratios rest on:
 // a durable 4 KiB write (write + fdatasync) and a page fault (new anonymous
 // memory written, in 4 KiB and in 2 MiB pages, and a file already in the page
-// cache read). A ratio between systems that
-// sync or map differently moves with these from one machine to the next, so
-// the report prints them beside the ratios.
+// cache read). A ratio between systems that sync or map differently moves
+// with these from one machine to the next, so the report prints them beside
+// the ratios.
 #pragma once
 
 #include <string>

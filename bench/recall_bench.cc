@@ -160,7 +160,8 @@ const char* kUsage =
     "  --seed S         data seed                    --batch B    episodes per transaction (1000)\n"
     "  --single M       one-per-transaction episodes (2000)   --users U   users of the filter run (1000)\n"
     "  --open-runs R    timed child opens (5)\n"
-    "  --idle-open-runs R  timed child opens after --idle-seconds S of sleep each (3, 8)\n"
+    "  --idle-open-runs R  timed child opens after a sleep each (3)\n"
+    "  --idle-seconds S the sleep before each of those opens, in seconds (8)\n"
     "  --systems LIST   agentmem,sqlite,hnswlib,lancedb,sqlite-vec (all five; the last two\n"
     "                   are the peers, run by node: see --peers-dir)\n"
     "  --peers-dir DIR  the folder whose node_modules holds @lancedb/lancedb, better-sqlite3\n"
@@ -1163,7 +1164,6 @@ void RecallPhase(Ctx& x, SystemRun& r) {
   store->Close();
 }
 
-// Phase 4: open to first recall in fresh child processes.
 // The report's row of the opens after idling (first hits, ms).
 void AddIdleOpens(Ctx& x, const std::string& name, const std::vector<double>& first_ms) {
   if (first_ms.empty()) return;
@@ -1171,6 +1171,12 @@ void AddIdleOpens(Ctx& x, const std::string& name, const std::vector<double>& fi
   for (double v : first_ms) Append(&runs_s, "/", Fmt("%.1f", v));
   x.rep.Add(Fmt("open → first recall after %d s idle (new process)", x.c.idle_seconds), "median",
             Summarize(first_ms).p50, "ms", Fmt("runs %s ms", runs_s.c_str()), name);
+}
+
+// One child process that opens r's file and recalls the query once.
+ChildRun OpenChild(const Config& c, const SystemRun& r, const std::string& query_file) {
+  return RunChild(r.name, r.main_file, query_file, r.am ? kUser : "*", c.k, "cosine",
+                  "bench-synthetic");
 }
 
 // Opens after the machine sat idle: each child after a sleep of
@@ -1183,8 +1189,7 @@ void IdleOpens(Ctx& x, const SystemRun& r, const std::string& query_file) {
            c.idle_open_runs, c.idle_seconds);
   for (int i = 0; i < c.idle_open_runs; i++) {
     ::sleep(static_cast<unsigned>(std::max(0, c.idle_seconds)));
-    ChildRun run = RunChild(r.name, r.main_file, query_file, r.am ? kUser : "*", c.k, "cosine",
-                            "bench-synthetic");
+    ChildRun run = OpenChild(c, r, query_file);
     if (!run.ok) {
       Warn("%s: open-only child run after idling %d failed", r.name.c_str(), i);
       continue;
@@ -1196,13 +1201,13 @@ void IdleOpens(Ctx& x, const SystemRun& r, const std::string& query_file) {
   AddIdleOpens(x, r.name, first_ms);
 }
 
+// Phase 4: open to first recall in fresh child processes.
 void OpenPhase(Ctx& x, SystemRun& r) {
   const Config& c = x.c;
   const Data& d = x.d;
   Report& rep = x.rep;
   const std::string& name = r.name;
   const bool am = r.am;
-  const std::string& main_file = r.main_file;
   auto& runs = r.runs;
   {
     const std::string query_file = c.workdir + "/query.bin";
@@ -1217,21 +1222,20 @@ void OpenPhase(Ctx& x, SystemRun& r) {
     Progress("%s open: 1 untimed + %d timed child processes (fork + exec, warm page cache)",
              name.c_str(), c.open_runs);
     for (int i = 0; i <= c.open_runs; i++) {
-      ChildRun r = RunChild(name, main_file, query_file, am ? kUser : "*", c.k, "cosine",
-                            "bench-synthetic");
-      if (!r.ok) {
+      ChildRun run = OpenChild(c, r, query_file);
+      if (!run.ok) {
         Warn("%s: open-only child run %d failed", name.c_str(), i);
         continue;
       }
-      if (!expect.empty() && r.ids != expect) same = false;
+      if (!expect.empty() && run.ids != expect) same = false;
       if (i == 0) continue;
-      open_ms.push_back(r.open_ms);
-      first_ms.push_back(r.first_ms);
-      fork_ms.push_back(r.since_fork_ms);
-      child_rss = std::max(child_rss, r.maxrss_kib);
+      open_ms.push_back(run.open_ms);
+      first_ms.push_back(run.first_ms);
+      fork_ms.push_back(run.since_fork_ms);
+      child_rss = std::max(child_rss, run.maxrss_kib);
       Progress("%s open run %d: open %.1f ms, first hit %.1f ms after open began, %.1f ms after "
                "fork",
-               name.c_str(), i, r.open_ms, r.first_ms, r.since_fork_ms);
+               name.c_str(), i, run.open_ms, run.first_ms, run.since_fork_ms);
     }
     if (!same) Warn("%s: a fresh process got different hybrid hits than the bench's handle",
                     name.c_str());

@@ -50,6 +50,13 @@ Status CorruptionAt(int code, int64_t page_no, const char* file, int line, const
   return Status(code, std::move(msg), page_no);
 }
 
+Status CorruptionFrom(Status cause, int code, int64_t page_no, const char* what,
+                      const char* file, int line) {
+  if (cause.code() == kNoMem) return cause;
+  return CorruptionAt(code, page_no, file, line, "page %lld (%s): %s",
+                      static_cast<long long>(page_no), what, cause.message().c_str());
+}
+
 const char* CodeName(int code) {
   switch (code) {
     case kOk: return "AGENTMEM_OK";

@@ -61,6 +61,14 @@ Status CorruptionAt(int code, int64_t page_no, const char* file, int line, const
 #define AGENTMEM_CORRUPTION(code, page_no, ...) \
   ::agentmem::CorruptionAt((code), (page_no), __FILE__, __LINE__, __VA_ARGS__)
 
+// `cause`, met while using page page_no (a `what`), as corruption there:
+// "page N (what): cause's message". Memory running out is not damage: a
+// kNoMem cause is returned as it is.
+Status CorruptionFrom(Status cause, int code, int64_t page_no, const char* what,
+                      const char* file, int line);
+#define AGENTMEM_CORRUPTION_FROM(cause, code, page_no, what) \
+  ::agentmem::CorruptionFrom((cause), (code), (page_no), (what), __FILE__, __LINE__)
+
 // Result<T>: a value or a Status (C++20 has no std::expected).
 template <typename T>
 class [[nodiscard]] Result {

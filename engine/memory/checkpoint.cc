@@ -374,7 +374,7 @@ class NodeVectorSource {
 class GraphFill {
  public:
   GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
-            std::function<Status(const std::string&)> bad_graph)
+            std::function<Status(Status)> bad_graph)
       : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(std::move(bad_graph)) {}
 
   // Sets the fill up (once, on the first thread here), then fills chunks
@@ -387,17 +387,15 @@ class GraphFill {
     }
   }
   // Leaves the chunks not yet begun undone: the fill is not wanted.
-  void Cancel() {
-    cancelled_.store(true);
-    stop_.store(true);
-  }
+  void Cancel() { stop_.store(true); }
   // After every Help() has returned: the set-up's error, then each chunk's in
   // node order.
   Status Done() {
     Help();  // (nothing left to do when the read helped)
-    if (cancelled_.load()) return Status(kInternal, "checkpoint graph: the fill was cancelled");
     AGENTMEM_RETURN_IF_ERROR(prepared_);
     for (const Chunk& c : chunks_) AGENTMEM_RETURN_IF_ERROR(c.status);
+    // Stopped with no chunk failed: cancelled, with chunks left unfilled.
+    if (stop_.load()) return Status(kInternal, "checkpoint graph: the fill was cancelled");
     return Status::OK();
   }
   bool filled() const { return bytes_ != nullptr; }
@@ -425,7 +423,7 @@ class GraphFill {
     if (sec_.graph_size == 0) return Status::OK();  // no graph: the caller checks the episodes
     const std::string_view image = Image();
     Result<size_t> size = index::HnswIndex::MappedSize(image);
-    if (!size.ok()) return bad_graph_(size.status().message());
+    if (!size.ok()) return bad_graph_(size.status());
     size_ = *size;
     if (size_ == image.size()) return Status::OK();  // vectors included: used where it lies
     // Memory is sized only for vectors the file can hold: one per node of the
@@ -441,7 +439,8 @@ class GraphFill {
     // Without nodes, one empty chunk: it writes the image's header.
     if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}});
     if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
-      return bad_graph_("its nodes are not the state section's episodes with a node");
+      return bad_graph_(
+          Status(kCorruptIndex, "its nodes are not the state section's episodes with a node"));
     }
     spare_ = size_ / 4 + (size_t{1} << 20);
     std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(size_ + spare_);
@@ -456,7 +455,7 @@ class GraphFill {
     Status s = index::HnswIndex::AddVectors(
         Image(), [&](uint64_t label) { return source.Next(label); }, bytes_->data(), from, to);
     chunk.hidden = source.hidden();
-    chunk.status = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph_(s.message());
+    chunk.status = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph_(std::move(s));
     if (!chunk.status.ok()) stop_.store(true);
   }
 
@@ -464,7 +463,7 @@ class GraphFill {
   uint64_t salt_;
   const CheckpointState& state_;
   const CheckpointSections& sec_;
-  const std::function<Status(const std::string&)> bad_graph_;
+  const std::function<Status(Status)> bad_graph_;
   std::once_flag once_;
   Status prepared_;
   size_t size_ = 0, spare_ = 0;
@@ -474,7 +473,6 @@ class GraphFill {
   std::shared_ptr<MappedBytes> bytes_;
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};  // a chunk failed, or cancelled
-  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace
@@ -487,9 +485,9 @@ class GraphFill {
 Status Database::LoadCheckpoint(const format::Superblock& sb) {
   CheckpointState state;
   CheckpointSections sec;
-  const std::function<Status(const std::string&)> bad_graph = [&](const std::string& why) {
-    return AGENTMEM_CORRUPTION(kCorruptIndex, sec.graph_page, "page %lld (checkpoint graph): %s",
-                               static_cast<long long>(sec.graph_page), why.c_str());
+  const std::function<Status(Status)> bad_graph = [&](Status cause) {
+    return AGENTMEM_CORRUPTION_FROM(std::move(cause), kCorruptIndex, sec.graph_page,
+                                    "checkpoint graph");
   };
   GraphFill fill(log_->file(), log_->header().salt, state, sec, bad_graph);
   auto import = [&](const CheckpointState& st) {
@@ -505,8 +503,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   for (const format::Bm25Partition& p : parts) {
     Status s = recall_->AttachBm25(state.strings[p.user], sec.bm25_body.data() + p.offset, p.size);
     if (!s.ok()) {
-      return AGENTMEM_CORRUPTION(kCorruptIndex, sec.bm25_page, "page %lld (checkpoint bm25): %s",
-                                 static_cast<long long>(sec.bm25_page), s.message().c_str());
+      return AGENTMEM_CORRUPTION_FROM(std::move(s), kCorruptIndex, sec.bm25_page, "checkpoint bm25");
     }
   }
   recall_bm25_owner_ = std::move(sec.bm25);
@@ -514,20 +511,23 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
   if (sec.graph_size == 0) {
     // What a file that has never held a vector writes: then no episode has one.
     for (const format::CheckpointEpisode& e : state.episodes) {
-      if (e.has_vector) return bad_graph("empty, but episode " + std::to_string(e.id) + " has a vector");
+      if (e.has_vector) {
+        return bad_graph(StatusF(kCorruptIndex, "empty, but episode %llu has a vector",
+                                 static_cast<unsigned long long>(e.id)));
+      }
     }
   } else if (!fill.filled()) {
     const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
     Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
                                  sec.graph_checked);
-    if (!s.ok()) return bad_graph(s.message());
+    if (!s.ok()) return bad_graph(std::move(s));
   } else {
     sec.graph.reset();
     // The links and labels were checked as the section was read, and are
     // copied as they were.
     Status s = recall_->MapGraph(fill.bytes()->data(), fill.size(), fill.spare(), fill.bytes(),
                                  sec.graph_checked);
-    if (!s.ok()) return bad_graph(s.message());
+    if (!s.ok()) return bad_graph(std::move(s));
     AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
   }
   log_->NoteCheckpoint(sb.checkpoint, sb.scan_from);

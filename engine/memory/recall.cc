@@ -827,12 +827,10 @@ Status RecallIndex::ApplyGraphImage(std::string_view image, int64_t page_no,
                                     const index::HnswIndex::VectorLookup& vectors) {
   Settle();
   if (!broken_.ok()) return Status::OK();  // already unusable; recall reports broken_
-  // Damage in the image, or what it asked of the graph; memory running out
-  // is not damage and is reported as it is.
-  auto bad_image = [page_no](const Status& s) {
-    if (s.code() == kNoMem) return s;
-    return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (graph): %s",
-                               static_cast<long long>(page_no), s.message().c_str());
+  // Damage in the image, or what it asked of the graph (memory running out
+  // is reported as it is).
+  auto bad_image = [page_no](Status s) {
+    return AGENTMEM_CORRUPTION_FROM(std::move(s), kCorruptIndex, page_no, "graph");
   };
   auto header = index::hnsw::ParseImageHeader(image);
   if (!header.ok()) return bad_image(header.status());

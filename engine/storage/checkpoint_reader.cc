@@ -276,8 +276,7 @@ class Reader {
         &bytes));
     if (!sum.Matches()) return BadChecksum(page_no);
     if (Status s = check.Finish(&out_->graph_checked); !s.ok()) {
-      return AGENTMEM_CORRUPTION(kCorruptIndex, page_no, "page %lld (checkpoint graph): %s",
-                                 static_cast<long long>(page_no), s.message().c_str());
+      return AGENTMEM_CORRUPTION_FROM(std::move(s), kCorruptIndex, page_no, "checkpoint graph");
     }
     std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
     format::CheckpointSection kind;
