@@ -677,6 +677,7 @@ struct HnswIndex::Impl {
   // level-0 records (while level0_mapped) and their upper-layer lists -- which
   // the graph must not free. hnswlib's locks are made on the first insert.
   std::shared_ptr<void> region;
+  std::shared_ptr<void> vectors_owner;  // where the mapped nodes' vectors lie, if not in region
   size_t mapped = 0;
   bool level0_mapped = false;
   // The mapped nodes' upper-layer lists when they do not start 4-byte
@@ -1265,7 +1266,7 @@ namespace {
 
 constexpr uint32_t kMapMagic = 0x4d4e4841;  // "AHNM"
 constexpr uint32_t kMapVersion = 1;          // level-0 records hold the vectors
-constexpr uint32_t kMapVersionNoVectors = 2;  // they do not: AddVectors() puts them in
+constexpr uint32_t kMapVersionNoVectors = 2;  // they do not: Map() is given them
 constexpr size_t kMapHeader = 64;
 constexpr size_t kMapAlign = 64;
 
@@ -1405,12 +1406,12 @@ Status HnswIndex::EmitMappable(bool with_vectors,
   return out.Flush();
 }
 
-Result<size_t> HnswIndex::MappedSize(std::string_view image) {
+Result<size_t> HnswIndex::VectorBytes(std::string_view image) {
   if (image.size() < kMapHeader) return MapCorrupt("%llu bytes, too short", image.size());
   const char* h = image.data();
   if (Get<uint32_t>(h, 0) != kMapMagic) return MapCorrupt("bad magic");
   const uint32_t version = Get<uint32_t>(h, 4);
-  if (version == kMapVersion) return image.size();
+  if (version == kMapVersion) return size_t{0};
   if (version != kMapVersionNoVectors) {
     return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known", version);
   }
@@ -1422,36 +1423,25 @@ Result<size_t> HnswIndex::MappedSize(std::string_view image) {
       (image.size() - level0) / record != n) {
     return MapCorrupt("sections do not fit its %llu bytes (%llu nodes)", image.size(), n);
   }
-  return level0 + n * (record + 4 * dim);
+  return n * dim * sizeof(float);
 }
 
-Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors, char* dst,
-                             size_t first, size_t end) {
-  Result<size_t> size = MappedSize(image);
-  if (!size.ok()) return size.status();
+Status HnswIndex::FillVectors(std::string_view image, const VectorLookup& vectors, float* dst,
+                              size_t first, size_t end) {
+  Result<size_t> bytes = VectorBytes(image);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes == 0) return Status::OK();
   const char* h = image.data();
-  if (Get<uint32_t>(h, 4) == kMapVersion) {
-    if (first == 0) std::memcpy(dst, image.data(), image.size());
-    return Status::OK();
-  }
   const Metric metric = static_cast<Metric>(Get<uint32_t>(h, 8));
   const size_t dim = Get<uint32_t>(h, 12), n = std::min<size_t>(Get<uint32_t>(h, 24), end);
-  const size_t level0 = Get<uint64_t>(h, 48), stored = Get<uint32_t>(h, 56);
-  const size_t links = stored - sizeof(uint64_t), record = stored + 4 * dim;
-  if (first == 0) {
-    std::memcpy(dst, h, level0);
-    uint32_t version = kMapVersion, full = static_cast<uint32_t>(record);
-    std::memcpy(dst + 4, &version, sizeof version);
-    std::memcpy(dst + 56, &full, sizeof full);
-  }
-  const char* from = h + level0 + first * stored;
-  char* to = dst + level0 + first * record;
-  for (size_t i = first; i < n; ++i, from += stored, to += record) {
+  const size_t level0 = Get<uint64_t>(h, 48), record = Get<uint32_t>(h, 56);
+  const size_t links = record - sizeof(uint64_t);
+  const char* from = h + level0 + first * record;
+  for (size_t i = first; i < n; ++i, from += record) {
     const uint64_t label = Get<uint64_t>(from, links);
     const float* v = vectors ? vectors(label) : nullptr;
     if (v == nullptr) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
-    std::memcpy(to, from, links);
-    float* vec = reinterpret_cast<float*>(to + links);
+    float* vec = dst + i * dim;
     // A NaN or an infinity makes the norm one too: only then look closer.
     bool finite;
     if (metric == Metric::kCosine) {
@@ -1461,21 +1451,22 @@ Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors
       finite = AllFinite(vec, dim);
     }
     if (!finite) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
-    std::memcpy(to + links + 4 * dim, &label, sizeof label);
   }
   return Status::OK();
 }
 
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
-                                                  size_t default_ef, bool records_checked) {
+                                                  size_t default_ef, bool records_checked,
+                                                  const float* vectors,
+                                                  std::shared_ptr<void> vectors_owner) {
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
   }
   if (Get<uint32_t>(image, 0) != kMapMagic) return MapCorrupt("bad magic");
-  if (Get<uint32_t>(image, 4) != kMapVersion) {
-    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known",
-                   Get<uint32_t>(image, 4));
+  const uint32_t version = Get<uint32_t>(image, 4);
+  if (version != kMapVersion && version != kMapVersionNoVectors) {
+    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known", version);
   }
   GraphShape shape{static_cast<Metric>(Get<uint32_t>(image, 8)), Get<uint32_t>(image, 12),
                    Get<uint32_t>(image, 16), Get<uint32_t>(image, 20)};
@@ -1489,7 +1480,14 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
   const uint64_t level0 = Get<uint64_t>(image, 48);
   const size_t record = Get<uint32_t>(image, 56);
   const size_t links0 = size_t{2} * shape.m * 4 + 4, links_upper = size_t{shape.m} * 4 + 4;
-  if (record != links0 + size_t{shape.dim} * 4 + 8) return MapCorrupt("record size %llu", record);
+  const bool holds_vectors = version == kMapVersion;
+  if (!holds_vectors && vectors == nullptr && n > 0) {
+    return StatusF(kMisuse, "hnsw mapped image: version %u leaves the vectors out; none given",
+                   version);
+  }
+  if (record != links0 + (holds_vectors ? size_t{shape.dim} * 4 : 0) + 8) {
+    return MapCorrupt("record size %llu", record);
+  }
   if (n > hnsw::kMaxNodes || level0 % kMapAlign != 0 || upper > size ||
       level0 < kMapHeader + n + upper + 8 || level0 > size || (size - level0) / record != n ||
       (size - level0) % record != 0) {
@@ -1568,13 +1566,17 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
         lists += size_t{levels[i]} * links_upper;
       }
     }
-    // The image's records hold the vectors: used where they lie.
+    // The records as they lie in the image; the vectors in them, or in
+    // `vectors`.
     g.size_data_per_element_ = record;
-    g.label_offset_ = links0 + g.data_size_;
+    g.label_offset_ = record - sizeof(uint64_t);
     g.data_level0_memory_ = image + level0;
     for (size_t i = 0; i < n; ++i) {
-      g.vectors[i] = reinterpret_cast<const float*>(image + level0 + i * record + links0);
+      g.vectors[i] = holds_vectors
+                         ? reinterpret_cast<const float*>(image + level0 + i * record + links0)
+                         : vectors + i * shape.dim;
     }
+    impl->vectors_owner = std::move(vectors_owner);
     impl->level0_mapped = true;
     g.cur_element_count = n;
     return Status::OK();
