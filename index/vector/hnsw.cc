@@ -427,6 +427,17 @@ class VectorArena {
   size_t current_ = 0, used_ = 0;  // the block being filled, and its rows taken
 };
 
+// Makes room in hnswlib's label map for `labels` labels. Only ever grows it:
+// unordered_map::reserve rehashes a map that has more buckets than it needs
+// into fewer (libstdc++), a pass over every label, which an insert of one
+// node would pay each time.
+void ReserveLabels(Graph* g, size_t labels) {
+  auto& map = g->label_lookup_;
+  if (static_cast<float>(labels) > static_cast<float>(map.bucket_count()) * map.max_load_factor()) {
+    map.reserve(labels);
+  }
+}
+
 // Frees malloc'd blocks unless released.
 struct MallocBlocks {
   std::vector<char*> blocks;
@@ -801,7 +812,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     if (upper.blocks[i] == nullptr) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
   }
   if (threads == 0) threads = DefaultInsertThreads();
-  g.label_lookup_.reserve(g.label_lookup_.size() + count);
+  ReserveLabels(&g, g.label_lookup_.size() + count);
   for (size_t i = 0; i < count; ++i) {
     try {
       g.label_lookup_.emplace(items[order[i]].label, static_cast<uint32_t>(first + i));
@@ -1001,7 +1012,7 @@ Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
   const hnsw::ImageHeader& h = image.header;
   Graph& g = *graph;
   AGENTMEM_RETURN_IF_ERROR(Grow(std::max<size_t>(h.node_count, g.max_elements_)));
-  g.label_lookup_.reserve(h.node_count - std::min<size_t>(h.node_count, mapped));
+  ReserveLabels(&g, h.node_count - std::min<size_t>(h.node_count, mapped));
   size_t created = 0;
   for (const hnsw::NodeRecordView& r : image.records) created += r.node >= g.cur_element_count;
   if (!arena.Reserve(created)) return StatusF(kNoMem, "hnsw: no memory for %zu nodes", created);
@@ -1192,7 +1203,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Without(std::span<const uint64_t> 
   Impl& dst = *out->impl_;
   Status s = Guarded("removal", [&] {
     Graph& h = *dst.graph;
-    h.label_lookup_.reserve(kept);
+    ReserveLabels(&h, kept);
     if (!dst.arena.Reserve(kept)) throw std::bad_alloc();
     dst.BeginChange();
     std::vector<Candidate> scratch;
