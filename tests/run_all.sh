@@ -213,10 +213,8 @@ if [ -n "$fuzz_dir" ]; then
   done
 fi
 
-# ThreadSanitizer: the cases that run threads. detect_deadlocks=0: hnswlib's
-# addPoint takes its global lock and the per-node locks in both orders inside
-# one thread (the engine runs graph inserts exclusively); TSan reports that as
-# a potential lock-order inversion. Data races are still reported and fail.
+# ThreadSanitizer: the cases that run threads. detect_deadlocks=0: potential
+# lock-order inversions are not reported; data races are, and fail.
 if [ -n "$tsan_dir" ]; then
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:detect_deadlocks=0}
   export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}

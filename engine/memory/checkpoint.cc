@@ -364,12 +364,12 @@ class NodeVectorSource {
   std::vector<uint64_t> hidden_;
 };
 
-// The graph's memory, made from the checkpoint's image. An image with vectors
-// is used where it was read; one without them is copied into new memory with
-// each node's vector taken from its episode record, by every thread that
-// calls Help() (ReadCheckpoint's two), in chunks of kChunk nodes taken in
-// order, each thread with its own read window: the page faults of the new
-// memory, the reads, checksums and normalising split between them. A page
+// The graph's vectors, for a checkpoint's image without them (the image
+// itself is used where it was read): each node's vector taken from its
+// episode record into new memory, by every thread that calls Help()
+// (ReadCheckpoint's two), in chunks of kChunk nodes taken in order, each
+// thread with its own read window: the page faults of the new memory, the
+// reads, checksums and normalising split between them. A page
 // that fails its checks is reported as itself.
 class GraphFill {
  public:
@@ -398,9 +398,11 @@ class GraphFill {
     if (stop_.load()) return Status(kInternal, "checkpoint graph: the fill was cancelled");
     return Status::OK();
   }
-  bool filled() const { return bytes_ != nullptr; }
-  size_t size() const { return size_; }
-  size_t spare() const { return spare_; }
+  // Node i's vector at vectors() + i * dim, or null for an image that holds
+  // its vectors.
+  const float* vectors() const {
+    return bytes_ ? reinterpret_cast<const float*>(bytes_->data()) : nullptr;
+  }
   const std::shared_ptr<MappedBytes>& bytes() const { return bytes_; }
   // Nodes whose episode page was damaged, in each chunk.
   std::vector<uint64_t> hidden() const {
@@ -422,10 +424,10 @@ class GraphFill {
   Status Prepare() {
     if (sec_.graph_size == 0) return Status::OK();  // no graph: the caller checks the episodes
     const std::string_view image = Image();
-    Result<size_t> size = index::HnswIndex::MappedSize(image);
+    Result<size_t> size = index::HnswIndex::VectorBytes(image);
     if (!size.ok()) return bad_graph_(size.status());
     size_ = *size;
-    if (size_ == image.size()) return Status::OK();  // vectors included: used where it lies
+    if (size_ == 0) return Status::OK();  // vectors included
     // Memory is sized only for vectors the file can hold: one per node of the
     // state section, in pages that decompress to at most 32 times their size.
     AGENTMEM_RETURN_IF_ERROR(file_->Size(&file_size_));
@@ -436,14 +438,13 @@ class GraphFill {
       if (state_.episodes[i].node == UINT32_MAX) continue;
       if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}});
     }
-    // Without nodes, one empty chunk: it writes the image's header.
+    // Without nodes, one empty chunk.
     if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}});
     if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
       return bad_graph_(
           Status(kCorruptIndex, "its nodes are not the state section's episodes with a node"));
     }
-    spare_ = size_ / 4 + (size_t{1} << 20);
-    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(size_ + spare_);
+    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(size_);
     if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
     bytes_ = std::move(bytes);
     return Status::OK();
@@ -452,8 +453,9 @@ class GraphFill {
     Chunk& chunk = chunks_[c];
     const size_t from = c * kChunk, to = std::min<size_t>(from + kChunk, nodes_);
     NodeVectorSource source(file_, file_size_, salt_, state_.episodes, dim_, chunk.entry);
-    Status s = index::HnswIndex::AddVectors(
-        Image(), [&](uint64_t label) { return source.Next(label); }, bytes_->data(), from, to);
+    Status s = index::HnswIndex::FillVectors(
+        Image(), [&](uint64_t label) { return source.Next(label); },
+        reinterpret_cast<float*>(bytes_->data()), from, to);
     chunk.hidden = source.hidden();
     chunk.status = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph_(std::move(s));
     if (!chunk.status.ok()) stop_.store(true);
@@ -466,7 +468,7 @@ class GraphFill {
   const std::function<Status(Status)> bad_graph_;
   std::once_flag once_;
   Status prepared_;
-  size_t size_ = 0, spare_ = 0;
+  size_t size_ = 0;
   uint64_t file_size_ = 0, nodes_ = 0;
   uint32_t dim_ = 0;
   std::vector<Chunk> chunks_;
@@ -516,17 +518,11 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
                                  static_cast<unsigned long long>(e.id)));
       }
     }
-  } else if (!fill.filled()) {
+  } else {
+    // The links and labels were checked as the section was read.
     const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
     Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
-                                 sec.graph_checked);
-    if (!s.ok()) return bad_graph(std::move(s));
-  } else {
-    sec.graph.reset();
-    // The links and labels were checked as the section was read, and are
-    // copied as they were.
-    Status s = recall_->MapGraph(fill.bytes()->data(), fill.size(), fill.spare(), fill.bytes(),
-                                 sec.graph_checked);
+                                 sec.graph_checked, fill.vectors(), fill.bytes());
     if (!s.ok()) return bad_graph(std::move(s));
     AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
   }

@@ -83,7 +83,7 @@ Status CheckArguments(Metric metric, std::span<const float> query, const VectorB
   if (!AllFinite(query.data(), query.size())) {
     return Status(kMismatch, "exact search: query holds NaN or infinity");
   }
-  if (block.data == nullptr && block.count > 0) {
+  if (block.data == nullptr && block.rows == nullptr && block.count > 0) {
     return Status(kRange, "exact search: null vector block");
   }
   if (!ids.empty() && ids.size() != block.count) {

@@ -24,16 +24,18 @@
 
 namespace agentmem::index {
 
-// `count` vectors of `dim` floats, row r at data + r * stride (stride 0 means
-// dim: a plain row-major matrix; a larger stride skips other fields stored
-// between the vectors, as in the graph's node records). Any alignment. Not
-// owned: it must outlive the call.
+// `count` vectors of `dim` floats: row r at rows[r] when `rows` is given (as
+// the graph's nodes, each where it lies), else at data + r * stride (stride 0
+// means dim: a plain row-major matrix; a larger stride skips other fields
+// stored between the vectors). Any alignment. Not owned: it must outlive the
+// call.
 struct VectorBlock {
   const float* data = nullptr;
   size_t count = 0;
   size_t dim = 0;
   size_t stride = 0;  // floats from one row to the next; 0 = dim
-  const float* row(size_t r) const { return data + r * (stride ? stride : dim); }
+  const float* const* rows = nullptr;
+  const float* row(size_t r) const { return rows ? rows[r] : data + r * (stride ? stride : dim); }
 };
 
 // The k nearest rows of `block` to `query`, nearest first (fewer when the

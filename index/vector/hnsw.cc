@@ -4,11 +4,15 @@
 // the header defines non-inline functions (cpuid, AVX512Capable, ...), so a
 // second includer would fail to link. hnswlib's members are all public; this
 // file uses them to (a) search with a per-query ef and a filter, (b) grow the
-// graph exception-safely, and (c) copy nodes in and out of graph images. What
-// it relies on, from hnswalg.h of 0.6.2:
+// graph exception-safely, and (c) copy nodes in and out of graph images. Nodes
+// are inserted here (AddBatch), not by hnswlib's addPoint, and a node's vector
+// is reached through Graph::vectors rather than at a fixed place in its
+// record: it can lie in the heap, or in the record of a mapped image that
+// holds its vectors. What it relies on, from hnswalg.h of 0.6.2:
 //   * node i's record: data_level0_memory_ + i * size_data_per_element_ =
 //     [u32 header: u16 link count, u8 flags (bit 0 deleted), u8 0]
-//     [maxM0_ u32 links][vector][u64 label];
+//     [maxM0_ u32 links][u64 label] (label_offset_ = the links' size), or
+//     [maxM0_ u32 links][vector][u64 label] in a mapped image with vectors;
 //   * upper layers l >= 1: linkLists_[i] + (l-1) * size_links_per_element_,
 //     malloc'd (size_links_per_element_ * level + 1 bytes) iff level > 0;
 //   * element_levels_, label_lookup_, cur_element_count, enterpoint_node_,
@@ -37,7 +41,12 @@
 namespace agentmem::index {
 namespace {
 
-using Graph = hnswlib::HierarchicalNSW<float>;
+// hnswlib's graph and where each node's vector lies (one pointer per slot of
+// capacity; dim floats, normalised for cosine).
+struct Graph : hnswlib::HierarchicalNSW<float> {
+  using hnswlib::HierarchicalNSW<float>::HierarchicalNSW;
+  std::vector<const float*> vectors;
+};
 using hnsw::GraphShape;
 using hnsw::kNoNode;
 
@@ -92,8 +101,10 @@ std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
   return {reinterpret_cast<const uint32_t*>(list + 1), g.getListCount(list)};
 }
 
+const float* VectorOf(const Graph& g, uint32_t node) { return g.vectors[node]; }
+
 float DistanceTo(const Graph& g, const float* query, uint32_t node) {
-  return g.fstdistfunc_(query, g.getDataByInternalId(node), g.dist_func_param_);
+  return g.fstdistfunc_(query, VectorOf(g, node), g.dist_func_param_);
 }
 
 // The node holding `label`. Nodes inserted or applied in this process are in
@@ -131,9 +142,7 @@ class GraphView final : public hnsw::GraphSource {
   uint64_t label(uint32_t node) const override { return g_.getExternalLabel(node); }
   int level(uint32_t node) const override { return g_.element_levels_[node]; }
   bool deleted(uint32_t node) const override { return g_.isMarkedDeleted(node); }
-  const float* vector(uint32_t node) const override {
-    return reinterpret_cast<const float*>(g_.getDataByInternalId(node));
-  }
+  const float* vector(uint32_t node) const override { return VectorOf(g_, node); }
   std::span<const uint32_t> links(uint32_t node, int layer) const override {
     return Links(g_, node, layer);
   }
@@ -223,7 +232,7 @@ Candidate Descend(const Graph& g, const float* query, Candidate at, int top, int
 
 // Asks for a node's whole vector to be brought into the cache.
 void PrefetchVector(const Graph& g, uint32_t node) {
-  const char* v = g.getDataByInternalId(node);
+  const char* v = reinterpret_cast<const char*>(VectorOf(g, node));
   for (size_t at = 0; at < g.data_size_; at += 64) __builtin_prefetch(v + at);
 }
 
@@ -255,7 +264,7 @@ std::vector<Candidate> SearchLayer(const Graph& g, const float* query, Candidate
     for (uint32_t n : links) {
       if (visited.TestAndSet(n)) continue;
       fresh.push_back(n);
-      __builtin_prefetch(g.getDataByInternalId(n));
+      __builtin_prefetch(VectorOf(g, n));
     }
     for (size_t i = 0; i < fresh.size(); ++i) {
       if (i + 1 < fresh.size()) PrefetchVector(g, fresh[i + 1]);
@@ -286,8 +295,7 @@ uint64_t Mix64(uint64_t x) {
 
 // Seeds hnswlib's level generator from the label, so that a node's level
 // depends on its label only (not on what was inserted before it), and never
-// exceeds hnsw::kMaxLevel, which the image format allows. hnswlib draws the
-// level in addPoint with exactly the call made here.
+// exceeds hnsw::kMaxLevel, which the image format allows.
 void SeedLevelGenerator(Graph* g, uint64_t label) {
   for (uint64_t salt = 0;; ++salt) {
     const auto seed =
@@ -299,8 +307,7 @@ void SeedLevelGenerator(Graph* g, uint64_t label) {
   }
 }
 
-// The level that Add (hnswlib's addPoint, after SeedLevelGenerator) gives
-// `label`; AddBatch gives the same.
+// The level of the node labelled `label`.
 int LevelOf(Graph* g, uint64_t label) {
   SeedLevelGenerator(g, label);
   return g->getRandomLevel(g->mult_);
@@ -308,12 +315,11 @@ int LevelOf(Graph* g, uint64_t label) {
 
 // ---- link-list slack ----
 
-// hnswlib 0.6.2 prefetches one id past the end of a link list while it builds
+// hnswlib 0.6.2's searches read one id past the end of a link list
 // (hnswalg.h, searchBaseLayer: *(datal + j + 1)), so on a node's full top
-// layer it reads up to 3 bytes past the block malloc'd for the upper layers.
-// That stays inside the malloc chunk on glibc, but it is a heap overflow to
-// ASan, and the CI runs under ASan. So every upper-layer block gets spare
-// zero bytes: ours when an image is loaded, hnswlib's replaced after insert.
+// layer up to 3 bytes past the block of its upper-layer lists. Every such
+// block gets spare zero bytes, so that no code reading lists hnswlib's way
+// overflows it (ASan would report it).
 constexpr size_t kListSlack = 4;
 
 size_t UpperBlockBytes(const Graph& g, int level) {
@@ -322,60 +328,6 @@ size_t UpperBlockBytes(const Graph& g, int level) {
 
 char* NewUpperBlock(const Graph& g, int level) {
   return static_cast<char*>(std::calloc(1, UpperBlockBytes(g, level) + kListSlack));
-}
-
-// Moves a node's upper-layer lists into a block with slack. On allocation
-// failure the original block is kept (harmless outside ASan).
-void AddListSlack(Graph* g, uint32_t node) {
-  const int level = g->element_levels_[node];
-  if (level == 0) return;
-  char* block = NewUpperBlock(*g, level);
-  if (block == nullptr) return;
-  std::memcpy(block, g->linkLists_[node], UpperBlockBytes(*g, level));
-  std::free(g->linkLists_[node]);
-  g->linkLists_[node] = block;
-}
-
-// ---- hnswlib's visited lists across a failed insert ----
-//
-// hnswlib's searchBaseLayer takes a visited list from the pool and gives it
-// back only when it returns normally: an exception in between (bad_alloc in
-// its queues, or in the pool's own deque) loses the list and its array. The
-// pool is a stack (taken and given back at the front) and inserts run
-// exclusively, so the list an insert uses is the one on top before it starts.
-
-// Puts two lists on top of the pool and returns the top one (nullptr, with
-// nothing lost, when that fails for want of memory). The one below it means
-// that ReclaimVisitedList finds the pool non-empty, so it never allocates.
-hnswlib::VisitedList* TopVisitedList(hnswlib::VisitedListPool* pool) noexcept {
-  hnswlib::VisitedList* top = nullptr;
-  hnswlib::VisitedList* below = nullptr;
-  try {
-    top = pool->getFreeVisitedList();  // the top one, or a new one when the pool is empty
-    below = pool->getFreeVisitedList();
-    pool->releaseVisitedList(below);
-    below = nullptr;
-    pool->releaseVisitedList(top);
-    return top;
-  } catch (...) {
-    delete below;  // taken and not given back
-    delete top;
-    return nullptr;
-  }
-}
-
-// After an insert threw: frees `top` (from TopVisitedList) if it is no longer
-// on top of the pool, i.e. the insert lost it.
-void ReclaimVisitedList(hnswlib::VisitedListPool* pool, hnswlib::VisitedList* top) noexcept {
-  if (top == nullptr) return;
-  hnswlib::VisitedList* now = nullptr;
-  try {
-    now = pool->getFreeVisitedList();  // top, or the one that was below it
-    if (now != top) delete top;
-    pool->releaseVisitedList(now);
-  } catch (...) {
-    delete now;  // taken and not given back
-  }
 }
 
 // ---- exceptions ----
@@ -431,6 +383,61 @@ class GatedSharedMutex {
   std::shared_mutex mu_;
 };
 
+// The vectors of the nodes inserted or applied in this process, in blocks
+// that never move: a node's pointer stays good as the graph grows. Each new
+// block holds as many vectors as all before it (at least 64).
+class VectorArena {
+ public:
+  explicit VectorArena(size_t dim) : dim_(dim) {}
+  // Makes room for n more vectors now; false when there is no memory (the
+  // arena is then as it was).
+  bool Reserve(size_t n) {
+    size_t room = 0;
+    for (size_t b = current_; b < blocks_.size(); ++b) room += rows_[b] - (b == current_ ? used_ : 0);
+    if (room >= n) return true;
+    const size_t rows = std::max({n - room, total_rows_, size_t{64}});
+    std::unique_ptr<float[]> block(new (std::nothrow) float[rows * dim_]);
+    if (!block) return false;
+    try {
+      blocks_.reserve(blocks_.size() + 1);
+      rows_.reserve(rows_.size() + 1);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    blocks_.push_back(std::move(block));
+    rows_.push_back(rows);
+    total_rows_ += rows;
+    return true;
+  }
+  // Room for the next vector. REQUIRES: reserved.
+  float* Take() {
+    while (used_ == rows_[current_]) {
+      ++current_;
+      used_ = 0;
+    }
+    return blocks_[current_].get() + used_++ * dim_;
+  }
+  size_t bytes() const { return total_rows_ * dim_ * sizeof(float); }
+
+ private:
+  size_t dim_;
+  std::vector<std::unique_ptr<float[]>> blocks_;
+  std::vector<size_t> rows_;  // each block's vectors
+  size_t total_rows_ = 0;
+  size_t current_ = 0, used_ = 0;  // the block being filled, and its rows taken
+};
+
+// Makes room in hnswlib's label map for `labels` labels. Only ever grows it:
+// unordered_map::reserve rehashes a map that has more buckets than it needs
+// into fewer (libstdc++), a pass over every label, which an insert of one
+// node would pay each time.
+void ReserveLabels(Graph* g, size_t labels) {
+  auto& map = g->label_lookup_;
+  if (static_cast<float>(labels) > static_cast<float>(map.bucket_count()) * map.max_load_factor()) {
+    map.reserve(labels);
+  }
+}
+
 // Frees malloc'd blocks unless released.
 struct MallocBlocks {
   std::vector<char*> blocks;
@@ -458,7 +465,8 @@ struct MallocBlocks {
 // No step shares a list between threads, so no locks are taken, and the
 // graph depends only on the batches and their order: the same whatever the
 // number of threads or their timing (the file's bytes stay reproducible).
-// hnswlib's addPoint cannot be used: it numbers nodes in arrival order.
+// hnswlib's addPoint is not used: it numbers nodes in arrival order. A single
+// insert (Add) is a batch of one.
 // Step 3 notes every list it writes; those notes become the change marks, so
 // a delta holds exactly the changed lists.
 
@@ -481,19 +489,14 @@ void SelectNeighbors(const Graph& g, std::vector<Candidate>* c, size_t m) {
   size_t kept = 0;
   for (size_t i = 0; i < c->size() && kept < m; ++i) {
     const Candidate x = (*c)[i];
-    const char* xv = g.getDataByInternalId(x.node);
+    const float* xv = VectorOf(g, x.node);
     bool good = true;
     for (size_t j = 0; j < kept && good; ++j) {
-      good = g.fstdistfunc_(g.getDataByInternalId((*c)[j].node), xv, g.dist_func_param_) >=
-             x.distance;
+      good = DistanceTo(g, xv, (*c)[j].node) >= x.distance;
     }
     if (good) (*c)[kept++] = x;
   }
   c->resize(kept);
-}
-
-const float* VectorOf(const Graph& g, uint32_t node) {
-  return reinterpret_cast<const float*>(g.getDataByInternalId(node));
 }
 
 // Step 1 for `node`: its chosen neighbours, per layer. The graph as the round
@@ -614,7 +617,7 @@ unsigned DefaultInsertThreads() {
 
 struct HnswIndex::Impl {
   Impl(const HnswOptions& o, const GraphShape& s)
-      : options(o), shape(s), space(s.metric, s.dim), default_ef(o.default_ef) {}
+      : options(o), shape(s), space(s.metric, s.dim), default_ef(o.default_ef), arena(s.dim) {}
 
   Status Add(uint64_t label, std::span<const float> vector);
   Status AddBatch(std::span<const HnswInsert> items, unsigned threads);
@@ -631,7 +634,6 @@ struct HnswIndex::Impl {
   std::vector<uint32_t> ChangedSince(const ChangeMark& mark) const;
   Status CheckMark(const ChangeMark& mark) const;
   Status CheckVector(std::span<const float> v, const char* what) const;
-  void TouchInsert(uint32_t node);
   GraphView View() const { return GraphView(*graph, shape, mapped); }
   // Starts change seq + 1. The change log is emptied first when it has
   // grown past twice the graph, so that it stays proportional to the graph.
@@ -658,7 +660,6 @@ struct HnswIndex::Impl {
       log_from = seq;
     }
   }
-  Status EnsureLocks();
   ~Impl();
 
   const HnswOptions options;
@@ -681,11 +682,13 @@ struct HnswIndex::Impl {
   std::vector<LoggedChange> change_log;
   uint64_t log_from = 0;
   Status sticky;                   // set when a failure left the graph inconsistent
+  VectorArena arena;               // the vectors not in a mapped image
 
   // A mapped image (Map()): its first `mapped` nodes live in `region` -- their
   // level-0 records (while level0_mapped) and their upper-layer lists -- which
   // the graph must not free. hnswlib's locks are made on the first insert.
   std::shared_ptr<void> region;
+  std::shared_ptr<void> vectors_owner;  // where the mapped nodes' vectors lie, if not in region
   size_t mapped = 0;
   bool level0_mapped = false;
   // The mapped nodes' upper-layer lists when they do not start 4-byte
@@ -701,19 +704,6 @@ HnswIndex::Impl::~Impl() {
     if (g.element_levels_[i] > 0) g.linkLists_[i] = nullptr;
   }
   if (level0_mapped) g.data_level0_memory_ = nullptr;
-}
-
-// hnswlib's per-node and update locks, which only inserts use. A mapped index
-// makes them on its first insert rather than on open.
-Status HnswIndex::Impl::EnsureLocks() {
-  Graph& g = *graph;
-  if (g.link_list_locks_.size() < g.max_elements_) {
-    std::vector<std::mutex>(g.max_elements_).swap(g.link_list_locks_);
-  }
-  if (g.link_list_update_locks_.size() < Graph::max_update_element_locks) {
-    std::vector<std::mutex>(Graph::max_update_element_locks).swap(g.link_list_update_locks_);
-  }
-  return Status::OK();
 }
 
 Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) const {
@@ -742,7 +732,7 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   // No list made up front: hnswlib's pool constructor leaks the list it has
   // just made when putting it in its deque fails. Lists are made on demand.
   auto pool = std::make_unique<hnswlib::VisitedListPool>(0, static_cast<int>(capacity));
-  std::vector<std::mutex> locks(capacity);
+  g.vectors.resize(capacity);
   void* data = nullptr;
   if (level0_mapped) {  // the mapped records move to the heap
     data = std::malloc(capacity * g.size_data_per_element_);
@@ -761,55 +751,14 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   g.element_levels_.resize(capacity);
   delete g.visited_list_pool_;
   g.visited_list_pool_ = pool.release();
-  g.link_list_locks_.swap(locks);
   g.max_elements_ = capacity;
   return Status::OK();
 }
 
-// Marks the new node and every node it links to as changed: hnswlib's insert
-// rewrites exactly the lists of the new node and of the neighbours it chose.
-void HnswIndex::Impl::TouchInsert(uint32_t node) {
-  BeginChange();
-  NoteChange(node);
-  for (int layer = 0; layer <= graph->element_levels_[node]; ++layer) {
-    for (uint32_t n : Links(*graph, node, layer)) NoteChange(n);
-  }
-}
-
+// One insert is a batch of one: the same links as AddBatch gives it.
 Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
-  AGENTMEM_RETURN_IF_ERROR(CheckVector(vector, "vector"));
-  std::vector<float> data(vector.begin(), vector.end());
-  if (shape.metric == Metric::kCosine) NormalizeInPlace(data.data(), data.size());
-  std::unique_lock lock(mu);
-  if (!sticky.ok()) return sticky;
-  Graph& g = *graph;
-  uint32_t existing;
-  if (FindNode(g, mapped, label, &existing)) {
-    return StatusF(kConstraint, "hnsw: label %llu is already in the index",
-                   static_cast<unsigned long long>(label));
-  }
-  AGENTMEM_RETURN_IF_ERROR(EnsureLocks());
-  const size_t node = g.cur_element_count;
-  if (node >= hnsw::kMaxNodes) return StatusF(kTooBig, "hnsw: index is full (%zu nodes)", node);
-  if (node == g.max_elements_) {
-    AGENTMEM_RETURN_IF_ERROR(Grow(std::max(2 * node, node + kMinCapacity)));
-  }
-  g.linkLists_[node] = nullptr;  // so that the destructor stays safe if addPoint fails midway
-  hnswlib::VisitedList* top = TopVisitedList(g.visited_list_pool_);
-  if (top == nullptr) return StatusF(kNoMem, "hnsw: out of memory before an insert");
-  SeedLevelGenerator(&g, label);
-  try {
-    g.addPoint(data.data(), label);
-  } catch (...) {
-    ReclaimVisitedList(g.visited_list_pool_, top);
-    sticky = FromException("insert");
-    sticky = StatusF(sticky.code() == kNoMem ? kNoMem : kInternal,
-                     "%s; the index is unusable and must be rebuilt", sticky.message().c_str());
-    return sticky;
-  }
-  AddListSlack(&g, static_cast<uint32_t>(node));
-  TouchInsert(static_cast<uint32_t>(node));
-  return Status::OK();
+  const HnswInsert item{label, vector};
+  return AddBatch(std::span(&item, 1), 1);
 }
 
 Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned threads) {
@@ -852,6 +801,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     AGENTMEM_RETURN_IF_ERROR(Grow(std::max({2 * first, first + count, first + kMinCapacity})));
   }
   if (node_seq.size() < first + count) node_seq.resize(first + count);
+  if (!arena.Reserve(count)) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
   std::vector<int> levels(count);
   MallocBlocks upper;
   upper.blocks.assign(count, nullptr);
@@ -862,7 +812,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     if (upper.blocks[i] == nullptr) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
   }
   if (threads == 0) threads = DefaultInsertThreads();
-  g.label_lookup_.reserve(g.label_lookup_.size() + count);
+  ReserveLabels(&g, g.label_lookup_.size() + count);
   for (size_t i = 0; i < count; ++i) {
     try {
       g.label_lookup_.emplace(items[order[i]].label, static_cast<uint32_t>(first + i));
@@ -876,8 +826,9 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     const size_t node = first + i;
     std::memset(g.data_level0_memory_ + node * g.size_data_per_element_, 0,
                 g.size_data_per_element_);
-    std::memcpy(g.getDataByInternalId(static_cast<uint32_t>(node)), data.data() + i * dim,
-                g.data_size_);
+    float* vector = arena.Take();
+    std::memcpy(vector, data.data() + i * dim, g.data_size_);
+    g.vectors[node] = vector;
     g.setExternalLabel(static_cast<uint32_t>(node), items[order[i]].label);
     g.element_levels_[node] = levels[i];
     g.linkLists_[node] = upper.blocks[i];
@@ -1039,7 +990,9 @@ void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_
   if (r.node >= g.cur_element_count) {
     std::memset(g.data_level0_memory_ + size_t{r.node} * g.size_data_per_element_, 0,
                 g.size_data_per_element_);
-    std::memcpy(g.getDataByInternalId(r.node), r.vector, g.data_size_);
+    float* vector = arena.Take();
+    std::memcpy(vector, r.vector, g.data_size_);
+    g.vectors[r.node] = vector;
     g.setExternalLabel(r.node, r.label);
     g.element_levels_[r.node] = r.level;
     g.linkLists_[r.node] = r.level > 0 ? *upper_block : nullptr;
@@ -1059,7 +1012,10 @@ Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
   const hnsw::ImageHeader& h = image.header;
   Graph& g = *graph;
   AGENTMEM_RETURN_IF_ERROR(Grow(std::max<size_t>(h.node_count, g.max_elements_)));
-  g.label_lookup_.reserve(h.node_count - std::min<size_t>(h.node_count, mapped));
+  ReserveLabels(&g, h.node_count - std::min<size_t>(h.node_count, mapped));
+  size_t created = 0;
+  for (const hnsw::NodeRecordView& r : image.records) created += r.node >= g.cur_element_count;
+  if (!arena.Reserve(created)) return StatusF(kNoMem, "hnsw: no memory for %zu nodes", created);
   MallocBlocks upper;
   upper.blocks.reserve(image.records.size());
   for (const hnsw::NodeRecordView& r : image.records) {
@@ -1141,9 +1097,12 @@ static void InitEmptyGraph(Graph* graph, const GraphShape& shape, hnswlib::Space
   g.fstdistfunc_ = space->get_dist_func();
   g.dist_func_param_ = space->get_dist_func_param();
   g.size_links_level0_ = g.maxM0_ * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
-  g.size_data_per_element_ = g.size_links_level0_ + g.data_size_ + sizeof(hnswlib::labeltype);
+  // A record is its links and its label; the vector is elsewhere
+  // (Graph::vectors). hnswlib's own offset of a vector is left pointing at
+  // the label: nothing here reads a vector through it.
+  g.size_data_per_element_ = g.size_links_level0_ + sizeof(hnswlib::labeltype);
   g.offsetData_ = g.size_links_level0_;
-  g.label_offset_ = g.size_links_level0_ + g.data_size_;
+  g.label_offset_ = g.size_links_level0_;
   g.offsetLevel0_ = 0;
   g.size_links_per_element_ = g.maxM_ * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
   g.enterpoint_node_ = static_cast<hnswlib::tableint>(-1);
@@ -1195,10 +1154,8 @@ static void RepairedList(const Graph& g, uint32_t node, int layer, const std::ve
              c->end());
     const size_t most = layer == 0 ? g.maxM0_ : g.maxM_;
     if (c->size() > most) {
-      const char* v = g.getDataByInternalId(node);
-      for (Candidate& x : *c) {
-        x.distance = g.fstdistfunc_(v, g.getDataByInternalId(x.node), g.dist_func_param_);
-      }
+      const float* v = VectorOf(g, node);
+      for (Candidate& x : *c) x.distance = DistanceTo(g, v, x.node);
       SortNearestFirst(c);
       // The heuristic's choice, then the nearest of the rest up to `most`:
       // the heuristic alone keeps too few here (measured: 2-4 points of
@@ -1246,7 +1203,8 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Without(std::span<const uint64_t> 
   Impl& dst = *out->impl_;
   Status s = Guarded("removal", [&] {
     Graph& h = *dst.graph;
-    h.label_lookup_.reserve(kept);
+    ReserveLabels(&h, kept);
+    if (!dst.arena.Reserve(kept)) throw std::bad_alloc();
     dst.BeginChange();
     std::vector<Candidate> scratch;
     std::string links;
@@ -1258,7 +1216,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Without(std::span<const uint64_t> 
       r.label = g.getExternalLabel(old);
       r.level = g.element_levels_[i];
       r.deleted = g.isMarkedDeleted(old);
-      r.vector = g.getDataByInternalId(old);
+      r.vector = reinterpret_cast<const char*>(VectorOf(g, old));
       links.clear();
       for (int layer = 0; layer <= r.level; ++layer) RepairedList(g, old, layer, gone, new_id, &scratch, &links);
       r.links = links.data();
@@ -1319,7 +1277,7 @@ namespace {
 
 constexpr uint32_t kMapMagic = 0x4d4e4841;  // "AHNM"
 constexpr uint32_t kMapVersion = 1;          // level-0 records hold the vectors
-constexpr uint32_t kMapVersionNoVectors = 2;  // they do not: AddVectors() puts them in
+constexpr uint32_t kMapVersionNoVectors = 2;  // they do not: Map() is given them
 constexpr size_t kMapHeader = 64;
 constexpr size_t kMapAlign = 64;
 
@@ -1370,7 +1328,7 @@ Status LayOut(const Graph& g, bool with_vectors, MapLayout* out) {
   // id past the end of a list (see kListSlack).
   m.level0 = AlignUp(kMapHeader + m.nodes + m.upper + 8, kMapAlign);
   // Without vectors a record is its links and its label.
-  m.record = with_vectors ? g.size_data_per_element_ : g.size_links_level0_ + sizeof(uint64_t);
+  m.record = g.size_links_level0_ + (with_vectors ? g.data_size_ : 0) + sizeof(uint64_t);
   *out = m;
   return Status::OK();
 }
@@ -1450,22 +1408,21 @@ Status HnswIndex::EmitMappable(bool with_vectors,
   AGENTMEM_RETURN_IF_ERROR(out.Zeros(m.level0 - (kMapHeader + n + m.upper)));
   for (size_t i = 0; i < n; ++i) {
     const char* from = g.data_level0_memory_ + i * g.size_data_per_element_;
+    AGENTMEM_RETURN_IF_ERROR(out.Add(from, g.size_links_level0_));
     if (with_vectors) {
-      AGENTMEM_RETURN_IF_ERROR(out.Add(from, m.record));
-    } else {
-      AGENTMEM_RETURN_IF_ERROR(out.Add(from, g.size_links_level0_));
-      AGENTMEM_RETURN_IF_ERROR(out.Add(from + g.label_offset_, sizeof(uint64_t)));
+      AGENTMEM_RETURN_IF_ERROR(out.Add(VectorOf(g, static_cast<uint32_t>(i)), g.data_size_));
     }
+    AGENTMEM_RETURN_IF_ERROR(out.Add(from + g.label_offset_, sizeof(uint64_t)));
   }
   return out.Flush();
 }
 
-Result<size_t> HnswIndex::MappedSize(std::string_view image) {
+Result<size_t> HnswIndex::VectorBytes(std::string_view image) {
   if (image.size() < kMapHeader) return MapCorrupt("%llu bytes, too short", image.size());
   const char* h = image.data();
   if (Get<uint32_t>(h, 0) != kMapMagic) return MapCorrupt("bad magic");
   const uint32_t version = Get<uint32_t>(h, 4);
-  if (version == kMapVersion) return image.size();
+  if (version == kMapVersion) return size_t{0};
   if (version != kMapVersionNoVectors) {
     return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known", version);
   }
@@ -1477,36 +1434,25 @@ Result<size_t> HnswIndex::MappedSize(std::string_view image) {
       (image.size() - level0) / record != n) {
     return MapCorrupt("sections do not fit its %llu bytes (%llu nodes)", image.size(), n);
   }
-  return level0 + n * (record + 4 * dim);
+  return n * dim * sizeof(float);
 }
 
-Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors, char* dst,
-                             size_t first, size_t end) {
-  Result<size_t> size = MappedSize(image);
-  if (!size.ok()) return size.status();
+Status HnswIndex::FillVectors(std::string_view image, const VectorLookup& vectors, float* dst,
+                              size_t first, size_t end) {
+  Result<size_t> bytes = VectorBytes(image);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes == 0) return Status::OK();
   const char* h = image.data();
-  if (Get<uint32_t>(h, 4) == kMapVersion) {
-    if (first == 0) std::memcpy(dst, image.data(), image.size());
-    return Status::OK();
-  }
   const Metric metric = static_cast<Metric>(Get<uint32_t>(h, 8));
   const size_t dim = Get<uint32_t>(h, 12), n = std::min<size_t>(Get<uint32_t>(h, 24), end);
-  const size_t level0 = Get<uint64_t>(h, 48), stored = Get<uint32_t>(h, 56);
-  const size_t links = stored - sizeof(uint64_t), record = stored + 4 * dim;
-  if (first == 0) {
-    std::memcpy(dst, h, level0);
-    uint32_t version = kMapVersion, full = static_cast<uint32_t>(record);
-    std::memcpy(dst + 4, &version, sizeof version);
-    std::memcpy(dst + 56, &full, sizeof full);
-  }
-  const char* from = h + level0 + first * stored;
-  char* to = dst + level0 + first * record;
-  for (size_t i = first; i < n; ++i, from += stored, to += record) {
+  const size_t level0 = Get<uint64_t>(h, 48), record = Get<uint32_t>(h, 56);
+  const size_t links = record - sizeof(uint64_t);
+  const char* from = h + level0 + first * record;
+  for (size_t i = first; i < n; ++i, from += record) {
     const uint64_t label = Get<uint64_t>(from, links);
     const float* v = vectors ? vectors(label) : nullptr;
     if (v == nullptr) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
-    std::memcpy(to, from, links);
-    float* vec = reinterpret_cast<float*>(to + links);
+    float* vec = dst + i * dim;
     // A NaN or an infinity makes the norm one too: only then look closer.
     bool finite;
     if (metric == Metric::kCosine) {
@@ -1516,21 +1462,22 @@ Status HnswIndex::AddVectors(std::string_view image, const VectorLookup& vectors
       finite = AllFinite(vec, dim);
     }
     if (!finite) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
-    std::memcpy(to + links + 4 * dim, &label, sizeof label);
   }
   return Status::OK();
 }
 
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
-                                                  size_t default_ef, bool records_checked) {
+                                                  size_t default_ef, bool records_checked,
+                                                  const float* vectors,
+                                                  std::shared_ptr<void> vectors_owner) {
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
   }
   if (Get<uint32_t>(image, 0) != kMapMagic) return MapCorrupt("bad magic");
-  if (Get<uint32_t>(image, 4) != kMapVersion) {
-    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known",
-                   Get<uint32_t>(image, 4));
+  const uint32_t version = Get<uint32_t>(image, 4);
+  if (version != kMapVersion && version != kMapVersionNoVectors) {
+    return StatusF(kFormatVersion, "hnsw mapped image: version %u is not known", version);
   }
   GraphShape shape{static_cast<Metric>(Get<uint32_t>(image, 8)), Get<uint32_t>(image, 12),
                    Get<uint32_t>(image, 16), Get<uint32_t>(image, 20)};
@@ -1544,7 +1491,14 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
   const uint64_t level0 = Get<uint64_t>(image, 48);
   const size_t record = Get<uint32_t>(image, 56);
   const size_t links0 = size_t{2} * shape.m * 4 + 4, links_upper = size_t{shape.m} * 4 + 4;
-  if (record != links0 + size_t{shape.dim} * 4 + 8) return MapCorrupt("record size %llu", record);
+  const bool holds_vectors = version == kMapVersion;
+  if (!holds_vectors && vectors == nullptr && n > 0) {
+    return StatusF(kMisuse, "hnsw mapped image: version %u leaves the vectors out; none given",
+                   version);
+  }
+  if (record != links0 + (holds_vectors ? size_t{shape.dim} * 4 : 0) + 8) {
+    return MapCorrupt("record size %llu", record);
+  }
   if (n > hnsw::kMaxNodes || level0 % kMapAlign != 0 || upper > size ||
       level0 < kMapHeader + n + upper + 8 || level0 > size || (size - level0) / record != n ||
       (size - level0) % record != 0) {
@@ -1603,6 +1557,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     g.enterpoint_node_ = entry;
     g.maxlevel_ = max_level;
     g.element_levels_.assign(capacity, 0);
+    g.vectors.assign(capacity, nullptr);
     g.linkLists_ = static_cast<char**>(std::malloc(std::max<size_t>(capacity, 1) * sizeof(char*)));
     if (g.linkLists_ == nullptr) throw std::bad_alloc();
     g.visited_list_pool_ =
@@ -1622,7 +1577,17 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
         lists += size_t{levels[i]} * links_upper;
       }
     }
+    // The records as they lie in the image; the vectors in them, or in
+    // `vectors`.
+    g.size_data_per_element_ = record;
+    g.label_offset_ = record - sizeof(uint64_t);
     g.data_level0_memory_ = image + level0;
+    for (size_t i = 0; i < n; ++i) {
+      g.vectors[i] = holds_vectors
+                         ? reinterpret_cast<const float*>(image + level0 + i * record + links0)
+                         : vectors + i * shape.dim;
+    }
+    impl->vectors_owner = std::move(vectors_owner);
     impl->level0_mapped = true;
     g.cur_element_count = n;
     return Status::OK();
@@ -1678,14 +1643,10 @@ bool HnswIndex::Contains(uint64_t label) const {
 VectorBlock HnswIndex::NodeVectors() const {
   std::shared_lock lock(impl_->mu);
   const Graph& g = *impl_->graph;
-  // Every part of a node record is a multiple of 4 bytes (hnswlib's layout:
-  // u32 header, u32 links, floats, u64 label), so the stride is whole floats.
-  static_assert(sizeof(hnswlib::linklistsizeint) % sizeof(float) == 0);
   VectorBlock b;
-  b.data = reinterpret_cast<const float*>(g.data_level0_memory_ + g.offsetData_);
+  b.rows = g.vectors.data();
   b.count = g.cur_element_count;
   b.dim = impl_->shape.dim;
-  b.stride = g.size_data_per_element_ / sizeof(float);
   return b;
 }
 
@@ -1715,15 +1676,15 @@ HnswStats HnswIndex::Stats() const {
   st.entry_node = g.cur_element_count == 0 ? UINT32_MAX : g.enterpoint_node_;
   size_t upper = 0;
   for (size_t i = 0; i < g.cur_element_count; ++i) upper += g.element_levels_[i];
-  // Per slot of capacity: the level-0 record, the upper-list pointer, the
-  // level, a lock and a visited mark; per node: upper lists, a label-map entry
-  // (about 4 words) and our change sequence number.
-  const size_t per_slot = g.size_data_per_element_ + sizeof(char*) + sizeof(int) +
-                          sizeof(std::mutex) + sizeof(hnswlib::vl_type);
+  // Per slot of capacity: the level-0 record, the upper-list and vector
+  // pointers, the level and a visited mark; per node: upper lists, a
+  // label-map entry (about 4 words) and our change sequence number; and the
+  // vectors this process holds (those of a mapped image are in its records).
+  const size_t per_slot = g.size_data_per_element_ + sizeof(char*) + sizeof(float*) +
+                          sizeof(int) + sizeof(hnswlib::vl_type);
   const size_t per_node = 4 * sizeof(void*) + sizeof(uint64_t);
   st.memory_bytes = g.max_elements_ * per_slot + upper * g.size_links_per_element_ +
-                    g.cur_element_count * per_node +
-                    g.link_list_update_locks_.size() * sizeof(std::mutex);
+                    g.cur_element_count * per_node + impl_->arena.bytes();
   return st;
 }
 

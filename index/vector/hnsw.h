@@ -109,7 +109,7 @@ struct ChangeMark {
 class HnswIndex {
  public:
   // A vector by its label, for the images that leave them out (ApplyDelta,
-  // AddVectors): dim floats, or nullptr when there is none.
+  // FillVectors): dim floats, or nullptr when there is none.
   using VectorLookup = std::function<const float*(uint64_t label)>;
 
   // A new empty index. Errors: kRange for options out of range (message names
@@ -199,11 +199,11 @@ class HnswIndex {
   // ---- mappable images (docs/format.md §5.8)
   // A full image laid out so that it can be used where it lies, without a
   // copy: a 64-byte header, each node's level (one byte), the upper-layer
-  // lists, then hnswlib's level-0 records verbatim at a 64-byte aligned
-  // offset. Node labels must increase with the node id (the engine inserts
-  // episodes in id order); kMisuse otherwise. `with_vectors` false leaves the
-  // vectors out of the level-0 records (image version 2): the caller keeps
-  // them elsewhere and puts them back with AddVectors() before Map().
+  // lists, then each node's level-0 record (hnswlib's: its links, its vector,
+  // its label) at a 64-byte aligned offset. Node labels must increase with
+  // the node id (the engine inserts episodes in id order); kMisuse otherwise.
+  // `with_vectors` false leaves the vectors out of the records (image version
+  // 2): the caller keeps them elsewhere and gives them to Map().
   Status SerializeMappable(std::string* out, bool with_vectors = true) const;
   // The same bytes for a writer that never holds them whole: their size,
   // then emit(piece) in order, in pieces of at most a few hundred KiB. The
@@ -212,33 +212,38 @@ class HnswIndex {
   Result<size_t> MappableSize(bool with_vectors = true) const;
   Status EmitMappable(bool with_vectors,
                       const std::function<Status(std::string_view)>& emit) const;
-  // The bytes Map() needs for a mappable image: its size for an image with
-  // vectors; with the vectors for one without. Only the header is read, and
-  // checked against `image.size()`. Errors: kCorruptIndex, kFormatVersion.
-  static Result<size_t> MappedSize(std::string_view image);
-  // Writes into `dst` (MappedSize() bytes) the image with vectors that
-  // `image` is: an image with vectors is copied; into one without them each
-  // node's vector is put from `vectors(label)` (dim floats, as given to Add();
-  // normalised here for cosine). Labels and links are not checked here:
-  // Map() checks them. Errors: those of MappedSize(); kCorruptIndex naming
-  // the node whose label has no vector or one that is not finite.
-  // Only nodes [first, end) are written, and the header, levels and upper
-  // lists when `first` is 0: ranges that cover every node may be written by
-  // different threads at once, each calling `vectors` in node order.
-  static Status AddVectors(std::string_view image, const VectorLookup& vectors, char* dst,
-                           size_t first = 0, size_t end = SIZE_MAX);
+  // The bytes of the vectors a mappable image leaves out (FillVectors() puts
+  // them in that many): 0 for an image with vectors. Only the header is
+  // read, and checked against `image.size()`. Errors: kCorruptIndex,
+  // kFormatVersion.
+  static Result<size_t> VectorBytes(std::string_view image);
+  // Writes at dst + i * dim the vector of node i of an image without vectors,
+  // from `vectors(label)` (dim floats, as given to Add(); normalised here for
+  // cosine); nothing for an image with them. Labels and links are not checked
+  // here: Map() checks them. Errors: those of VectorBytes(); kCorruptIndex
+  // naming the node whose label has no vector or one that is not finite.
+  // Only nodes [first, end) are written: ranges that cover every node may be
+  // written by different threads at once, each calling `vectors` in node
+  // order.
+  static Status FillVectors(std::string_view image, const VectorLookup& vectors, float* dst,
+                            size_t first = 0, size_t end = SIZE_MAX);
   // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
   // writable and private to this process, followed by `spare` writable bytes
   // that new nodes may use before the index moves to the heap. `owner` is kept
-  // alive as long as the index points into the memory. Every header field,
+  // alive as long as the index points into the memory. An image without
+  // vectors takes them from `vectors` (FillVectors()'s, node i's at
+  // vectors + i * dim), kept alive by `vectors_owner`. Every header field,
   // level and link is checked first; the vectors are taken as they are.
-  // Errors: kCorruptIndex (message names the node and the check), kNoMem.
+  // Errors: kCorruptIndex (message names the node and the check), kNoMem;
+  // kMisuse for an image without vectors and no `vectors`.
   // `records_checked`: the caller has put the level-0 records through
   // MappedRecordCheck (hnsw_mapped.h), so they are not read again here.
   static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
                                                 std::shared_ptr<void> owner,
                                                 size_t default_ef = 64,
-                                                bool records_checked = false);
+                                                bool records_checked = false,
+                                                const float* vectors = nullptr,
+                                                std::shared_ptr<void> vectors_owner = nullptr);
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   Status Serialize(std::string* out) const;

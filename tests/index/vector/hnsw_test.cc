@@ -525,7 +525,7 @@ TEST_CASE("a mapped image with a damaged link or header is refused with kCorrupt
   CHECK(unordered->SerializeMappable(&out).code() == kMisuse);
 }
 
-TEST_CASE("a mappable image without vectors maps the same graph once its vectors are put back") {
+TEST_CASE("a mappable image without vectors maps the same graph with its vectors given beside it") {
   auto rng = SeededRng(33);
   const size_t n = 1200, dim = 16;
   std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
@@ -542,19 +542,34 @@ TEST_CASE("a mappable image without vectors maps the same graph once its vectors
     std::memcpy(&level0, without.data() + 48, 8);
     CHECK(without.size() == level0 + n * (2 * 16 * 4 + 4 + 8));
     CHECK(without.size() < with.size() - n * dim * 4 + 64);
-    Result<size_t> size = HnswIndex::MappedSize(without);
-    REQUIRE(size.ok());
-    CHECK(*size == with.size());
-    CHECK(*HnswIndex::MappedSize(with) == with.size());
-    std::string rebuilt(*size, '\0');
+    Result<size_t> bytes = HnswIndex::VectorBytes(without);
+    REQUIRE(bytes.ok());
+    CHECK(*bytes == n * dim * 4);
+    CHECK(*HnswIndex::VectorBytes(with) == 0);
+    auto vectors = std::shared_ptr<float[]>(new float[n * dim]);
     auto lookup = [&](uint64_t label) -> const float* {
       return label >= 1 && label <= n ? data.data() + (label - 1) * dim : nullptr;
     };
-    REQUIRE(HnswIndex::AddVectors(without, lookup, rebuilt.data()).ok());
-    CHECK(rebuilt == with);  // the same bytes: vectors normalised as Add() stored them
-    MappedCopy copy = MappedCopy::Of(rebuilt, 0);
-    Result<std::unique_ptr<HnswIndex>> mapped = copy.Map(0);
+    REQUIRE(HnswIndex::FillVectors(without, lookup, vectors.get()).ok());
+    MappedCopy copy = MappedCopy::Of(without, 4096);
+    CHECK(HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory).status().code() == kMisuse);
+    Result<std::unique_ptr<HnswIndex>> mapped =
+        HnswIndex::Map(copy.memory.get(), copy.size, 4096, copy.memory, 64, false, vectors.get(),
+                       vectors);
     REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    for (int t = 0; t < 20; ++t) {
+      CheckSameAnswers(*index, **mapped, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40));
+    }
+    // The same bytes again: the vectors as Add() stored them (normalised).
+    std::string again, again_without;
+    REQUIRE((*mapped)->SerializeMappable(&again).ok());
+    REQUIRE((*mapped)->SerializeMappable(&again_without, false).ok());
+    CHECK(again == with);
+    CHECK(again_without == without);
+    // New nodes go to the spare room, then the heap, and are found.
+    const std::vector<float> extra = RandomFloats(rng, 200 * dim, -1.0f, 1.0f);
+    AddRows(index.get(), extra, dim, 0, 200, n + 1);
+    AddRows(mapped->get(), extra, dim, 0, 200, n + 1);
     for (int t = 0; t < 20; ++t) {
       CheckSameAnswers(*index, **mapped, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40));
     }
@@ -569,14 +584,14 @@ TEST_CASE("an image without vectors whose vectors cannot all be found, or that i
   AddRows(index.get(), data, dim, 0, n, 1);
   std::string image;
   REQUIRE(index->SerializeMappable(&image, false).ok());
-  Result<size_t> size = HnswIndex::MappedSize(image);
-  REQUIRE(size.ok());
-  std::string out(*size, '\0');
+  Result<size_t> bytes = HnswIndex::VectorBytes(image);
+  REQUIRE(bytes.ok());
+  std::vector<float> out(*bytes / 4);
   // Label 77 has no vector; another is not finite.
   std::vector<float> infinite(dim, std::numeric_limits<float>::infinity());
   for (uint64_t bad : {uint64_t{77}, uint64_t{78}}) {
     CAPTURE(bad);
-    Status s = HnswIndex::AddVectors(
+    Status s = HnswIndex::FillVectors(
         image,
         [&](uint64_t label) -> const float* {
           if (label == bad) return bad == 77 ? nullptr : infinite.data();
@@ -591,14 +606,14 @@ TEST_CASE("an image without vectors whose vectors cannot all be found, or that i
   std::string more = image;
   const uint32_t count = n + 1;
   std::memcpy(more.data() + 24, &count, 4);
-  CHECK(HnswIndex::MappedSize(more).status().code() == kCorruptIndex);
-  CHECK(HnswIndex::MappedSize(std::string_view(image).substr(0, image.size() - 7)).status().code() ==
-        kCorruptIndex);
-  CHECK(HnswIndex::MappedSize(std::string_view(image).substr(0, 40)).status().code() == kCorruptIndex);
+  CHECK(HnswIndex::VectorBytes(more).status().code() == kCorruptIndex);
+  const std::string_view cut = std::string_view(image).substr(0, image.size() - 7);
+  CHECK(HnswIndex::VectorBytes(cut).status().code() == kCorruptIndex);
+  CHECK(HnswIndex::VectorBytes(cut.substr(0, 40)).status().code() == kCorruptIndex);
   std::string future = image;
   const uint32_t version = 3;
   std::memcpy(future.data() + 4, &version, 4);
-  CHECK(HnswIndex::MappedSize(future).status().code() == kFormatVersion);
+  CHECK(HnswIndex::VectorBytes(future).status().code() == kFormatVersion);
 }
 
 TEST_CASE("the same inserts in the same order give byte-identical graphs") {
