@@ -426,8 +426,7 @@ class GraphFill {
     const std::string_view image = Image();
     Result<size_t> size = index::HnswIndex::VectorBytes(image);
     if (!size.ok()) return bad_graph_(size.status());
-    size_ = *size;
-    if (size_ == 0) return Status::OK();  // vectors included
+    if (*size == 0) return Status::OK();  // vectors included
     // Memory is sized only for vectors the file can hold: one per node of the
     // state section, in pages that decompress to at most 32 times their size.
     AGENTMEM_RETURN_IF_ERROR(file_->Size(&file_size_));
@@ -444,7 +443,7 @@ class GraphFill {
       return bad_graph_(
           Status(kCorruptIndex, "its nodes are not the state section's episodes with a node"));
     }
-    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(size_);
+    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(*size);
     if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
     bytes_ = std::move(bytes);
     return Status::OK();
@@ -468,7 +467,6 @@ class GraphFill {
   const std::function<Status(Status)> bad_graph_;
   std::once_flag once_;
   Status prepared_;
-  size_t size_ = 0;
   uint64_t file_size_ = 0, nodes_ = 0;
   uint32_t dim_ = 0;
   std::vector<Chunk> chunks_;

@@ -686,7 +686,7 @@ struct HnswIndex::Impl {
 
   // A mapped image (Map()): its first `mapped` nodes live in `region` -- their
   // level-0 records (while level0_mapped) and their upper-layer lists -- which
-  // the graph must not free. hnswlib's locks are made on the first insert.
+  // the graph must not free.
   std::shared_ptr<void> region;
   std::shared_ptr<void> vectors_owner;  // where the mapped nodes' vectors lie, if not in region
   size_t mapped = 0;
