@@ -19,8 +19,9 @@
 
 namespace agentmem::engine {
 
-// Bytes of a file mapped into memory, privately: writes to them change this
-// process's copy only, never the file.
+// Bytes of a file in memory: a private, writable copy (ReadPrivate(),
+// NewPrivateBytes()), whose writes change this process's copy only, never
+// the file; or the file's own pages, read-only (File::MapShared()).
 class MappedBytes {
  public:
   virtual ~MappedBytes() = default;
@@ -61,6 +62,17 @@ class File {
   using PieceFn = std::function<Status(uint64_t offset, std::string_view bytes)>;
   virtual Status ReadPrivate(uint64_t offset, size_t n, size_t spare, const PieceFn& piece,
                              std::shared_ptr<MappedBytes>* out);
+  // The file's first n bytes (n > 0, at most its size) mapped read-only,
+  // shared: the system's cached pages of the file, no copy. Reading past the
+  // file's end through it faults (SIGBUS), so only bytes that stay in the
+  // file may be read: the log's committed pages, which no writer changes or
+  // cuts off (a VACUUM replaces the file, leaving this one as it was).
+  // Errors: kMisuse when this File cannot be mapped (the caller reads
+  // instead), kIoErr.
+  virtual Status MapShared(uint64_t n, std::shared_ptr<const MappedBytes>* out) {
+    (void)n, (void)out;
+    return Status(kMisuse, "this file cannot be mapped");
+  }
   // Reads up to n bytes at offset into *out; fewer only at end of file.
   // Errors: kIoErrRead.
   virtual Status ReadAt(uint64_t offset, size_t n, std::string* out) = 0;

@@ -96,7 +96,7 @@ Status WriteAllWithZeros(int fd, uint64_t offset, std::string_view data, size_t 
   return Status::OK();
 }
 
-// A private mapping of part of a file, followed by anonymous spare bytes.
+// A file descriptor and its path.
 class PosixFile : public File {
  public:
   // Reads straight into the memory (no intermediate copy).
@@ -121,6 +121,22 @@ class PosixFile : public File {
       done += want;
     }
     *out = std::move(bytes);
+    return Status::OK();
+  }
+
+  Status MapShared(uint64_t n, std::shared_ptr<const MappedBytes>* out) override {
+    class Mapping : public MappedBytes {
+     public:
+      Mapping(void* p, size_t n) {
+        data_ = static_cast<char*>(p);
+        size_ = n;
+      }
+      ~Mapping() override { ::munmap(data_, size_); }
+    };
+    if (n == 0 || n > SIZE_MAX) return Status(kMisuse, "map of " + path_ + ": no bytes to map");
+    void* p = ::mmap(nullptr, static_cast<size_t>(n), PROT_READ, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return Errno(kIoErrRead, "cannot map", path_, errno);
+    *out = std::make_shared<Mapping>(p, static_cast<size_t>(n));
     return Status::OK();
   }
 

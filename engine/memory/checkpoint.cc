@@ -33,6 +33,7 @@
 #include "format/coding.h"
 #include "format/page.h"
 #include "format/records.h"
+#include "index/vector/distance.h"
 #include "index/vector/hnsw.h"
 
 namespace agentmem::engine {
@@ -291,7 +292,8 @@ namespace {
 
 // The vectors of the graph's nodes, from their episodes' records: node n is
 // the n-th episode of the state section with a node, and its label is that
-// episode's id. Pages are read in file order through one read window. A
+// episode's id. Pages are read in file order, each checked as the scan
+// checks it, through one read window or where the file is mapped. A
 // node whose episode page is damaged gets a zero vector and is listed in
 // hidden(): the open goes on (as it does for any damaged record page that it
 // does not need), the node stays a waypoint of the graph but is never a hit,
@@ -299,14 +301,25 @@ namespace {
 class NodeVectorSource {
  public:
   // `at`: the index in `episodes` to look from (the first node's entry or
-  // any entry before it).
+  // any entry before it). `mapped`: the file's first `file_size` bytes, or
+  // null to read them.
   NodeVectorSource(File* file, uint64_t file_size, uint64_t salt,
-                   const std::vector<format::CheckpointEpisode>& episodes, uint32_t dim, size_t at)
-      : reader_(file, file_size, salt), episodes_(episodes), dim_(dim), vector_(dim), at_(at) {}
+                   const std::vector<format::CheckpointEpisode>& episodes, uint32_t dim, size_t at,
+                   const char* mapped)
+      : reader_(file, file_size, salt, mapped),
+        episodes_(episodes),
+        dim_(dim),
+        vector_(dim),
+        at_(at),
+        mapped_(mapped),
+        mapped_end_(mapped ? mapped + file_size : nullptr) {}
 
   // The vector of the next node, which must be labelled `label`; nullptr
   // (with status() telling why when it is not just missing) otherwise.
+  // Valid until the next call, or for as long as the mapping when
+  // in_place().
   const float* Next(uint64_t label) {
+    in_place_ = false;
     while (at_ < episodes_.size() && episodes_[at_].node == UINT32_MAX) at_++;
     if (!status_.ok() || at_ == episodes_.size() || episodes_[at_].id != label) return nullptr;
     const format::CheckpointEpisode& e = episodes_[at_++];
@@ -326,9 +339,17 @@ class NodeVectorSource {
       return Hide(label);
     }
     if (id != label) return nullptr;
+    const auto at = reinterpret_cast<uintptr_t>(bytes.data());
+    if (type == format::VectorType::kF32 && bytes.size() == size_t{4} * dim_ &&
+        at >= reinterpret_cast<uintptr_t>(mapped_) && at < reinterpret_cast<uintptr_t>(mapped_end_)) {
+      in_place_ = true;  // float32 in a page stored uncompressed, in the mapping
+      return reinterpret_cast<const float*>(bytes.data());
+    }
     if (!format::StoredToFloats(type, bytes, dim_, vector_.data())) return nullptr;
     return vector_.data();
   }
+  // Whether the last vector given lies in the mapped file.
+  bool in_place() const { return in_place_; }
   // OK, or the I/O error that stopped it.
   const Status& status() const { return status_; }
   const std::vector<uint64_t>& hidden() const { return hidden_; }
@@ -355,6 +376,9 @@ class NodeVectorSource {
   uint32_t dim_;
   std::vector<float> vector_;
   size_t at_;
+  const char* mapped_;
+  const char* mapped_end_;
+  bool in_place_ = false;
   uint64_t page_at_ = 0;  // the page read last, and what came of it
   format::PageHeader header_;
   std::string storage_;
@@ -365,12 +389,16 @@ class NodeVectorSource {
 };
 
 // The graph's vectors, for a checkpoint's image without them (the image
-// itself is used where it was read): each node's vector taken from its
-// episode record into new memory, by every thread that calls Help()
+// itself is used where it was read): where each node's vector lies, and its
+// scale (HnswIndex::ScaleFor), by every thread that calls Help()
 // (ReadCheckpoint's two), in chunks of kChunk nodes taken in order, each
-// thread with its own read window: the page faults of the new memory, the
-// reads, checksums and normalising split between them. A page
-// that fails its checks is reported as itself.
+// thread with its own read window. A float32 vector in a page stored
+// uncompressed is used where it lies in the file, mapped (File::MapShared):
+// the system's cached pages, shared with every process that has the file
+// open, no copy. Other vectors -- float16 or int8, in a compressed page, one
+// kept normalised, or every vector when the file cannot be mapped -- are
+// copied into new memory, a block per chunk. A page that fails its checks is
+// reported as itself.
 class GraphFill {
  public:
   GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
@@ -381,7 +409,7 @@ class GraphFill {
   // until none is left or one has failed.
   void Help() {
     std::call_once(once_, [this] { prepared_ = Prepare(); });
-    if (!prepared_.ok() || !bytes_) return;
+    if (!prepared_.ok() || chunks_.empty()) return;
     for (size_t c; !stop_.load(std::memory_order_relaxed) && (c = next_.fetch_add(1)) < chunks_.size();) {
       FillChunk(c);
     }
@@ -398,12 +426,16 @@ class GraphFill {
     if (stop_.load()) return Status(kInternal, "checkpoint graph: the fill was cancelled");
     return Status::OK();
   }
-  // Node i's vector at vectors() + i * dim, or null for an image that holds
-  // its vectors.
-  const float* vectors() const {
-    return bytes_ ? reinterpret_cast<const float*>(bytes_->data()) : nullptr;
+  // Where each node's vector lies, for HnswIndex::Map (empty for an image
+  // that holds its vectors). After Done().
+  index::HnswIndex::MapVectors TakeVectors() {
+    auto owner = std::make_shared<Owner>();
+    owner->map = map_;
+    for (Chunk& c : chunks_) {
+      if (c.copies) owner->copies.push_back(std::move(c.copies));
+    }
+    return {std::move(rows_), std::move(scales_), std::move(owner)};
   }
-  const std::shared_ptr<MappedBytes>& bytes() const { return bytes_; }
   // Nodes whose episode page was damaged, in each chunk.
   std::vector<uint64_t> hidden() const {
     std::vector<uint64_t> all;
@@ -417,6 +449,12 @@ class GraphFill {
     size_t entry;  // the index in state.episodes of its first node
     Status status;
     std::vector<uint64_t> hidden;
+    std::shared_ptr<MappedBytes> copies;  // kChunk rows, made on the first copy
+  };
+  // What the vectors' pointers point into.
+  struct Owner {
+    std::shared_ptr<const MappedBytes> map;
+    std::vector<std::shared_ptr<MappedBytes>> copies;
   };
   std::string_view Image() const {
     return std::string_view(sec_.graph->data() + sec_.graph_at, sec_.graph_size);
@@ -432,30 +470,67 @@ class GraphFill {
     AGENTMEM_RETURN_IF_ERROR(file_->Size(&file_size_));
     nodes_ = format::DecodeFixed32(image.data() + 24);
     dim_ = format::DecodeFixed32(image.data() + 12);
+    metric_ = static_cast<index::Metric>(format::DecodeFixed32(image.data() + 8));
     uint64_t with_node = 0;
-    for (size_t i = 0; i < state_.episodes.size(); i++) {
-      if (state_.episodes[i].node == UINT32_MAX) continue;
-      if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}});
+    try {
+      for (size_t i = 0; i < state_.episodes.size(); i++) {
+        if (state_.episodes[i].node == UINT32_MAX) continue;
+        if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}, nullptr});
+      }
+      // Without nodes, one empty chunk.
+      if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}, nullptr});
+      if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
+        chunks_.clear();
+        return bad_graph_(
+            Status(kCorruptIndex, "its nodes are not the state section's episodes with a node"));
+      }
+      rows_.resize(nodes_);
+      scales_.resize(nodes_);
+    } catch (const std::bad_alloc&) {
+      chunks_.clear();
+      return Status(kNoMem, "checkpoint graph: out of memory");
     }
-    // Without nodes, one empty chunk.
-    if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}});
-    if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
-      return bad_graph_(
-          Status(kCorruptIndex, "its nodes are not the state section's episodes with a node"));
-    }
-    std::shared_ptr<MappedBytes> bytes = NewPrivateBytes(*size);
-    if (!bytes) return Status(kNoMem, "checkpoint graph: out of memory");
-    bytes_ = std::move(bytes);
+    // A file that cannot be mapped is read instead.
+    if (file_size_ > 0 && !file_->MapShared(file_size_, &map_).ok()) map_ = nullptr;
     return Status::OK();
+  }
+  // Row `row` of the chunk's copies, made on first use; null without memory.
+  float* CopyRow(Chunk* chunk, size_t row) {
+    if (!chunk->copies) chunk->copies = NewPrivateBytes(kChunk * dim_ * sizeof(float));
+    if (!chunk->copies) return nullptr;
+    return reinterpret_cast<float*>(chunk->copies->data()) + row * dim_;
   }
   void FillChunk(size_t c) {
     Chunk& chunk = chunks_[c];
     const size_t from = c * kChunk, to = std::min<size_t>(from + kChunk, nodes_);
-    NodeVectorSource source(file_, file_size_, salt_, state_.episodes, dim_, chunk.entry);
-    Status s = index::HnswIndex::FillVectors(
-        Image(), [&](uint64_t label) { return source.Next(label); },
-        reinterpret_cast<float*>(bytes_->data()), from, to);
+    NodeVectorSource source(file_, file_size_, salt_, state_.episodes, dim_, chunk.entry,
+                            map_ ? map_->data() : nullptr);
+    bool no_memory = false;
+    Status s = index::HnswIndex::ForEachNodeLabel(Image(), from, to, [&](size_t node, uint64_t label) {
+      const float* v = source.Next(label);
+      if (v == nullptr) return false;
+      Result<float> scale = index::HnswIndex::ScaleFor(metric_, v, dim_);
+      if (!scale.ok()) return false;
+      if (*scale == 0 || !source.in_place()) {
+        float* copy = CopyRow(&chunk, node - from);
+        if (copy == nullptr) {
+          no_memory = true;
+          return false;
+        }
+        if (*scale == 0) {
+          index::CopyNormalized(v, copy, dim_);
+          *scale = 1.0f;
+        } else {
+          std::memcpy(copy, v, dim_ * sizeof(float));
+        }
+        v = copy;
+      }
+      rows_[node] = v;
+      scales_[node] = *scale;
+      return true;
+    });
     chunk.hidden = source.hidden();
+    if (no_memory) s = Status(kNoMem, "checkpoint graph: out of memory");
     chunk.status = !source.status().ok() ? source.status() : s.ok() ? s : bad_graph_(std::move(s));
     if (!chunk.status.ok()) stop_.store(true);
   }
@@ -469,8 +544,11 @@ class GraphFill {
   Status prepared_;
   uint64_t file_size_ = 0, nodes_ = 0;
   uint32_t dim_ = 0;
+  index::Metric metric_ = index::Metric::kCosine;
   std::vector<Chunk> chunks_;
-  std::shared_ptr<MappedBytes> bytes_;
+  std::shared_ptr<const MappedBytes> map_;
+  std::vector<const float*> rows_;
+  std::vector<float> scales_;
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};  // a chunk failed, or cancelled
 };
@@ -520,7 +598,7 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     // The links and labels were checked as the section was read.
     const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
     Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
-                                 sec.graph_checked, fill.vectors(), fill.bytes());
+                                 sec.graph_checked, fill.TakeVectors());
     if (!s.ok()) return bad_graph(std::move(s));
     AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
   }

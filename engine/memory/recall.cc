@@ -268,10 +268,9 @@ Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emi
 }
 
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
-                             bool records_checked, const float* vectors,
-                             std::shared_ptr<void> vectors_owner) {
+                             bool records_checked, index::HnswIndex::MapVectors vectors) {
   auto g = index::HnswIndex::Map(image, size, spare, std::move(owner), index::HnswOptions{}.default_ef,
-                                 records_checked, vectors, std::move(vectors_owner));
+                                 records_checked, std::move(vectors));
   AGENTMEM_RETURN_IF_ERROR(g.status());
   std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
   if (!NodesAgree(graph->size())) {

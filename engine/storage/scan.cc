@@ -26,10 +26,12 @@ using format::PageType;
 
 constexpr size_t kWindowBytes = 1 << 20;
 
-// A read window over the file, so that the scan reads in large chunks.
+// A read window over the file, so that the scan reads in large chunks; or,
+// given the file's first `size` bytes mapped, a view of them.
 class Window {
  public:
-  Window(File* file, uint64_t size) : file_(file), size_(size) {}
+  Window(File* file, uint64_t size, const char* mapped = nullptr)
+      : file_(file), size_(size), mapped_(mapped) {}
   // Makes bytes [pos, pos+n) available, fewer at end of file.
   Status View(uint64_t pos, size_t n, std::string_view* out) {
     if (pos >= size_) {
@@ -37,6 +39,10 @@ class Window {
       return Status::OK();
     }
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
+    if (mapped_ != nullptr) {
+      *out = std::string_view(mapped_ + pos, n);
+      return Status::OK();
+    }
     if (pos < start_ || pos + n > start_ + buf_.size()) {
       start_ = pos;
       AGENTMEM_RETURN_IF_ERROR(file_->ReadAt(pos, std::max(n, kWindowBytes), &buf_));
@@ -49,6 +55,7 @@ class Window {
  private:
   File* file_;
   uint64_t size_;
+  const char* mapped_;
   uint64_t start_ = 0;
   std::string buf_;
 };
@@ -294,14 +301,15 @@ Status TxnReader::Next(ScannedTxn* txn, bool* done) {
 }
 
 struct PageReader::Impl {
-  Impl(File* f, uint64_t size, uint64_t s) : file(f), window(f, size), salt(s) {}
+  Impl(File* f, uint64_t size, uint64_t s, const char* mapped)
+      : file(f), window(f, size, mapped), salt(s) {}
   File* file;
   Window window;
   uint64_t salt;
 };
 
-PageReader::PageReader(File* file, uint64_t file_size, uint64_t salt)
-    : impl_(std::make_unique<Impl>(file, file_size, salt)) {}
+PageReader::PageReader(File* file, uint64_t file_size, uint64_t salt, const char* mapped)
+    : impl_(std::make_unique<Impl>(file, file_size, salt, mapped)) {}
 PageReader::~PageReader() = default;
 
 Status PageReader::Read(uint64_t pos, DecodedPage* out, bool checkpoint_payload) {

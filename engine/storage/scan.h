@@ -95,7 +95,9 @@ class TxnReader {
 // page and looks for the next valid page after damage).
 class PageReader {
  public:
-  PageReader(File* file, uint64_t file_size, uint64_t salt);
+  // `mapped`: the file's first `file_size` bytes (File::MapShared()), read
+  // there instead of through the window; views then point into them.
+  PageReader(File* file, uint64_t file_size, uint64_t salt, const char* mapped = nullptr);
   ~PageReader();
   // The page at `pos`, validated as the scan validates it (docs/format.md
   // §4.6). A checkpoint page's payload is left empty unless `checkpoint_payload`.

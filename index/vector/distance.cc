@@ -41,14 +41,14 @@ namespace reference {
 
 float Dot(const float* a, const float* b, size_t dim) {
   float s = 0;
-  for (size_t i = 0; i < dim; ++i) s += a[i] * b[i];
+  for (size_t i = 0; i < dim; ++i) s += LoadFloat(a + i) * LoadFloat(b + i);
   return s;
 }
 
 float L2Sqr(const float* a, const float* b, size_t dim) {
   float s = 0;
   for (size_t i = 0; i < dim; ++i) {
-    float d = a[i] - b[i];
+    float d = LoadFloat(a + i) - LoadFloat(b + i);
     s += d * d;
   }
   return s;
@@ -57,9 +57,10 @@ float L2Sqr(const float* a, const float* b, size_t dim) {
 DotNorms DotAndNorms(const float* a, const float* b, size_t dim) {
   DotNorms r;
   for (size_t i = 0; i < dim; ++i) {
-    r.dot += a[i] * b[i];
-    r.norm_a_sqr += a[i] * a[i];
-    r.norm_b_sqr += b[i] * b[i];
+    const float x = LoadFloat(a + i), y = LoadFloat(b + i);
+    r.dot += x * y;
+    r.norm_a_sqr += x * x;
+    r.norm_b_sqr += y * y;
   }
   return r;
 }
@@ -212,9 +213,15 @@ __attribute__((always_inline)) inline double NormOf(const float* v, size_t dim) 
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= dim; i += 8) {
-    for (size_t j = 0; j < 8; ++j) lane[j] += static_cast<double>(v[i + j]) * v[i + j];
+    for (size_t j = 0; j < 8; ++j) {
+      const double x = LoadFloat(v + i + j);
+      lane[j] += x * x;
+    }
   }
-  for (; i < dim; ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
+  for (; i < dim; ++i) {
+    const double x = LoadFloat(v + i);
+    lane[i % 8] += x * x;
+  }
   const double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   return std::sqrt(sum);
 }
@@ -232,7 +239,7 @@ __attribute__((always_inline)) inline float ToUnit(const float* src, float* dst,
     return static_cast<float>(norm);
   }
   const double scale = 1.0 / norm;
-  for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(from[i] * scale);
+  for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(LoadFloat(from + i) * scale);
   return static_cast<float>(norm);
 }
 
@@ -250,6 +257,11 @@ float NormalizeInPlace(float* v, size_t dim) { return ToUnit<true>(v, v, dim); }
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 float CopyNormalized(const float* src, float* dst, size_t dim) { return ToUnit<false>(src, dst, dim); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+double Norm(const float* v, size_t dim) { return NormOf(v, dim); }
 
 bool AllFinite(const float* v, size_t dim) {
   // Exponent bits all ones: an infinity or a NaN. No early exit, so that

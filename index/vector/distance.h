@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "format/status.h"
@@ -30,6 +31,14 @@
 namespace agentmem::index {
 
 enum class SimdPath : uint8_t { kScalar = 0, kSse2 = 1, kAvx2 = 2, kAvx512 = 3, kNeon = 4 };
+
+// The float at p, which need not be aligned (a vector may lie where a file's
+// page put it).
+inline float LoadFloat(const float* p) {
+  float x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
 
 // "scalar", "sse2", "avx2+fma", "avx512f" or "neon".
 const char* SimdPathName(SimdPath path);
@@ -85,6 +94,9 @@ float NormalizeInPlace(float* v, size_t dim);
 // The same into dst (dim floats, not overlapping src): the bits of copying
 // src to dst and then NormalizeInPlace(dst), in one pass over dst.
 float CopyNormalized(const float* src, float* dst, size_t dim);
+// |v| in double: the length NormalizeInPlace divides by (the same bits on
+// every CPU); not finite exactly when v holds a NaN or an infinity.
+double Norm(const float* v, size_t dim);
 
 // True when every element is finite (no NaN, no infinity).
 bool AllFinite(const float* v, size_t dim);

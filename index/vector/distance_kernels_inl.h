@@ -104,7 +104,7 @@ struct SimdKernels {
     }
     for (; i + kWidth <= n; i += kWidth) s0 = MulAdd(Load(a + i), Load(b + i), s0);
     float s = Sum4(s0, s1, s2, s3);
-    for (; i < n; ++i) s += a[i] * b[i];
+    for (; i < n; ++i) s += LoadFloat(a + i) * LoadFloat(b + i);
     return s;
   }
 
@@ -125,7 +125,10 @@ struct SimdKernels {
     }
     for (; i + kWidth <= n; i += kWidth) s0 = SquaredDiff(a + i, b + i, s0);
     float s = Sum4(s0, s1, s2, s3);
-    for (; i < n; ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
+    for (; i < n; ++i) {
+      const float d = LoadFloat(a + i) - LoadFloat(b + i);
+      s += d * d;
+    }
     return s;
   }
 
@@ -149,9 +152,10 @@ struct SimdKernels {
     bb0 += bb1;
     DotNorms r{Sum(ab0), Sum(aa0), Sum(bb0)};
     for (; i < n; ++i) {
-      r.dot += a[i] * b[i];
-      r.norm_a_sqr += a[i] * a[i];
-      r.norm_b_sqr += b[i] * b[i];
+      const float x = LoadFloat(a + i), y = LoadFloat(b + i);
+      r.dot += x * y;
+      r.norm_a_sqr += x * x;
+      r.norm_b_sqr += y * y;
     }
     return r;
   }

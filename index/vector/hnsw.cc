@@ -7,8 +7,11 @@
 // graph exception-safely, and (c) copy nodes in and out of graph images. Nodes
 // are inserted here (AddBatch), not by hnswlib's addPoint, and a node's vector
 // is reached through Graph::vectors rather than at a fixed place in its
-// record: it can lie in the heap, or in the record of a mapped image that
-// holds its vectors. What it relies on, from hnswalg.h of 0.6.2:
+// record: it can lie in the heap, in the record of a mapped image that holds
+// its vectors, or where the caller of Map() found it (a file's page). Vectors
+// are kept as given, not normalised: a cosine distance is 1 - <a, b> times
+// both scales (KeptScale), and distances are computed here, not by hnswlib's
+// callback. What it relies on, from hnswalg.h of 0.6.2:
 //   * node i's record: data_level0_memory_ + i * size_data_per_element_ =
 //     [u32 header: u16 link count, u8 flags (bit 0 deleted), u8 0]
 //     [maxM0_ u32 links][u64 label] (label_offset_ = the links' size), or
@@ -41,11 +44,16 @@
 namespace agentmem::index {
 namespace {
 
-// hnswlib's graph and where each node's vector lies (one pointer per slot of
-// capacity; dim floats, normalised for cosine).
+// hnswlib's graph, where each node's vector lies (one pointer per slot of
+// capacity: dim floats, any alignment) and its scale (KeptScale()), and the
+// kernels the distances use.
 struct Graph : hnswlib::HierarchicalNSW<float> {
   using hnswlib::HierarchicalNSW<float>::HierarchicalNSW;
   std::vector<const float*> vectors;
+  std::vector<float> scales;
+  const DistanceKernels* kernels = nullptr;
+  size_t dim = 0;
+  bool l2 = false;
 };
 using hnsw::GraphShape;
 using hnsw::kNoNode;
@@ -59,7 +67,10 @@ constexpr size_t kMinCapacity = 16;
 std::atomic<bool> g_grow_fails{false};
 #endif
 
-// ---- distances: distance.h's kernels in hnswlib's callback shape ----
+// ---- hnswlib's space: distance.h's kernels in hnswlib's callback shape ----
+//
+// hnswlib's own searches and inserts, which would call these, are not used
+// (DistanceTo below is); a graph needs a space all the same.
 
 // Handed back to the callback by hnswlib. `dim` comes first: hnswlib's
 // getDataByLabel reads the parameter as a size_t*.
@@ -88,6 +99,7 @@ class KernelSpace final : public hnswlib::SpaceInterface<float> {
   size_t get_data_size() override { return param_.dim * sizeof(float); }
   hnswlib::DISTFUNC<float> get_dist_func() override { return fn_; }
   void* get_dist_func_param() override { return &param_; }
+  const DistanceKernels* kernels() const { return param_.kernels; }
 
  private:
   KernelParam param_;
@@ -103,9 +115,47 @@ std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
 
 const float* VectorOf(const Graph& g, uint32_t node) { return g.vectors[node]; }
 
-float DistanceTo(const Graph& g, const float* query, uint32_t node) {
-  return g.fstdistfunc_(query, VectorOf(g, node), g.dist_func_param_);
+// The lengths of a cosine vector that the graph keeps as it is, with the
+// inverse of its length as its scale: within them the product of two such
+// vectors' components neither overflows nor vanishes. Others (a zero
+// vector among them) it keeps normalised, with scale 1.
+constexpr double kMinKeptNorm = 0x1p-30, kMaxKeptNorm = 0x1p30;
+
+// The scale the graph gives a vector of length `norm` that it keeps as it is,
+// or 0 when it keeps the vector normalised. Cosine distances are then
+// 1 - <a, b> * scale(a) * scale(b) whichever handle computes them; other
+// metrics' scales are 1.
+float KeptScale(Metric metric, double norm) {
+  if (metric != Metric::kCosine) return 1.0f;
+  if (!(norm >= kMinKeptNorm && norm <= kMaxKeptNorm)) return 0.0f;
+  return static_cast<float>(1.0 / norm);
 }
+
+// Copies finite vector v into dst as the graph keeps it; returns its scale.
+float Keep(Metric metric, const float* v, size_t dim, float* dst) {
+  const float scale = KeptScale(metric, Norm(v, dim));
+  if (scale != 0) {
+    std::memcpy(dst, v, dim * sizeof(float));
+    return scale;
+  }
+  CopyNormalized(v, dst, dim);
+  return 1.0f;
+}
+
+// What a walk measures distances from: a vector (any alignment) and its
+// scale; a query's is 1 (normalised first for cosine).
+struct Query {
+  const float* v;
+  float scale;
+};
+
+Query NodeQuery(const Graph& g, uint32_t node) { return {g.vectors[node], g.scales[node]}; }
+
+float DistanceTo(const Graph& g, const Query& q, uint32_t node) {
+  if (g.l2) return g.kernels->l2_sqr(q.v, g.vectors[node], g.dim);
+  return 1.0f - g.kernels->dot(q.v, g.vectors[node], g.dim) * (q.scale * g.scales[node]);
+}
+
 
 // The node holding `label`. Nodes inserted or applied in this process are in
 // hnswlib's label map; the first `mapped` nodes of a mapped image are not
@@ -213,7 +263,7 @@ struct DirectLists {
 // Greedy descent from `at` through layers top..bottom+1 to the node nearest
 // the query on layer bottom + 1.
 template <class Lists>
-Candidate Descend(const Graph& g, const float* query, Candidate at, int top, int bottom,
+Candidate Descend(const Graph& g, const Query& query, Candidate at, int top, int bottom,
                   Lists& lists) {
   for (int layer = top; layer > bottom; --layer) {
     for (bool moved = true; moved;) {
@@ -240,7 +290,7 @@ void PrefetchVector(const Graph& g, uint32_t node) {
 // searchBaseLayerST, with ef per call and an acceptance test). Nodes that fail
 // `accept` are expanded but never returned. Returns up to ef accepted nodes.
 template <class Lists, class Accept>
-std::vector<Candidate> SearchLayer(const Graph& g, const float* query, Candidate entry, size_t ef,
+std::vector<Candidate> SearchLayer(const Graph& g, const Query& query, Candidate entry, size_t ef,
                                    int layer, Lists& lists, const Accept& accept) {
   VisitedSet visited(g.visited_list_pool_);
   std::priority_queue<Candidate, std::vector<Candidate>, FartherOnTop> best;
@@ -489,7 +539,7 @@ void SelectNeighbors(const Graph& g, std::vector<Candidate>* c, size_t m) {
   size_t kept = 0;
   for (size_t i = 0; i < c->size() && kept < m; ++i) {
     const Candidate x = (*c)[i];
-    const float* xv = VectorOf(g, x.node);
+    const Query xv = NodeQuery(g, x.node);
     bool good = true;
     for (size_t j = 0; j < kept && good; ++j) {
       good = DistanceTo(g, xv, (*c)[j].node) >= x.distance;
@@ -505,7 +555,7 @@ void SelectNeighbors(const Graph& g, std::vector<Candidate>* c, size_t m) {
 void PlanLinks(const Graph& g, uint32_t node, uint32_t round_first, uint32_t entry, int top,
                std::vector<std::vector<uint32_t>>* plan) {
   const int level = g.element_levels_[node];
-  const float* q = VectorOf(g, node);
+  const Query q = NodeQuery(g, node);
   plan->assign(static_cast<size_t>(level) + 1, {});
   DirectLists lists{g};
   Candidate at{0, entry};
@@ -557,7 +607,7 @@ bool LinkBack(Graph* g, uint32_t to, uint32_t node, int layer, std::vector<Candi
     g->setListCount(list, static_cast<unsigned short>(had.size() + 1));
     return true;
   }
-  const float* base = VectorOf(*g, to);
+  const Query base = NodeQuery(*g, to);
   scratch->clear();
   scratch->push_back({DistanceTo(*g, base, node), node});
   for (uint32_t n : had) scratch->push_back({DistanceTo(*g, base, n), n});
@@ -733,6 +783,7 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   // just made when putting it in its deque fails. Lists are made on demand.
   auto pool = std::make_unique<hnswlib::VisitedListPool>(0, static_cast<int>(capacity));
   g.vectors.resize(capacity);
+  g.scales.resize(capacity);
   void* data = nullptr;
   if (level0_mapped) {  // the mapped records move to the heap
     data = std::malloc(capacity * g.size_data_per_element_);
@@ -762,7 +813,7 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
 }
 
 Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned threads) {
-  // Checks and copies, outside the lock: the vectors in label order.
+  // Checks and copies, outside the lock: the vectors in label order, as given.
   std::vector<size_t> order(items.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -776,9 +827,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
       return StatusF(kConstraint, "hnsw: label %llu appears twice in the batch",
                      static_cast<unsigned long long>(item.label));
     }
-    float* row = data.data() + i * dim;
-    std::copy(item.vector.begin(), item.vector.end(), row);
-    if (shape.metric == Metric::kCosine) NormalizeInPlace(row, dim);
+    std::copy(item.vector.begin(), item.vector.end(), data.data() + i * dim);
   }
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
@@ -827,7 +876,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     std::memset(g.data_level0_memory_ + node * g.size_data_per_element_, 0,
                 g.size_data_per_element_);
     float* vector = arena.Take();
-    std::memcpy(vector, data.data() + i * dim, g.data_size_);
+    g.scales[node] = Keep(shape.metric, data.data() + i * dim, dim, vector);
     g.vectors[node] = vector;
     g.setExternalLabel(static_cast<uint32_t>(node), items[order[i]].label);
     g.element_levels_[node] = levels[i];
@@ -931,9 +980,10 @@ Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   return Status::OK();
 }
 
-std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* query, size_t ef,
+std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* vector, size_t ef,
                                                     const LabelFilter& filter) const {
   const Graph& g = *graph;
+  const Query query{vector, 1.0f};
   DirectLists lists{g};
   const Candidate entry = Descend(g, query, {DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_},
                                   g.maxlevel_, 0, lists);
@@ -991,7 +1041,7 @@ void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_
     std::memset(g.data_level0_memory_ + size_t{r.node} * g.size_data_per_element_, 0,
                 g.size_data_per_element_);
     float* vector = arena.Take();
-    std::memcpy(vector, r.vector, g.data_size_);
+    g.scales[r.node] = Keep(shape.metric, reinterpret_cast<const float*>(r.vector), shape.dim, vector);
     g.vectors[r.node] = vector;
     g.setExternalLabel(r.node, r.label);
     g.element_levels_[r.node] = r.level;
@@ -1077,7 +1127,7 @@ HnswIndex::~HnswIndex() = default;
 // and no memory yet (Grow allocates). Nothing here allocates: hnswlib's own
 // constructor is not used because it leaks what it allocated when a later
 // allocation in it fails (a visited list, the level-0 block).
-static void InitEmptyGraph(Graph* graph, const GraphShape& shape, hnswlib::SpaceInterface<float>* space) {
+static void InitEmptyGraph(Graph* graph, const GraphShape& shape, KernelSpace* space) {
   Graph& g = *graph;
   // What the destructor reads first.
   g.cur_element_count = 0;
@@ -1096,6 +1146,9 @@ static void InitEmptyGraph(Graph* graph, const GraphShape& shape, hnswlib::Space
   g.data_size_ = space->get_data_size();
   g.fstdistfunc_ = space->get_dist_func();
   g.dist_func_param_ = space->get_dist_func_param();
+  g.kernels = space->kernels();
+  g.dim = shape.dim;
+  g.l2 = shape.metric == Metric::kL2;
   g.size_links_level0_ = g.maxM0_ * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
   // A record is its links and its label; the vector is elsewhere
   // (Graph::vectors). hnswlib's own offset of a vector is left pointing at
@@ -1154,7 +1207,7 @@ static void RepairedList(const Graph& g, uint32_t node, int layer, const std::ve
              c->end());
     const size_t most = layer == 0 ? g.maxM0_ : g.maxM_;
     if (c->size() > most) {
-      const float* v = VectorOf(g, node);
+      const Query v = NodeQuery(g, node);
       for (Candidate& x : *c) x.distance = DistanceTo(g, v, x.node);
       SortNearestFirst(c);
       // The heuristic's choice, then the nearest of the rest up to `most`:
@@ -1437,31 +1490,25 @@ Result<size_t> HnswIndex::VectorBytes(std::string_view image) {
   return n * dim * sizeof(float);
 }
 
-Status HnswIndex::FillVectors(std::string_view image, const VectorLookup& vectors, float* dst,
-                              size_t first, size_t end) {
+Result<float> HnswIndex::ScaleFor(Metric metric, const float* v, size_t dim) {
+  const double norm = Norm(v, dim);
+  if (!std::isfinite(norm)) return Status(kMismatch, "hnsw: the vector holds NaN or infinity");
+  return KeptScale(metric, norm);
+}
+
+Status HnswIndex::ForEachNodeLabel(std::string_view image, size_t first, size_t end,
+                                   const std::function<bool(size_t node, uint64_t label)>& place) {
   Result<size_t> bytes = VectorBytes(image);
   if (!bytes.ok()) return bytes.status();
   if (*bytes == 0) return Status::OK();
   const char* h = image.data();
-  const Metric metric = static_cast<Metric>(Get<uint32_t>(h, 8));
-  const size_t dim = Get<uint32_t>(h, 12), n = std::min<size_t>(Get<uint32_t>(h, 24), end);
+  const size_t n = std::min<size_t>(Get<uint32_t>(h, 24), end);
   const size_t level0 = Get<uint64_t>(h, 48), record = Get<uint32_t>(h, 56);
   const size_t links = record - sizeof(uint64_t);
   const char* from = h + level0 + first * record;
   for (size_t i = first; i < n; ++i, from += record) {
     const uint64_t label = Get<uint64_t>(from, links);
-    const float* v = vectors ? vectors(label) : nullptr;
-    if (v == nullptr) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
-    float* vec = dst + i * dim;
-    // A NaN or an infinity makes the norm one too: only then look closer.
-    bool finite;
-    if (metric == Metric::kCosine) {
-      finite = std::isfinite(CopyNormalized(v, vec, dim)) || AllFinite(vec, dim);
-    } else {
-      std::memcpy(vec, v, 4 * dim);
-      finite = AllFinite(vec, dim);
-    }
-    if (!finite) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
+    if (!place(i, label)) return MapCorrupt("node %llu (label %llu): no usable vector for it", i, label);
   }
   return Status::OK();
 }
@@ -1469,8 +1516,7 @@ Status HnswIndex::FillVectors(std::string_view image, const VectorLookup& vector
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
                                                   size_t default_ef, bool records_checked,
-                                                  const float* vectors,
-                                                  std::shared_ptr<void> vectors_owner) {
+                                                  MapVectors vectors) {
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
   }
@@ -1492,9 +1538,9 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
   const size_t record = Get<uint32_t>(image, 56);
   const size_t links0 = size_t{2} * shape.m * 4 + 4, links_upper = size_t{shape.m} * 4 + 4;
   const bool holds_vectors = version == kMapVersion;
-  if (!holds_vectors && vectors == nullptr && n > 0) {
-    return StatusF(kMisuse, "hnsw mapped image: version %u leaves the vectors out; none given",
-                   version);
+  if (!holds_vectors && (vectors.rows.size() != n || vectors.scales.size() != n)) {
+    return StatusF(kMisuse, "hnsw mapped image: version %u leaves the vectors out; %zu given for %zu nodes",
+                   version, vectors.rows.size(), n);
   }
   if (record != links0 + (holds_vectors ? size_t{shape.dim} * 4 : 0) + 8) {
     return MapCorrupt("record size %llu", record);
@@ -1557,7 +1603,15 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     g.enterpoint_node_ = entry;
     g.maxlevel_ = max_level;
     g.element_levels_.assign(capacity, 0);
-    g.vectors.assign(capacity, nullptr);
+    if (holds_vectors) {
+      g.vectors.assign(capacity, nullptr);
+      g.scales.assign(capacity, 0.0f);
+    } else {
+      g.vectors = std::move(vectors.rows);
+      g.scales = std::move(vectors.scales);
+      g.vectors.resize(capacity);
+      g.scales.resize(capacity);
+    }
     g.linkLists_ = static_cast<char**>(std::malloc(std::max<size_t>(capacity, 1) * sizeof(char*)));
     if (g.linkLists_ == nullptr) throw std::bad_alloc();
     g.visited_list_pool_ =
@@ -1577,17 +1631,17 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
         lists += size_t{levels[i]} * links_upper;
       }
     }
-    // The records as they lie in the image; the vectors in them, or in
-    // `vectors`.
+    // The records as they lie in the image; the vectors in them, as the
+    // graph that wrote them kept them, or where `vectors` says.
     g.size_data_per_element_ = record;
     g.label_offset_ = record - sizeof(uint64_t);
     g.data_level0_memory_ = image + level0;
-    for (size_t i = 0; i < n; ++i) {
-      g.vectors[i] = holds_vectors
-                         ? reinterpret_cast<const float*>(image + level0 + i * record + links0)
-                         : vectors + i * shape.dim;
+    for (size_t i = 0; holds_vectors && i < n; ++i) {
+      g.vectors[i] = reinterpret_cast<const float*>(image + level0 + i * record + links0);
+      const float scale = KeptScale(shape.metric, Norm(g.vectors[i], shape.dim));
+      g.scales[i] = scale != 0 ? scale : 1.0f;
     }
-    impl->vectors_owner = std::move(vectors_owner);
+    impl->vectors_owner = std::move(vectors.owner);
     impl->level0_mapped = true;
     g.cur_element_count = n;
     return Status::OK();
@@ -1730,9 +1784,8 @@ Status HnswIndex::EncodeDelta(const ChangeMark& mark, std::string* out, bool wit
   });
 }
 
-// The vectors an image without them leaves to its caller, as the graph
-// stores them (normalised for cosine), in `storage`; each record points at
-// its own. Errors: kCorruptIndex for a label with no vector or a vector that
+// The vectors an image without them leaves to its caller, as given, in
+// `storage`; each record points at its own. Errors: kCorruptIndex for a label with no vector or a vector that
 // is not finite.
 static Status SupplyVectors(const HnswIndex::VectorLookup& vectors, const GraphShape& shape,
                             hnsw::ParsedImage* image, std::vector<float>* storage) {
@@ -1757,7 +1810,6 @@ static Status SupplyVectors(const HnswIndex::VectorLookup& vectors, const GraphS
     const float* v = found[row];
     float* out = storage->data() + row++ * dim;
     std::copy(v, v + dim, out);
-    if (shape.metric == Metric::kCosine) NormalizeInPlace(out, dim);
     r.vector = reinterpret_cast<const char*>(out);
   }
   return Status::OK();

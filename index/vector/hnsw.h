@@ -108,8 +108,8 @@ struct ChangeMark {
 
 class HnswIndex {
  public:
-  // A vector by its label, for the images that leave them out (ApplyDelta,
-  // FillVectors): dim floats, or nullptr when there is none.
+  // A vector by its label, for the deltas that leave them out (ApplyDelta):
+  // dim floats, or nullptr when there is none.
   using VectorLookup = std::function<const float*(uint64_t label)>;
 
   // A new empty index. Errors: kRange for options out of range (message names
@@ -127,8 +127,8 @@ class HnswIndex {
   HnswIndex(const HnswIndex&) = delete;
   HnswIndex& operator=(const HnswIndex&) = delete;
 
-  // Inserts `vector` under `label`. For cosine the vector is normalised first
-  // (a zero vector is stored as is: cosine distance 1 to everything). Grows
+  // Inserts `vector` under `label`. For cosine its distances are those of
+  // the vector normalised (a zero vector: distance 1 to everything). Grows
   // the capacity as needed. Errors: kMismatchDimension; kMismatch for NaN or
   // infinity; kConstraint when the label is already present (deleted or not:
   // labels are never reused); kNoMem.
@@ -188,7 +188,8 @@ class HnswIndex {
   void set_default_ef(size_t ef);
 
   // The stored vectors, node by node in insertion order (node n's vector at
-  // row n; for cosine, normalised), and each node's label. Valid until the
+  // row n; for cosine, as given or normalised: ScaleFor()), and each node's
+  // label. Valid until the
   // next Add(), Reserve() or ApplyDelta(); the caller must not run those
   // concurrently with reading through them.
   VectorBlock NodeVectors() const;
@@ -212,38 +213,49 @@ class HnswIndex {
   Result<size_t> MappableSize(bool with_vectors = true) const;
   Status EmitMappable(bool with_vectors,
                       const std::function<Status(std::string_view)>& emit) const;
-  // The bytes of the vectors a mappable image leaves out (FillVectors() puts
-  // them in that many): 0 for an image with vectors. Only the header is
-  // read, and checked against `image.size()`. Errors: kCorruptIndex,
-  // kFormatVersion.
+  // The bytes of the vectors a mappable image leaves out: 0 for an image
+  // with vectors. Only the header is read, and checked against
+  // `image.size()`. Errors: kCorruptIndex, kFormatVersion.
   static Result<size_t> VectorBytes(std::string_view image);
-  // Writes at dst + i * dim the vector of node i of an image without vectors,
-  // from `vectors(label)` (dim floats, as given to Add(); normalised here for
-  // cosine); nothing for an image with them. Labels and links are not checked
-  // here: Map() checks them. Errors: those of VectorBytes(); kCorruptIndex
-  // naming the node whose label has no vector or one that is not finite.
-  // Only nodes [first, end) are written: ranges that cover every node may be
-  // written by different threads at once, each calling `vectors` in node
-  // order.
-  static Status FillVectors(std::string_view image, const VectorLookup& vectors, float* dst,
-                            size_t first = 0, size_t end = SIZE_MAX);
+  // How the graph keeps vector v (dim floats, any alignment) of `metric`:
+  // where it lies, with the scale returned (cosine: the inverse of its
+  // length; other metrics 1), or, when 0 is returned (a cosine vector
+  // shorter than 2^-30 or longer than 2^30, zero among them), as a copy
+  // normalised by NormalizeInPlace() with scale 1. Every handle keeps a
+  // vector the same way, so that all compute the same distances.
+  // Errors: kMismatch when v holds NaN or infinity.
+  static Result<float> ScaleFor(Metric metric, const float* v, size_t dim);
+  // Calls place(node, label) for each node in [first, end) of a mappable
+  // image without vectors, in node order; nothing for an image with them.
+  // Labels and links are not checked here: Map() checks them. Errors: those
+  // of VectorBytes(); kCorruptIndex naming the node for which place()
+  // returned false (no usable vector for its label).
+  static Status ForEachNodeLabel(std::string_view image, size_t first, size_t end,
+                                 const std::function<bool(size_t node, uint64_t label)>& place);
+  // The vectors of a mappable image that leaves them out: node i's at
+  // rows[i] (any alignment) with scales[i] (as ScaleFor() says), kept alive
+  // by `owner` as long as the index uses them.
+  struct MapVectors {
+    std::vector<const float*> rows;
+    std::vector<float> scales;
+    std::shared_ptr<void> owner;
+  };
   // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
   // writable and private to this process, followed by `spare` writable bytes
   // that new nodes may use before the index moves to the heap. `owner` is kept
   // alive as long as the index points into the memory. An image without
-  // vectors takes them from `vectors` (FillVectors()'s, node i's at
-  // vectors + i * dim), kept alive by `vectors_owner`. Every header field,
-  // level and link is checked first; the vectors are taken as they are.
+  // vectors takes them from `vectors`. Every header field, level and link is
+  // checked first; the vectors are taken as they are.
   // Errors: kCorruptIndex (message names the node and the check), kNoMem;
-  // kMisuse for an image without vectors and no `vectors`.
+  // kMisuse for an image without vectors and not one row and scale per node
+  // in `vectors`.
   // `records_checked`: the caller has put the level-0 records through
   // MappedRecordCheck (hnsw_mapped.h), so they are not read again here.
   static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
                                                 std::shared_ptr<void> owner,
                                                 size_t default_ef = 64,
                                                 bool records_checked = false,
-                                                const float* vectors = nullptr,
-                                                std::shared_ptr<void> vectors_owner = nullptr);
+                                                MapVectors vectors = {});
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   Status Serialize(std::string* out) const;

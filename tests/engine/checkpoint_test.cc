@@ -223,6 +223,94 @@ TEST_CASE("a checkpoint gives the same state as the full scan it replaces") {
   agentmem_close(db);
 }
 
+// Whether the file at `path` is among this process's mappings.
+bool MapsFile(const std::string& path) {
+  const std::string name = std::filesystem::canonical(path).string();
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Each query's vector hits for each user: (id, similarity) in order.
+std::vector<std::pair<uint64_t, double>> VectorHits(agentmem::engine::Database* db,
+                                                    const std::vector<std::vector<float>>& queries) {
+  std::vector<std::pair<uint64_t, double>> all;
+  for (const char* user : {"ann", "bob"}) {
+    for (const std::vector<float>& v : queries) {
+      agentmem::engine::RecallQuery q;
+      q.user_id = user;
+      q.vector = v;
+      q.mode = agentmem::engine::RecallMode::kVector;
+      q.k = 20;
+      std::vector<agentmem::engine::RecallHit> hits;
+      Status s = db->Recall(q, &hits, nullptr);
+      REQUIRE_MESSAGE(s.ok(), s.ToString());
+      for (const auto& h : hits) all.emplace_back(h.id, h.vector_score);
+      all.emplace_back(0, 0);  // end of this list
+    }
+  }
+  return all;
+}
+
+TEST_CASE("an open uses the graph's vectors where the file lies and answers as an open that reads them") {
+  agentmem::test::TempDir dir;
+  const std::string path = dir.path() + "/m.agentmem";
+  std::mt19937 rng(static_cast<uint32_t>(agentmem::test::Seed()));
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  auto random_vector = [&] {
+    std::vector<float> v(64);
+    for (float& x : v) x = unit(rng);
+    return v;
+  };
+  agentmem::test::TestClock clock;
+  auto opts = agentmem::test::TestOptionsFor(agentmem::engine::Env::Posix(), &clock,
+                                             agentmem::engine::SyncMode::kFull, 7, 64);
+  opts.checkpoint_bytes = 1;
+  std::vector<std::vector<float>> queries;
+  for (int i = 0; i < 8; i++) queries.push_back(random_vector());
+  std::vector<std::pair<uint64_t, double>> written;
+  {
+    auto db = agentmem::test::MustOpen(path, opts);
+    for (int i = 0; i < 500; i++) {
+      EpisodeRecord r;
+      r.user_id = i % 2 ? "ann" : "bob";
+      r.text = "turn " + std::to_string(i);
+      r.vector = random_vector();
+      // Some too short to keep as they are (kept normalised), and a zero one.
+      if (i % 50 == 7) {
+        for (float& x : r.vector) x *= 1e-35f;
+      }
+      if (i == 100) std::fill(r.vector.begin(), r.vector.end(), 0.0f);
+      uint64_t id = 0;
+      REQUIRE(db->Remember(r, &id).ok());
+    }
+    written = VectorHits(db.get(), queries);
+    REQUIRE(db->Close().ok());
+  }
+  REQUIRE(NewestSuperblock(path).checkpoint != 0);
+  CHECK_FALSE(MapsFile(path));
+  opts.checkpoint_bytes = 0;
+  {
+    auto mapped = agentmem::test::MustOpen(path, opts);
+    CHECK(MapsFile(path));
+    CHECK(VectorHits(mapped.get(), queries) == written);
+    // An Env whose files cannot be mapped: the vectors are read and copied.
+    agentmem::test::FaultEnv env(agentmem::engine::Env::Posix());
+    auto read_opts = opts;
+    read_opts.env = &env;
+    auto read = agentmem::test::MustOpen(path, read_opts);
+    CHECK(VectorHits(read.get(), queries) == written);
+    REQUIRE(mapped->Close().ok());
+    REQUIRE(read->Close().ok());
+  }
+  // Closed: the mapping is gone with the graph.
+  CHECK_FALSE(MapsFile(path));
+}
+
 TEST_CASE("a reader whose snapshot predates a checkpoint moves past it on its next read") {
   agentmem::test::TempDir dir;
   const std::string path = dir.path() + "/r.agentmem";

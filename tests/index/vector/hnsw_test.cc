@@ -210,6 +210,46 @@ TEST_CASE("with ef as large as the index, search equals the exact scan for every
   }
 }
 
+TEST_CASE("cosine vectors of any length, near zero or near the float limit, give cosine distances") {
+  auto rng = SeededRng(23);
+  const size_t n = 600, dim = 24;
+  const std::vector<float> unit = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (float factor : {1.0f, 1e-30f, 1e30f}) {
+    CAPTURE(factor);
+    std::vector<float> data = unit;
+    for (float& x : data) x *= factor;
+    // Kept as given with their inverse length as scale, or kept normalised
+    // where a product of two components could vanish or overflow.
+    Result<float> scale = HnswIndex::ScaleFor(Metric::kCosine, data.data(), dim);
+    REQUIRE(scale.ok());
+    CHECK((*scale == 0) == (factor != 1.0f));
+    auto index = NewIndex(Metric::kCosine, dim);
+    AddRows(index.get(), data, dim, 0, n);
+    const std::vector<float> zero(dim, 0.0f);
+    REQUIRE(index->Add(n, zero).ok());
+    for (int t = 0; t < 10; ++t) {
+      std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+      auto got = MustSearch(*index, q, Top(10, n + 1));
+      auto want = ExactTopK(Metric::kCosine, q, VectorBlock{unit.data(), n, dim}, 10);
+      REQUIRE(want.ok());
+      REQUIRE(got.size() == 10);
+      for (size_t i = 0; i < 10; ++i) {
+        CHECK(got[i].distance == doctest::Approx((*want)[i].distance).epsilon(1e-4));
+      }
+    }
+    // The zero vector is at distance 1 from everything.
+    auto far = MustSearch(*index, RandomFloats(rng, dim, -1.0f, 1.0f), Top(n + 1, n + 1));
+    REQUIRE(far.size() == n + 1);
+    bool seen = false;
+    for (const Neighbor& h : far) {
+      if (h.id != n) continue;
+      seen = true;
+      CHECK(h.distance == doctest::Approx(1.0).epsilon(1e-6));
+    }
+    CHECK(seen);
+  }
+}
+
 TEST_CASE("HNSW recall@10 on real SIFT data meets 0.98 at the default ef") {
   test::TexmexMatrix<float> base, queries;
   test::TexmexMatrix<int32_t> truth;
@@ -546,16 +586,26 @@ TEST_CASE("a mappable image without vectors maps the same graph with its vectors
     REQUIRE(bytes.ok());
     CHECK(*bytes == n * dim * 4);
     CHECK(*HnswIndex::VectorBytes(with) == 0);
-    auto vectors = std::shared_ptr<float[]>(new float[n * dim]);
-    auto lookup = [&](uint64_t label) -> const float* {
-      return label >= 1 && label <= n ? data.data() + (label - 1) * dim : nullptr;
-    };
-    REQUIRE(HnswIndex::FillVectors(without, lookup, vectors.get()).ok());
+    // The vectors one byte past 4-byte alignment, as a page of a file may
+    // hold them, each used where it lies.
+    auto lying = std::make_shared<std::vector<char>>(n * dim * 4 + 1);
+    std::memcpy(lying->data() + 1, data.data(), n * dim * 4);
+    HnswIndex::MapVectors vectors;
+    REQUIRE(HnswIndex::ForEachNodeLabel(without, 0, SIZE_MAX, [&](size_t node, uint64_t label) {
+              if (label < 1 || label > n || node != vectors.rows.size()) return false;
+              const float* v = reinterpret_cast<const float*>(lying->data() + 1 + (label - 1) * dim * 4);
+              Result<float> scale = HnswIndex::ScaleFor(metric, v, dim);
+              if (!scale.ok() || *scale == 0) return false;  // lengths near 1: kept as they are
+              vectors.rows.push_back(v);
+              vectors.scales.push_back(*scale);
+              return true;
+            }).ok());
+    CHECK(vectors.rows.size() == n);
+    vectors.owner = lying;
     MappedCopy copy = MappedCopy::Of(without, 4096);
     CHECK(HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory).status().code() == kMisuse);
     Result<std::unique_ptr<HnswIndex>> mapped =
-        HnswIndex::Map(copy.memory.get(), copy.size, 4096, copy.memory, 64, false, vectors.get(),
-                       vectors);
+        HnswIndex::Map(copy.memory.get(), copy.size, 4096, copy.memory, 64, false, std::move(vectors));
     REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
     for (int t = 0; t < 20; ++t) {
       CheckSameAnswers(*index, **mapped, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40));
@@ -586,18 +636,19 @@ TEST_CASE("an image without vectors whose vectors cannot all be found, or that i
   REQUIRE(index->SerializeMappable(&image, false).ok());
   Result<size_t> bytes = HnswIndex::VectorBytes(image);
   REQUIRE(bytes.ok());
-  std::vector<float> out(*bytes / 4);
+  CHECK(*bytes == n * dim * 4);
   // Label 77 has no vector; another is not finite.
   std::vector<float> infinite(dim, std::numeric_limits<float>::infinity());
+  CHECK(HnswIndex::ScaleFor(Metric::kCosine, infinite.data(), dim).status().code() == kMismatch);
+  CHECK(HnswIndex::ScaleFor(Metric::kL2, infinite.data(), dim).status().code() == kMismatch);
   for (uint64_t bad : {uint64_t{77}, uint64_t{78}}) {
     CAPTURE(bad);
-    Status s = HnswIndex::FillVectors(
-        image,
-        [&](uint64_t label) -> const float* {
-          if (label == bad) return bad == 77 ? nullptr : infinite.data();
-          return data.data() + (label - 1) * dim;
-        },
-        out.data());
+    Status s = HnswIndex::ForEachNodeLabel(image, 0, SIZE_MAX, [&](size_t, uint64_t label) {
+      const float* v = label != bad ? data.data() + (label - 1) * dim
+                       : bad == 77  ? nullptr
+                                    : infinite.data();
+      return v != nullptr && HnswIndex::ScaleFor(Metric::kCosine, v, dim).ok();
+    });
     CHECK(s.code() == kCorruptIndex);
     CHECK(s.message().find("label " + std::to_string(bad)) != std::string::npos);
   }
