@@ -427,12 +427,13 @@ class GraphFill {
     return Status::OK();
   }
   // Where each node's vector lies, for HnswIndex::Map (empty for an image
-  // that holds its vectors). After Done().
+  // that holds its vectors); the mapping is kept only when a vector lies
+  // in it. After Done().
   index::HnswIndex::MapVectors TakeVectors() {
     auto owner = std::make_shared<Owner>();
-    owner->map = map_;
     for (Chunk& c : chunks_) {
       if (c.copies) owner->copies.push_back(std::move(c.copies));
+      if (c.in_place > 0) owner->map = map_;
     }
     return {std::move(rows_), std::move(scales_), std::move(owner)};
   }
@@ -450,6 +451,7 @@ class GraphFill {
     Status status;
     std::vector<uint64_t> hidden;
     std::shared_ptr<MappedBytes> copies;  // kChunk rows, made on the first copy
+    size_t in_place = 0;                  // vectors used where the file lies
   };
   // What the vectors' pointers point into.
   struct Owner {
@@ -475,10 +477,10 @@ class GraphFill {
     try {
       for (size_t i = 0; i < state_.episodes.size(); i++) {
         if (state_.episodes[i].node == UINT32_MAX) continue;
-        if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}, nullptr});
+        if (with_node++ % kChunk == 0) chunks_.push_back(Chunk{i, Status::OK(), {}, nullptr, 0});
       }
       // Without nodes, one empty chunk.
-      if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}, nullptr});
+      if (chunks_.empty()) chunks_.push_back(Chunk{0, Status::OK(), {}, nullptr, 0});
       if (nodes_ != with_node || nodes_ * dim_ * 4 > 32 * file_size_) {
         chunks_.clear();
         return bad_graph_(
@@ -524,6 +526,8 @@ class GraphFill {
           std::memcpy(copy, v, dim_ * sizeof(float));
         }
         v = copy;
+      } else {
+        chunk.in_place++;
       }
       rows_[node] = v;
       scales_[node] = *scale;

@@ -214,6 +214,7 @@ std::string Rebuild(const Checkpointed& c, const std::vector<Page>& pages,
 // destroyed in reverse order).
 struct Opened {
   Status status;
+  std::unique_ptr<test::TempDir> dir;  // where a file on disk lies
   std::unique_ptr<TestClock> clock = std::make_unique<TestClock>();
   std::unique_ptr<engine::Env> env;
   std::unique_ptr<Database> db;
@@ -225,6 +226,21 @@ Opened OpenBytes(const std::string& bytes) {
   REQUIRE(o.env->CreateAtomic(kPath, bytes).ok());
   o.status = Database::Open(kPath, CheckpointOptions(o.env.get(), o.clock.get(), true), &o.db);
   return o;
+}
+
+// The same from a file on disk, which the open maps (File::MapShared): the
+// graph's vectors are used where the file's pages hold them.
+Opened OpenBytesOnDisk(const std::string& bytes) {
+  Opened o;
+  o.dir = std::make_unique<test::TempDir>();
+  const std::string path = o.dir->path() + "/checkpoint.agentmem";
+  REQUIRE(engine::Env::Posix()->CreateAtomic(path, bytes).ok());
+  o.status = Database::Open(path, CheckpointOptions(engine::Env::Posix(), o.clock.get(), true), &o.db);
+  return o;
+}
+
+Opened OpenBytes(const std::string& bytes, bool on_disk) {
+  return on_disk ? OpenBytesOnDisk(bytes) : OpenBytes(bytes);
 }
 
 // A File that passes every call to another, and an in-memory Env whose
@@ -977,10 +993,14 @@ TEST_CASE("a checkpoint's graph holds no vectors: each node's comes from its epi
   CHECK(format::DecodeFixed32(image + 56) == 8 * m + 4 + 8);  // links and a label per node
   const uint64_t level0 = format::DecodeFixed64(image + 48);
   CHECK(graph.size() == format::kSectionHeaderSize + level0 + 5 * (8 * m + 4 + 8));
-  // Opened, the graph finds each episode by its own vector.
-  Opened o = OpenBytes(c.bytes);
-  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
-  CHECK_FALSE(Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector).empty());
+  // Opened, read or from a file on disk, the graph finds each episode by its
+  // own vector.
+  for (bool on_disk : {false, true}) {
+    CAPTURE(on_disk);
+    Opened o = OpenBytes(c.bytes, on_disk);
+    REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+    CHECK_FALSE(Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector).empty());
+  }
 }
 
 TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, and only its episode is lost") {
@@ -989,23 +1009,27 @@ TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, 
   REQUIRE(at < c.sb.checkpoint);
   std::string bytes = c.bytes;
   bytes[at + format::kPageHeaderSize + 3] ^= 0x10;
-  Opened whole = OpenBytes(c.bytes);
-  Opened o = OpenBytes(bytes);
-  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
-  // Reading the episode names the page; the graph never returns it, and
-  // everything else is found as before.
-  format::EpisodeRecord e;
-  Status s = o.db->GetEpisode(1, &e);
-  CHECK(s.code() == kCorruptChecksum);
-  CHECK(s.page_no() == PageNo(at));
-  std::vector<std::string> before = Recall(whole.db.get(), "bob", "walk", engine::RecallMode::kVector);
-  CHECK(Recall(o.db.get(), "bob", "walk", engine::RecallMode::kVector) == before);
-  std::vector<std::string> ann = Recall(whole.db.get(), "ann", "cat", engine::RecallMode::kVector);
-  std::vector<std::string> hidden = Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector);
-  CHECK(std::find(ann.begin(), ann.end(), "1") != ann.end());
-  CHECK(std::find(hidden.begin(), hidden.end(), "1") == hidden.end());
-  ann.erase(std::find(ann.begin(), ann.end(), "1"));
-  CHECK(hidden == ann);
+  // Read, and from a file on disk (mapped).
+  for (bool on_disk : {false, true}) {
+    CAPTURE(on_disk);
+    Opened whole = OpenBytes(c.bytes, on_disk);
+    Opened o = OpenBytes(bytes, on_disk);
+    REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+    // Reading the episode names the page; the graph never returns it, and
+    // everything else is found as before.
+    format::EpisodeRecord e;
+    Status s = o.db->GetEpisode(1, &e);
+    CHECK(s.code() == kCorruptChecksum);
+    CHECK(s.page_no() == PageNo(at));
+    std::vector<std::string> before = Recall(whole.db.get(), "bob", "walk", engine::RecallMode::kVector);
+    CHECK(Recall(o.db.get(), "bob", "walk", engine::RecallMode::kVector) == before);
+    std::vector<std::string> ann = Recall(whole.db.get(), "ann", "cat", engine::RecallMode::kVector);
+    std::vector<std::string> hidden = Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector);
+    CHECK(std::find(ann.begin(), ann.end(), "1") != ann.end());
+    CHECK(std::find(hidden.begin(), hidden.end(), "1") == hidden.end());
+    ann.erase(std::find(ann.begin(), ann.end(), "1"));
+    CHECK(hidden == ann);
+  }
 }
 
 namespace {

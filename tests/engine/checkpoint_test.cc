@@ -262,13 +262,13 @@ TEST_CASE("an open uses the graph's vectors where the file lies and answers as a
   std::mt19937 rng(static_cast<uint32_t>(agentmem::test::Seed()));
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   auto random_vector = [&] {
-    std::vector<float> v(64);
+    std::vector<float> v(256);
     for (float& x : v) x = unit(rng);
     return v;
   };
   agentmem::test::TestClock clock;
   auto opts = agentmem::test::TestOptionsFor(agentmem::engine::Env::Posix(), &clock,
-                                             agentmem::engine::SyncMode::kFull, 7, 64);
+                                             agentmem::engine::SyncMode::kFull, 7, 256);
   opts.checkpoint_bytes = 1;
   std::vector<std::vector<float>> queries;
   for (int i = 0; i < 8; i++) queries.push_back(random_vector());
@@ -295,6 +295,8 @@ TEST_CASE("an open uses the graph's vectors where the file lies and answers as a
   CHECK_FALSE(MapsFile(path));
   opts.checkpoint_bytes = 0;
   {
+    // Pages of vectors with little text are stored uncompressed (docs/format.md
+    // §4.4): their vectors are used in place, and the file stays mapped.
     auto mapped = agentmem::test::MustOpen(path, opts);
     CHECK(MapsFile(path));
     CHECK(VectorHits(mapped.get(), queries) == written);
