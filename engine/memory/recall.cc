@@ -784,10 +784,14 @@ Status RecallIndex::AddPending(const std::vector<const format::EpisodeRecord*>& 
 }
 
 RecallIndex::Pending RecallIndex::NewPending(uint64_t txn, const std::vector<float>& vector) const {
-  Pending p{txn, vector, {}, false};
-  if (metric_ == index::Metric::kCosine) {
-    p.unit = vector;
-    index::NormalizeInPlace(p.unit.data(), p.unit.size());
+  Pending p{txn, vector, {}, 1.0f, false};
+  // A committed vector is finite (checked before it was written).
+  Result<float> scale = index::HnswIndex::ScaleFor(metric_, vector.data(), vector.size());
+  if (scale.ok() && *scale != 0) {
+    p.scale = *scale;
+  } else if (scale.ok()) {
+    p.kept = vector;
+    index::NormalizeInPlace(p.kept.data(), p.kept.size());
   }
   return p;
 }
@@ -972,19 +976,21 @@ std::vector<uint64_t> RecallIndex::PendingMatches(const RecallQuery& q,
   return ids;
 }
 
-// The graph holds each vector normalised for cosine (NormalizeInPlace); its
-// walk scores 1 - <q, v> with q normalised the same way, the exact scan the
-// cosine of the normalised rows: so are the pending vectors scored, to the bit.
+// The graph keeps each vector with a scale (HnswIndex::ScaleFor); its walk
+// scores 1 - <q, v> times that scale for cosine, with q normalised, and the
+// exact scan the cosine of the kept rows: so are the pending vectors scored,
+// to the bit.
 std::vector<index::Neighbor> RecallIndex::ScorePending(std::span<const uint64_t> ids,
                                                        const std::vector<float>& query, size_t k,
                                                        bool graph_path) const {
   const bool cosine = metric_ == index::Metric::kCosine;
-  std::vector<float> rows;
+  std::vector<float> rows, scales;
   rows.reserve(ids.size() * dim_);
   for (uint64_t id : ids) {
     const Pending& p = pending_.find(id)->second;
-    const std::vector<float>& v = cosine ? p.unit : p.vector;
+    const std::vector<float>& v = p.kept.empty() ? p.vector : p.kept;
     rows.insert(rows.end(), v.begin(), v.end());
+    scales.push_back(p.scale);
   }
   if (!graph_path) {
     const index::VectorBlock block{rows.data(), ids.size(), dim_, 0};
@@ -993,11 +999,13 @@ std::vector<index::Neighbor> RecallIndex::ScorePending(std::span<const uint64_t>
   }
   std::vector<float> q = query;
   if (cosine) index::NormalizeInPlace(q.data(), q.size());
-  const index::Metric walk = metric_ == index::Metric::kL2 ? index::Metric::kL2
-                                                            : index::Metric::kInnerProduct;
   std::vector<index::Neighbor> hits;
   for (size_t i = 0; i < ids.size(); i++) {
-    hits.push_back({ids[i], index::Distance(walk, q.data(), rows.data() + i * dim_, dim_)});
+    const float* v = rows.data() + i * dim_;
+    const float d = metric_ == index::Metric::kL2
+                        ? index::L2Sqr(q.data(), v, dim_)
+                        : 1.0f - index::Dot(q.data(), v, dim_) * (1.0f * scales[i]);
+    hits.push_back({ids[i], d});
   }
   std::sort(hits.begin(), hits.end(), index::NeighborLess);
   if (hits.size() > k) hits.resize(k);

@@ -516,7 +516,10 @@ class RecallIndex {
   struct Pending {
     uint64_t txn = 0;
     std::vector<float> vector;  // as committed
-    std::vector<float> unit;    // for cosine, normalised as the graph holds it
+    // As the graph keeps it (HnswIndex::ScaleFor): `vector` with `scale`,
+    // or, when `kept` is not empty, `kept` (normalised) with scale 1.
+    std::vector<float> kept;
+    float scale = 1.0f;
     bool inserting = false;     // handed to the insert worker
   };
   Pending NewPending(uint64_t txn, const std::vector<float>& vector) const;

@@ -859,6 +859,49 @@ TEST_CASE("a reader finds a writer's newest vectors at once, scanned exactly unt
   agentmem_close(w);
 }
 
+// Each hit's (id, similarity) for a query of user "a".
+std::map<int64_t, double> Similarities(agentmem_db* db, const std::vector<float>& q, int k) {
+  std::map<int64_t, double> out;
+  for (const Hit& h : VectorRecall(db, "a", q, k)) out[h.id] = h.vector_score;
+  return out;
+}
+
+TEST_CASE("a vector not yet in the graph scores to the bit what its node scores") {
+  // Lengths far from 1, and one too short to keep as given (kept
+  // normalised): the graph scores each with its scale, and so must the
+  // list of vectors without a node yet. Graph path: 5,000 episodes; exact
+  // scan: a file of 30.
+  for (size_t thousands : {size_t{5}, size_t{0}}) {
+    CAPTURE(thousands);
+    TempDir dir;
+    const std::string path = dir.File("scores.agentmem");
+    const size_t n = 1000 * thousands + 30;
+    auto vecs = PendingVectors(n + 3);
+    for (float& x : vecs[n]) x *= 3.7f;
+    for (float& x : vecs[n + 1]) x *= 1e-35f;
+    agentmem_db* w = WriteThousands(path, vecs, thousands);
+    RememberVectors(w, vecs, 1000 * thousands, n);
+    agentmem_db* r = OpenPending(path);
+    RememberVectors(w, vecs, n, n + 2);  // pending in the reader: no node yet
+    const std::vector<float>& q = vecs[n + 2];
+    const int k = static_cast<int>(n + 2);
+    CHECK(VectorPlan(r, q).find("not yet in the graph") != std::string::npos);
+    const std::map<int64_t, double> before = Similarities(r, q, k);
+    REQUIRE(agentmem_block_set(w, "a", "note", "x", 0, 0) == AGENTMEM_OK);  // the nodes' delta
+    CHECK(VectorPlan(r, q).find("not yet in the graph") == std::string::npos);
+    const std::map<int64_t, double> after = Similarities(r, q, k);
+    CHECK(after.size() == n + 2);
+    for (int64_t id : {static_cast<int64_t>(n + 1), static_cast<int64_t>(n + 2)}) {
+      CAPTURE(id);
+      REQUIRE(before.count(id) == 1);
+      REQUIRE(after.count(id) == 1);
+      CHECK(before.at(id) == after.at(id));
+    }
+    agentmem_close(r);
+    agentmem_close(w);
+  }
+}
+
 TEST_CASE("handles that inserted a writer's pending vectors themselves keep the writer's graph") {
   TempDir dir;
   const std::string path = dir.File("pending.agentmem");
