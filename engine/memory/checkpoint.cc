@@ -33,7 +33,6 @@
 #include "format/coding.h"
 #include "format/page.h"
 #include "format/records.h"
-#include "index/vector/distance.h"
 #include "index/vector/hnsw.h"
 
 namespace agentmem::engine {
@@ -519,12 +518,7 @@ class GraphFill {
           no_memory = true;
           return false;
         }
-        if (*scale == 0) {
-          index::CopyNormalized(v, copy, dim_);
-          *scale = 1.0f;
-        } else {
-          std::memcpy(copy, v, dim_ * sizeof(float));
-        }
+        *scale = index::HnswIndex::KeepCopy(v, dim_, *scale, copy);
         v = copy;
       } else {
         chunk.in_place++;

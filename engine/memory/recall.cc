@@ -784,15 +784,11 @@ Status RecallIndex::AddPending(const std::vector<const format::EpisodeRecord*>& 
 }
 
 RecallIndex::Pending RecallIndex::NewPending(uint64_t txn, const std::vector<float>& vector) const {
-  Pending p{txn, vector, {}, 1.0f, false};
+  Pending p{txn, vector, std::vector<float>(vector.size()), 1.0f, false};
   // A committed vector is finite (checked before it was written).
   Result<float> scale = index::HnswIndex::ScaleFor(metric_, vector.data(), vector.size());
-  if (scale.ok() && *scale != 0) {
-    p.scale = *scale;
-  } else if (scale.ok()) {
-    p.kept = vector;
-    index::NormalizeInPlace(p.kept.data(), p.kept.size());
-  }
+  p.scale = index::HnswIndex::KeepCopy(vector.data(), vector.size(), scale.ok() ? *scale : 1.0f,
+                                       p.kept.data());
   return p;
 }
 
@@ -988,8 +984,7 @@ std::vector<index::Neighbor> RecallIndex::ScorePending(std::span<const uint64_t>
   rows.reserve(ids.size() * dim_);
   for (uint64_t id : ids) {
     const Pending& p = pending_.find(id)->second;
-    const std::vector<float>& v = p.kept.empty() ? p.vector : p.kept;
-    rows.insert(rows.end(), v.begin(), v.end());
+    rows.insert(rows.end(), p.kept.begin(), p.kept.end());
     scales.push_back(p.scale);
   }
   if (!graph_path) {

@@ -516,10 +516,8 @@ class RecallIndex {
   struct Pending {
     uint64_t txn = 0;
     std::vector<float> vector;  // as committed
-    // As the graph keeps it (HnswIndex::ScaleFor): `vector` with `scale`,
-    // or, when `kept` is not empty, `kept` (normalised) with scale 1.
-    std::vector<float> kept;
-    float scale = 1.0f;
+    std::vector<float> kept;  // as the graph keeps it (HnswIndex::KeepCopy)
+    float scale = 1.0f;       // and its scale
     bool inserting = false;     // handed to the insert worker
   };
   Pending NewPending(uint64_t txn, const std::vector<float>& vector) const;

@@ -133,13 +133,7 @@ float KeptScale(Metric metric, double norm) {
 
 // Copies finite vector v into dst as the graph keeps it; returns its scale.
 float Keep(Metric metric, const float* v, size_t dim, float* dst) {
-  const float scale = KeptScale(metric, Norm(v, dim));
-  if (scale != 0) {
-    std::memcpy(dst, v, dim * sizeof(float));
-    return scale;
-  }
-  CopyNormalized(v, dst, dim);
-  return 1.0f;
+  return HnswIndex::KeepCopy(v, dim, KeptScale(metric, Norm(v, dim)), dst);
 }
 
 // What a walk measures distances from: a vector (any alignment) and its
@@ -155,7 +149,6 @@ float DistanceTo(const Graph& g, const Query& q, uint32_t node) {
   if (g.l2) return g.kernels->l2_sqr(q.v, g.vectors[node], g.dim);
   return 1.0f - g.kernels->dot(q.v, g.vectors[node], g.dim) * (q.scale * g.scales[node]);
 }
-
 
 // The node holding `label`. Nodes inserted or applied in this process are in
 // hnswlib's label map; the first `mapped` nodes of a mapped image are not
@@ -813,13 +806,14 @@ Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
 }
 
 Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned threads) {
-  // Checks and copies, outside the lock: the vectors in label order, as given.
+  // Checks and copies, outside the lock: the vectors in label order, as the
+  // graph keeps them.
   std::vector<size_t> order(items.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return items[a].label < items[b].label; });
   const size_t count = items.size(), dim = shape.dim;
-  std::vector<float> data(count * dim);
+  std::vector<float> data(count * dim), scales(count);
   for (size_t i = 0; i < count; ++i) {
     const HnswInsert& item = items[order[i]];
     AGENTMEM_RETURN_IF_ERROR(CheckVector(item.vector, "vector"));
@@ -827,7 +821,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
       return StatusF(kConstraint, "hnsw: label %llu appears twice in the batch",
                      static_cast<unsigned long long>(item.label));
     }
-    std::copy(item.vector.begin(), item.vector.end(), data.data() + i * dim);
+    scales[i] = Keep(shape.metric, item.vector.data(), dim, data.data() + i * dim);
   }
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
@@ -876,7 +870,8 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
     std::memset(g.data_level0_memory_ + node * g.size_data_per_element_, 0,
                 g.size_data_per_element_);
     float* vector = arena.Take();
-    g.scales[node] = Keep(shape.metric, data.data() + i * dim, dim, vector);
+    std::memcpy(vector, data.data() + i * dim, g.data_size_);
+    g.scales[node] = scales[i];
     g.vectors[node] = vector;
     g.setExternalLabel(static_cast<uint32_t>(node), items[order[i]].label);
     g.element_levels_[node] = levels[i];
@@ -1488,6 +1483,15 @@ Result<size_t> HnswIndex::VectorBytes(std::string_view image) {
     return MapCorrupt("sections do not fit its %llu bytes (%llu nodes)", image.size(), n);
   }
   return n * dim * sizeof(float);
+}
+
+float HnswIndex::KeepCopy(const float* v, size_t dim, float scale, float* dst) {
+  if (scale != 0) {
+    std::memcpy(dst, v, dim * sizeof(float));
+    return scale;
+  }
+  CopyNormalized(v, dst, dim);
+  return 1.0f;
 }
 
 Result<float> HnswIndex::ScaleFor(Metric metric, const float* v, size_t dim) {

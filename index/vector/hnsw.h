@@ -225,6 +225,10 @@ class HnswIndex {
   // vector the same way, so that all compute the same distances.
   // Errors: kMismatch when v holds NaN or infinity.
   static Result<float> ScaleFor(Metric metric, const float* v, size_t dim);
+  // Copies v into dst (dim floats) as the graph keeps it, given ScaleFor()'s
+  // `scale` for it: as it is, or normalised when `scale` is 0. Returns the
+  // scale of the copy.
+  static float KeepCopy(const float* v, size_t dim, float scale, float* dst);
   // Calls place(node, label) for each node in [first, end) of a mappable
   // image without vectors, in node order; nothing for an image with them.
   // Labels and links are not checked here: Map() checks them. Errors: those
