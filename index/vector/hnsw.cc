@@ -244,10 +244,10 @@ class VisitedSet {
   hnswlib::VisitedList* list_;
 };
 
-// How the walks below read a node's list on a layer. A search reads the
-// graph in place: no insert runs while it holds the shared lock. The threads
-// of a batch insert change lists while others read them, so they copy each
-// list under its node's lock (LockedLists, with the batch code below).
+// How the walks below read a node's list on a layer: in place. A search
+// holds the shared lock, so no insert changes a list meanwhile; a batch
+// insert's threads plan against lists that no thread changes during that
+// step (the batch insert, below).
 struct DirectLists {
   const Graph& g;
   std::span<const uint32_t> operator()(uint32_t node, int layer) const {
