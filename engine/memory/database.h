@@ -48,6 +48,7 @@ struct Stats {
 
 struct Selection;       // what a forget names (lifecycle.cc)
 struct CompactionPlan;  // what a VACUUM copies (lifecycle.cc)
+struct CompactionBatch;  // one transaction of it, as read
 struct CheckpointSections;  // storage/checkpoint_reader.h
 
 // What REINDEX did (reindex.cc).
@@ -469,8 +470,10 @@ class Database {
                         uint64_t* bytes);
   void PlanCompaction(CompactionPlan* plan) const;
   Status OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Database>* out);
+  Status ReadCompactionBatch(const CompactionPlan& plan, size_t batch, RecallIndex::TakenBm25* texts,
+                             CompactionBatch* out);
   Status StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch,
-                              RecallIndex::TakenBm25* texts);
+                              CompactionBatch* b);
   // The file at path_ is no longer the one this handle has open (a VACUUM
   // replaced it): reopens it and starts from its state.
   Status Reload();

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "engine/memory/database.h"
+#include "engine/memory/task_thread.h"
 #include "engine/storage/pager.h"
 #include "engine/storage/scan.h"
 #include "engine/memory/validate.h"
@@ -644,48 +645,78 @@ Status Database::OpenCompactionCopy(const std::string& tmp, std::unique_ptr<Data
   return Status::OK();
 }
 
-// Stages transaction `batch` of the copy in dst: the settings (vector space,
-// tokenizer, predicates, policies) ride in the first, and the block versions,
-// facts and the compaction's own meta in the last. The records go in as they
-// are, not through Remember(): they were checked when written, and this
-// handle's options must not refuse them.
-Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch,
-                                      RecallIndex::TakenBm25* texts) {
-  AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
-  if (batch == 0) {
-    for (const auto& [k, v] : catalog_.meta()) {
-      const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
-      if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) dst->pending_meta_.entries.emplace_back(k, v);
-    }
-  }
-  for (size_t i = batch * 1000; i < std::min(plan.episodes.size(), (batch + 1) * 1000); i++) {
-    EpisodeRecord r;
-    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(plan.episodes[i], &r));
-    dst->pending_episodes_.push_back(std::move(r));
-    if (!dst->texts_given_) continue;
-    if (!texts->TextOf(plan.episodes[i], &dst->given_texts_.emplace_back())) {
+// What transaction `batch` of the copy holds, as read from this file: its
+// thousand episodes and their text records (when the copy is given texts);
+// the first, this file's settings; the last, the block versions, facts and
+// counters.
+struct CompactionBatch {
+  std::vector<EpisodeRecord> episodes;
+  std::vector<format::TextRecord> texts;
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::vector<format::BlockRecord> blocks;
+  std::vector<FactRecord> facts;
+  uint64_t next_episode_id = 0, next_fact_id = 0, next_block_version = 0;
+  uint64_t gone_episodes = 0;
+};
+
+// Reads transaction `batch` of the copy from this file (and `texts`, null
+// when the copy tokenizes). It touches nothing but this handle's catalog,
+// page cache and `texts`, so that it can run on a helper thread while the
+// copy commits the batch before (WriteCompacted).
+Status Database::ReadCompactionBatch(const CompactionPlan& plan, size_t batch,
+                                     RecallIndex::TakenBm25* texts, CompactionBatch* out) {
+  if (batch == 0) out->meta.assign(catalog_.meta().begin(), catalog_.meta().end());
+  const size_t first = batch * 1000, end = std::min(plan.episodes.size(), first + 1000);
+  out->episodes.reserve(end - first);
+  if (texts) out->texts.reserve(end - first);
+  for (size_t i = first; i < end; i++) {
+    AGENTMEM_RETURN_IF_ERROR(GetEpisodeNoRefresh(plan.episodes[i], &out->episodes.emplace_back()));
+    if (texts && !texts->TextOf(plan.episodes[i], &out->texts.emplace_back())) {
       return StatusF(kCorruptIndex, "compaction: episode %llu has no BM25 document",
                      static_cast<unsigned long long>(plan.episodes[i]));
     }
   }
   if (batch + 1 < plan.batches) return Status::OK();
   for (const auto& [version, loc] : plan.versions) {
-    format::BlockRecord b;
-    AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &b));
-    dst->pending_blocks_.push_back(std::move(b));
+    AGENTMEM_RETURN_IF_ERROR(ReadBlock(loc, &out->blocks.emplace_back()));
   }
   for (uint64_t id : plan.facts) {
-    FactRecord f;
-    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &f));
-    dst->pending_facts_.push_back(std::move(f));
+    AGENTMEM_RETURN_IF_ERROR(ReadFact(*catalog_.FindFact(id), &out->facts.emplace_back()));
   }
+  out->next_episode_id = next_episode_id_;
+  out->next_fact_id = next_fact_id_;
+  out->next_block_version = next_block_version_;
+  out->gone_episodes = next_episode_id_ - 1 - catalog_.episode_count();
+  return Status::OK();
+}
+
+// Stages transaction `batch` of the copy in dst: the settings (vector space,
+// tokenizer, predicates, policies) ride in the first, and the block versions,
+// facts and the compaction's own meta in the last. The records go in as they
+// are, not through Remember(): they were checked when written, and this
+// handle's options must not refuse them. Touches only dst.
+Status Database::StageCompactionBatch(Database* dst, const CompactionPlan& plan, size_t batch,
+                                      CompactionBatch* b) {
+  AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
+  for (auto& [k, v] : b->meta) {
+    const std::string* have = dst->catalog_.Meta(k);  // the new file's first transaction
+    if (k.rfind("vacuum.", 0) != 0 && !(have && *have == v)) {
+      dst->pending_meta_.entries.emplace_back(std::move(k), std::move(v));
+    }
+  }
+  dst->pending_episodes_ = std::move(b->episodes);
+  dst->given_texts_ = std::move(b->texts);
+  if (batch + 1 < plan.batches) return Status::OK();
+  dst->pending_blocks_ = std::move(b->blocks);
+  dst->pending_facts_ = std::move(b->facts);
   // The source's next ids, so that ids of forgotten records are never
   // used again.
-  dst->counters_floor_ = Counters{next_episode_id_, next_fact_id_, next_block_version_};
+  dst->counters_floor_ = Counters{b->next_episode_id, b->next_fact_id, b->next_block_version};
   // Ids used before this compaction whose records it dropped: the
   // baseline of ForgottenInFile(), recorded when there are any.
-  const uint64_t gone = next_episode_id_ - 1 - catalog_.episode_count();
-  if (gone > 0) dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(gone));
+  if (b->gone_episodes > 0) {
+    dst->pending_meta_.entries.emplace_back("vacuum.gone_episodes", std::to_string(b->gone_episodes));
+  }
   return Status::OK();
 }
 
@@ -730,14 +761,31 @@ Status Database::WriteCompacted(const std::string& tmp, uint64_t size_before,
   // As few transactions as the records need (each costs a commit page).
   CompactionPlan plan;
   PlanCompaction(&plan);
+  // Each batch after the first is read on a helper thread while the copy
+  // commits the one before: reading (decoding records, rebuilding texts)
+  // and committing (encoding, compressing, writing) take about as long.
+  RecallIndex::TakenBm25* given = dst->texts_given_ ? &texts : nullptr;
+  CompactionBatch next;
+  Status read = ReadCompactionBatch(plan, 0, given, &next);
+  TaskThread reader("reading the records a compaction copies");
   for (size_t batch = 0; batch < plan.batches; batch++) {
-    AGENTMEM_RETURN_IF_ERROR(dst->Begin());
-    Status s = StageCompactionBatch(dst.get(), plan, batch, &texts);
-    if (!s.ok()) {
-      dst->Rollback().IgnoreError();
-      return s;
+    AGENTMEM_RETURN_IF_ERROR(read);
+    CompactionBatch current = std::move(next);
+    next = CompactionBatch{};
+    if (batch + 1 < plan.batches) {
+      reader.Start([&, batch] { return ReadCompactionBatch(plan, batch + 1, given, &next); });
     }
-    AGENTMEM_RETURN_IF_ERROR(dst->Commit());
+    Status s = dst->Begin();
+    if (s.ok()) {
+      s = StageCompactionBatch(dst.get(), plan, batch, &current);
+      if (s.ok()) {
+        s = dst->Commit();
+      } else {
+        dst->Rollback().IgnoreError();
+      }
+    }
+    read = reader.Wait();
+    AGENTMEM_RETURN_IF_ERROR(s);
   }
   AGENTMEM_RETURN_IF_ERROR(dst->AcquireWriteLock());
   if (graph) {

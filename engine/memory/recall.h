@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "engine/memory/id_table.h"
-#include "engine/memory/insert_worker.h"
+#include "engine/memory/task_thread.h"
 #include "engine/memory/leg_worker.h"
 #include "format/checkpoint.h"
 #include "format/page.h"
@@ -531,7 +531,7 @@ class RecallIndex {
   PreparedDelta prepared_delta_;
   // Runs the deferred inserts; declared after graph_ and prepared_delta_, so
   // that it is joined before they go.
-  InsertWorker inserter_;
+  TaskThread inserter_{"the graph insert of the last commit"};
   LegWorker* legs_ = nullptr;
   Status broken_;
 };

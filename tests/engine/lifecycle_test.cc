@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/memory/database.h"
+#include "engine/memory/task_thread.h"
 #include "format/file_header.h"
 #include "format/page.h"
 #include "tests/util/fault_env.h"
@@ -1181,6 +1182,98 @@ TEST_CASE("a VACUUM copies each episode's BM25 document as it was, context and f
   ro.read_only = true;
   db = MustOpen(path, ro);
   CHECK(Bm25Scores(db.get(), users) == scores);
+}
+
+namespace {
+
+// Every live record of `users`, as one string: episodes (text, times and
+// vector), each user's persona and facts.
+std::string Contents(Database* db, const std::vector<std::string>& users) {
+  std::string out;
+  for (const std::string& u : users) {
+    for (uint64_t id : Ids(db, u)) {
+      EpisodeRecord e;
+      Ok(db->GetEpisode(id, &e));
+      out += std::to_string(id) + " " + e.user_id + " " + e.session_id + " " + e.text + " " +
+             std::to_string(e.ts) + " " + std::to_string(e.created_at) + " " +
+             std::string(reinterpret_cast<const char*>(e.vector.data()), e.vector.size() * sizeof(float)) +
+             "\n";
+    }
+    agentmem::format::BlockRecord b;
+    Ok(db->GetBlock(u, "persona", &b));
+    out += b.value + " " + std::to_string(b.version) + "\n";
+    std::vector<FactRecord> facts;
+    Ok(db->ListFacts(u, nullptr, nullptr, &facts));
+    for (const FactRecord& f : facts) out += std::to_string(f.id) + " " + f.object + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a VACUUM of several batches copies the same records whether the next batch is read on a helper thread or on the calling one") {
+  TempDir dir;
+  Options o;
+  o.checkpoint_bytes = 64 * 1024;
+  const std::vector<std::string> users{"u0", "u1", "u2"};
+  const std::string first = dir.File("a.agentmem"), second = dir.File("b.agentmem");
+  {
+    auto db = MustOpen(first, o);
+    for (int t = 0; t < 3; t++) {
+      Ok(db->Begin());
+      for (int i = 0; i < 900; i++) {
+        Remember(db.get(), users[i % 3], "s" + std::to_string(i % 4), Text(users[i % 3], t * 900 + i));
+      }
+      Ok(db->Commit());
+    }
+    for (const std::string& u : users) {
+      agentmem::format::BlockRecord b;
+      b.user_id = u;
+      b.name = "persona";
+      b.value = u + " likes long walks";
+      Ok(db->SetBlock(b));
+      Assert(db.get(), u, "alice", "lives_in", u + "ville", k2020);
+    }
+    ForgetRecord f;
+    f.kind = ForgetKind::kEpisode;
+    f.id = 17;
+    Ok(db->Forget(f, nullptr));
+    Ok(db->Close());
+  }
+  agentmem::test::WriteFileBytes(second, agentmem::test::ReadFileBytes(first));
+  std::string contents;
+  std::vector<std::pair<uint64_t, double>> scores;
+  {
+    auto db = MustOpen(first, o);
+    contents = Contents(db.get(), users);
+    scores = Bm25Scores(db.get(), users);
+    REQUIRE(scores.size() > 100);
+    ForgetReceipt r;
+    Ok(db->Vacuum({}, &r));  // 2,699 live episodes: three batches
+    CHECK(Contents(db.get(), users) == contents);
+    CHECK(Bm25Scores(db.get(), users) == scores);
+  }
+#ifdef AGENTMEM_TEST_HOOKS
+  agentmem::engine::TaskThread::SetThreadStartFailsForTest(true);
+  {
+    auto db = MustOpen(second, o);
+    ForgetReceipt r;
+    const Status s = db->Vacuum({}, &r);
+    agentmem::engine::TaskThread::SetThreadStartFailsForTest(false);
+    Ok(s);
+    CHECK(Contents(db.get(), users) == contents);
+    CHECK(Bm25Scores(db.get(), users) == scores);
+  }
+  agentmem::engine::TaskThread::SetThreadStartFailsForTest(false);
+#endif
+  for (const std::string& path : {first, second}) {
+    auto db = MustOpen(path, o);
+    CHECK(Contents(db.get(), users) == contents);
+    CHECK(Bm25Scores(db.get(), users) == scores);
+    std::vector<std::string> problems;
+    Ok(db->Check(&problems));
+    CHECK(problems.empty());
+  }
 }
 
 TEST_CASE("a VACUUM of a file past checkpoint_bytes that has no checkpoint yet puts the graph in the copy's checkpoint") {

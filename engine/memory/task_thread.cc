@@ -1,5 +1,5 @@
-// engine/memory/insert_worker.cc -- InsertWorker (see insert_worker.h).
-#include "engine/memory/insert_worker.h"
+// engine/memory/task_thread.cc -- TaskThread (see task_thread.h).
+#include "engine/memory/task_thread.h"
 
 #include <atomic>
 #include <new>
@@ -13,8 +13,8 @@ namespace {
 std::atomic<bool> g_thread_start_fails{false};
 #endif
 
-// Starts the worker's thread.
-std::thread NewThread(InsertWorker* w, void (InsertWorker::*loop)()) {
+// Starts the helper thread.
+std::thread NewThread(TaskThread* w, void (TaskThread::*loop)()) {
 #ifdef AGENTMEM_TEST_HOOKS
   if (g_thread_start_fails.load(std::memory_order_relaxed)) throw std::bad_alloc();
 #endif
@@ -24,10 +24,10 @@ std::thread NewThread(InsertWorker* w, void (InsertWorker::*loop)()) {
 }  // namespace
 
 #ifdef AGENTMEM_TEST_HOOKS
-void InsertWorker::SetThreadStartFailsForTest(bool on) { g_thread_start_fails.store(on); }
+void TaskThread::SetThreadStartFailsForTest(bool on) { g_thread_start_fails.store(on); }
 #endif
 
-InsertWorker::~InsertWorker() {
+TaskThread::~TaskThread() {
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [this] { return !queued_ && !running_; });
@@ -37,11 +37,11 @@ InsertWorker::~InsertWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
-void InsertWorker::Start(std::function<Status()> task) {
+void TaskThread::Start(std::function<Status()> task) {
   started_ = true;
   if (!thread_.joinable()) {
     try {
-      thread_ = NewThread(this, &InsertWorker::Loop);
+      thread_ = NewThread(this, &TaskThread::Loop);
     } catch (...) {  // no thread (none left, or no memory for one): the task runs here
       Outcome o = Run(task);
       std::lock_guard lock(mu_);
@@ -60,7 +60,7 @@ void InsertWorker::Start(std::function<Status()> task) {
   cv_.notify_all();
 }
 
-InsertWorker::Outcome InsertWorker::Run(const std::function<Status()>& task) {
+TaskThread::Outcome TaskThread::Run(const std::function<Status()>& task) {
   Outcome o;
   try {
     o.status = task();
@@ -70,19 +70,19 @@ InsertWorker::Outcome InsertWorker::Run(const std::function<Status()>& task) {
   return o;
 }
 
-Status InsertWorker::Wait() {
+Status TaskThread::Wait() {
   if (!started_) return Status::OK();
   started_ = false;
   std::unique_lock lock(mu_);
   cv_.wait(lock, [this] { return done_; });
   done_ = false;
   if (std::exchange(threw_, false)) {
-    return Status(kNoMem, "the graph insert of the last commit failed (out of memory)");
+    return StatusF(kNoMem, "%s failed (out of memory)", what_);
   }
   return std::exchange(result_, Status::OK());
 }
 
-void InsertWorker::Loop() {
+void TaskThread::Loop() {
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || queued_; });

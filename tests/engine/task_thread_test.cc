@@ -1,5 +1,6 @@
-// tests/engine/insert_worker_test.cc -- InsertWorker: the helper thread that
-// runs a commit's graph insert beside its sync (engine/memory/insert_worker.h).
+// tests/engine/task_thread_test.cc -- TaskThread: the helper thread that
+// runs a commit's graph insert beside its sync, or reads a compaction's next
+// batch (engine/memory/task_thread.h).
 // Also built into recall_threads_tests, which make test runs under
 // ThreadSanitizer.
 #include <doctest/doctest.h>
@@ -10,13 +11,13 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/memory/insert_worker.h"
+#include "engine/memory/task_thread.h"
 
 namespace agentmem::engine {
 namespace {
 
-TEST_CASE("an insert worker runs each task on its own thread and reports its status") {
-  InsertWorker w;
+TEST_CASE("a task thread runs each task on its own thread and reports its status") {
+  TaskThread w("the task");
   CHECK_FALSE(w.busy());
   CHECK(w.Wait().ok());  // nothing started
   const std::thread::id caller = std::this_thread::get_id();
@@ -38,11 +39,12 @@ TEST_CASE("an insert worker runs each task on its own thread and reports its sta
   CHECK(runs == 50);
 }
 
-TEST_CASE("an insert worker reports a task that threw as out of memory and runs the next one") {
-  InsertWorker w;
+TEST_CASE("a task thread reports a task that threw as out of memory and runs the next one") {
+  TaskThread w("the task");
   w.Start([]() -> Status { throw std::bad_alloc(); });
   Status s = w.Wait();
   CHECK(s.code() == kNoMem);
+  CHECK(s.message() == "the task failed (out of memory)");
   bool ran = false;
   w.Start([&]() -> Status {
     ran = true;
@@ -52,16 +54,16 @@ TEST_CASE("an insert worker reports a task that threw as out of memory and runs 
   CHECK(ran);
 }
 
-TEST_CASE("an insert worker that finds no memory for its thread runs the task on the caller's") {
-  InsertWorker::SetThreadStartFailsForTest(true);
-  InsertWorker w;
+TEST_CASE("a task thread that finds no memory for its thread runs the task on the caller's") {
+  TaskThread::SetThreadStartFailsForTest(true);
+  TaskThread w("the task");
   const std::thread::id caller = std::this_thread::get_id();
   std::thread::id ran_on;
   CHECK_NOTHROW(w.Start([&]() -> Status {
     ran_on = std::this_thread::get_id();
     return Status(kIoErr, "from the task");
   }));
-  InsertWorker::SetThreadStartFailsForTest(false);
+  TaskThread::SetThreadStartFailsForTest(false);
   CHECK(w.busy());
   Status s = w.Wait();
   CHECK(s.code() == kIoErr);
@@ -76,10 +78,10 @@ TEST_CASE("an insert worker that finds no memory for its thread runs the task on
   CHECK(ran_on != caller);
 }
 
-TEST_CASE("an insert worker destroyed with a task in flight waits for it") {
+TEST_CASE("a task thread destroyed with a task in flight waits for it") {
   std::atomic<bool> done{false};
   {
-    InsertWorker w;
+    TaskThread w("the task");
     w.Start([&]() -> Status {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       done = true;
