@@ -405,12 +405,18 @@ bool RecallIndex::TakenBm25::TextOf(uint64_t id, format::TextRecord* out) {
   if (it == docs.end() || it->doc_id != id) return false;
   out->episode_id = id;
   out->doc_len = it->doc_len;
+  // In byte order (it compresses as well as the order of the text): the
+  // document's postings are sorted by their terms' views, then copied.
+  const auto first = postings.begin() + static_cast<std::ptrdiff_t>(it->first);
+  std::sort(first, first + static_cast<std::ptrdiff_t>(it->count), [&](const auto& a, const auto& b) {
+    const std::string_view x = terms[a.term], y = terms[b.term];
+    return x != y ? x < y : a.tf < b.tf;
+  });
   out->terms.clear();
   out->terms.reserve(it->count);
   for (uint64_t i = it->first; i < it->first + it->count; i++) {
     out->terms.emplace_back(terms[postings[i].term], postings[i].tf);
   }
-  std::sort(out->terms.begin(), out->terms.end());  // compresses as well as the order of the text
   return true;
 }
 

@@ -449,7 +449,7 @@ class RecallIndex {
   // *out (its payload left empty if that fails): run by a deferred insert.
   static void PrepareDelta(const index::HnswIndex& graph, const index::ChangeMark& from,
                            PreparedDelta* out) noexcept;
-  // The pending vectors not yet handed to the insert worker, one batch per
+  // The pending vectors not yet handed to the insert thread, one batch per
   // transaction in order, at most `most` batches; they are marked as handed.
   std::vector<std::vector<index::HnswInsert>> TakePendingBatches(size_t most = SIZE_MAX);
   // Drops the pending vectors whose episodes have a node now.
@@ -459,7 +459,7 @@ class RecallIndex {
   // Inserts the episodes' vectors as one batch, on this thread. REQUIRES: a
   // graph, no pending vector before them, nothing in flight.
   Status InsertEpisodes(const std::vector<format::EpisodeRecord>& episodes);
-  // Inserts the pending vectors not handed to the insert worker (the first
+  // Inserts the pending vectors not handed to the insert thread (the first
   // `batches` transactions' of them), one batch per transaction, on this
   // thread. REQUIRES: a graph, nothing in flight.
   Status InsertPending(size_t batches = SIZE_MAX);
@@ -518,14 +518,14 @@ class RecallIndex {
     std::vector<float> vector;  // as committed
     std::vector<float> kept;  // as the graph keeps it (HnswIndex::KeepCopy)
     float scale = 1.0f;       // and its scale
-    bool inserting = false;     // handed to the insert worker
+    bool inserting = false;     // handed to the insert thread
   };
   Pending NewPending(uint64_t txn, const std::vector<float>& vector) const;
   std::map<uint64_t, Pending> pending_;
   uint64_t pending_txns_ = 0;
   // The next delta's page payload, made by a deferred insert after it ran
   // (encoding and compression are the most costly part of a small commit's
-  // encoding): written by the insert worker, taken by the next
+  // encoding): written by the insert thread, taken by the next
   // DeferInsertForCommit. Of use only for the graph it was made from: every
   // change of the graph moves its mark, and SetGraph drops it.
   PreparedDelta prepared_delta_;
