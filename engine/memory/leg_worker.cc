@@ -1,11 +1,14 @@
 // engine/memory/leg_worker.cc -- see leg_worker.h.
 #include "engine/memory/leg_worker.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <system_error>
 
 namespace agentmem::engine {
@@ -34,14 +37,30 @@ constexpr auto kLate = std::chrono::microseconds(250);
 constexpr uint32_t kMinBackoff = 16;
 constexpr uint32_t kMaxBackoff = 1024;
 
-// How often TryStart() reads the load average.
+// How often TryStart() reads the runnable threads.
 constexpr auto kLoadCheckEvery = std::chrono::seconds(1);
 
-// Whether the machine's one-minute load average says every CPU is busy (a
-// second thread of a query would wait for one). False when unknown.
-bool NoIdleCpu(unsigned cpus) {
-  double load = 0;
-  return getloadavg(&load, 1) == 1 && load >= static_cast<double>(cpus);
+// The text of /proc/loadavg, or "" when it cannot be read (not Linux).
+std::string LoadavgText() {
+  char buf[128];
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// Reads the digits of `s` at *at as a number, moving *at past them: false
+// when there are none, or more than nine.
+bool ReadNumber(std::string_view s, size_t* at, int* out) {
+  const size_t from = *at;
+  int v = 0;
+  for (; *at < s.size() && s[*at] >= '0' && s[*at] <= '9'; ++*at) {
+    if (*at - from == 9) return false;
+    v = v * 10 + (s[*at] - '0');
+  }
+  *out = v;
+  return *at > from;
 }
 
 std::chrono::nanoseconds ThreadCpuTime() {
@@ -68,6 +87,41 @@ bool AlwaysParallel() {
 void LegWorker::SetAlwaysParallelForTest(bool on) { g_always_parallel.store(on); }
 #endif
 
+int LegWorker::RunnableThreads(std::string_view text) {
+  // "0.52 0.58 0.59 2/345 6789": three averages, running/total, last pid.
+  size_t at = 0;
+  for (int field = 0; field < 3; field++) {
+    at = text.find(' ', at);
+    if (at == std::string_view::npos) return -1;
+    at++;
+  }
+  int running = 0, total = 0;
+  if (!ReadNumber(text, &at, &running) || at == text.size() || text[at] != '/') return -1;
+  at++;
+  if (!ReadNumber(text, &at, &total) || at == text.size() || text[at] != ' ') return -1;
+  return running;
+}
+
+double LegWorker::NextAverage(double average, int sample) {
+  return average < 0 ? sample : (average + sample) / 2;
+}
+
+bool LegWorker::NoIdleCpu(double average, unsigned cpus) {
+  return average >= static_cast<double>(cpus) - 0.25;
+}
+
+void LegWorker::CheckLoad() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  const int runnable = RunnableThreads(LoadavgText());
+  if (runnable >= 0) {
+    runnable_ = NextAverage(runnable_, runnable);
+    no_idle_cpu_ = NoIdleCpu(runnable_, cpus);
+    return;
+  }
+  double load = 0;  // no /proc/loadavg: the one-minute load average
+  no_idle_cpu_ = getloadavg(&load, 1) == 1 && load >= static_cast<double>(cpus);
+}
+
 LegWorker::~LegWorker() {
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -89,7 +143,7 @@ LegWorker::Start LegWorker::TryStart(void (*task)(void*), void* arg) {
     const auto now = std::chrono::steady_clock::now();
     if (now - load_checked_ >= kLoadCheckEvery) {
       load_checked_ = now;
-      no_idle_cpu_ = NoIdleCpu(std::thread::hardware_concurrency());
+      CheckLoad();
     }
     if (no_idle_cpu_ && !AlwaysParallel()) return Start::kNoIdleCpu;
     if (!thread_.joinable()) {

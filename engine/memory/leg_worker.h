@@ -14,10 +14,11 @@
 // 250 µs): the worker then refuses the next tasks, 16 after one late task,
 // doubling while they stay late, up to 1,024, so that on such a machine
 // queries run on one thread and only an occasional one probes again. For
-// the same reason the worker refuses tasks while the one-minute load average
-// (read at most once a second) is at least the number of CPUs. A task must
-// not throw and must not call TryStart() on the same
-// worker.
+// the same reason the worker refuses tasks while the machine's runnable
+// threads leave no CPU idle: their number, read from /proc/loadavg at most
+// once a second and averaged over the last few reads (NoIdleCpu()), so that
+// a load that ends stops counting within seconds. A task must not throw and
+// must not call TryStart() on the same worker.
 //
 // Thread safety: every member may be called from any thread. A TryStart()
 // that returned true is followed by exactly one Finish() or Cancel() from the
@@ -28,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -46,7 +48,7 @@ class LegWorker {
     kBusy,        // running another caller's task
     kUnavailable, // one CPU, or the thread could not start
     kBackingOff,  // refusing tasks after late ones
-    kNoIdleCpu,   // the load average is at least the number of CPUs
+    kNoIdleCpu,   // the runnable threads leave no CPU idle (NoIdleCpu())
   };
   // Starts task(arg) on the worker thread (kStarted); any other answer means
   // nothing was run and the caller runs the task itself.
@@ -59,6 +61,19 @@ class LegWorker {
   void Cancel();
   // Whether the thread is running (it was started and not yet joined).
   bool started() const;
+
+  // The number of runnable threads in the text of /proc/loadavg (its fourth
+  // field, "running/total": the threads on a CPU or waiting for one when it
+  // was read, the reader among them), or -1 when `text` is not such a text.
+  static int RunnableThreads(std::string_view text);
+  // The average of the runnable-thread reads after one more, `sample`:
+  // each read counts half as much as the one after it. `average` < 0: the
+  // first read.
+  static double NextAverage(double average, int sample);
+  // Whether that average leaves no CPU idle for the worker: at least
+  // cpus - 1/4 runnable threads, the caller among them (two reads in a
+  // row that find every CPU busy; a single one does not).
+  static bool NoIdleCpu(double average, unsigned cpus);
 
 #ifdef AGENTMEM_TEST_HOOKS
   // Tests (builds with -Dtest_hooks=true): true makes every LegWorker of the
@@ -90,9 +105,14 @@ class LegWorker {
   bool late_ = false;
   uint32_t backoff_ = 0;  // tasks refused after the last late one
   uint32_t refuse_ = 0;   // of those, still to refuse
-  // Under mu_: when the load average was last read, and what it said.
+  // Under mu_: when the runnable threads were last read, their average
+  // (< 0: none read yet), and whether it leaves no CPU idle.
   std::chrono::steady_clock::time_point load_checked_;
+  double runnable_ = -1;
   bool no_idle_cpu_ = false;
+  // Reads the runnable threads and updates runnable_ and no_idle_cpu_.
+  // REQUIRES: mu_ held.
+  void CheckLoad();
   std::atomic<bool> done_{false};  // the task returned; written under mu_
   std::thread thread_;
 };

@@ -1222,7 +1222,7 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
         *legs = "one thread: the worker was late for a CPU recently";
         break;
       case LegWorker::Start::kNoIdleCpu:
-        *legs = "one thread: the load average leaves no CPU idle";
+        *legs = "one thread: the runnable threads leave no CPU idle";
         break;
     }
   }

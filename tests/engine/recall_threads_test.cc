@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -96,7 +97,7 @@ TEST_CASE("a leg worker starts on its first task, refuses a second caller while 
     CHECK(w.TryStart(&Increment, &n) == LegWorker::Start::kBackingOff);
   }
   CHECK(n.load() == 101);
-  // A loaded machine (load average >= CPUs) keeps refusing.
+  // A loaded machine (no CPU idle) keeps refusing.
   const LegWorker::Start next = w.TryStart(&Increment, &n);
   CHECK((next == LegWorker::Start::kStarted || next == LegWorker::Start::kNoIdleCpu));
   if (next == LegWorker::Start::kStarted) {
@@ -105,6 +106,67 @@ TEST_CASE("a leg worker starts on its first task, refuses a second caller while 
   }
 }
 #endif
+
+TEST_CASE("the runnable threads are read from the fourth field of /proc/loadavg's text") {
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 2/345 6789\n") == 2);
+  CHECK(LegWorker::RunnableThreads("12.00 8.25 3.10 17/1024 1") == 17);
+  CHECK(LegWorker::RunnableThreads("0.00 0.00 0.00 0/1 0") == 0);
+  // Anything else is not such a text: the caller falls back.
+  CHECK(LegWorker::RunnableThreads("") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 ") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 2") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 2/") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 /345 1") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 x/345 1") == -1);
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 2/345") == -1);  // cut short
+  CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 9999999999/345 1") == -1);
+  CHECK(LegWorker::RunnableThreads(std::string("0.52 0.58 0.59 2\0/345 1", 24)) == -1);
+  // This machine's own text, when it has one, reads (the reader runs).
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f) {
+    char buf[128] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    CHECK(LegWorker::RunnableThreads(std::string_view(buf, n)) >= 1);
+  }
+}
+
+TEST_CASE("a worker finds no CPU idle after two reads of busy CPUs and one again a read after") {
+  const unsigned cpus = 2;
+  // An idle machine: the caller alone runs.
+  double avg = LegWorker::NextAverage(-1, 1);
+  CHECK_FALSE(LegWorker::NoIdleCpu(avg, cpus));
+  // One read that finds a second thread running does not refuse ...
+  avg = LegWorker::NextAverage(avg, 2);
+  CHECK_FALSE(LegWorker::NoIdleCpu(avg, cpus));
+  avg = LegWorker::NextAverage(avg, 1);
+  CHECK_FALSE(LegWorker::NoIdleCpu(avg, cpus));
+  // ... two in a row do, and a steady load keeps refusing.
+  avg = LegWorker::NextAverage(avg, 2);
+  avg = LegWorker::NextAverage(avg, 2);
+  CHECK(LegWorker::NoIdleCpu(avg, cpus));
+  for (int i = 0; i < 20; i++) avg = LegWorker::NextAverage(avg, 2);
+  CHECK(LegWorker::NoIdleCpu(avg, cpus));
+  // Once the load ends, the next read finds a CPU idle.
+  avg = LegWorker::NextAverage(avg, 1);
+  CHECK_FALSE(LegWorker::NoIdleCpu(avg, cpus));
+  // A heavy load (six runnable threads on two CPUs) takes three reads.
+  avg = LegWorker::NextAverage(-1, 6);
+  CHECK(LegWorker::NoIdleCpu(avg, cpus));
+  int reads = 0;
+  while (LegWorker::NoIdleCpu(avg, cpus)) {
+    avg = LegWorker::NextAverage(avg, 1);
+    reads++;
+  }
+  CHECK(reads == 3);
+  // The first read alone decides: a loaded machine refuses at once.
+  CHECK(LegWorker::NoIdleCpu(LegWorker::NextAverage(-1, 2), cpus));
+  CHECK_FALSE(LegWorker::NoIdleCpu(LegWorker::NextAverage(-1, 1), cpus));
+  // More CPUs, more room.
+  CHECK_FALSE(LegWorker::NoIdleCpu(LegWorker::NextAverage(-1, 7), 8));
+  CHECK(LegWorker::NoIdleCpu(LegWorker::NextAverage(-1, 8), 8));
+}
 
 namespace {
 
@@ -268,7 +330,7 @@ TEST_CASE("hybrid recall with its vector leg on the worker gives the hits of one
           CHECK((legs == "parallel: vector leg on the handle's worker thread" ||
                  legs == "one thread: the worker had not begun the vector leg when BM25 ended" ||
                  legs == "one thread: the worker was late for a CPU recently" ||
-                 legs == "one thread: the load average leaves no CPU idle"));
+                 legs == "one thread: the runnable threads leave no CPU idle"));
         }
       }
     }
