@@ -1063,6 +1063,19 @@ void RememberThousands(Database* db, int commits, int sessions = 1) {
     Ok(db->Commit());
   }
 }
+
+// Three commits of `per_commit` episodes, dealt to users u0, u1 and u2 in
+// turn, each user's over `sessions` sessions.
+void RememberForThreeUsers(Database* db, int per_commit, int sessions) {
+  for (int t = 0; t < 3; t++) {
+    Ok(db->Begin());
+    for (int i = 0; i < per_commit; i++) {
+      const std::string user = "u" + std::to_string(i % 3);
+      Remember(db, user, "s" + std::to_string(i % sessions), Text(user, t * per_commit + i));
+    }
+    Ok(db->Commit());
+  }
+}
 }  // namespace
 
 TEST_CASE("a VACUUM of a file with a checkpoint puts the graph in the copy's checkpoint only, and recall is unchanged") {
@@ -1141,13 +1154,7 @@ TEST_CASE("a VACUUM copies each episode's BM25 document as it was, context and f
   const std::vector<std::string> users{"u0", "u1", "u2"};
   {
     auto db = MustOpen(path, o);
-    for (int t = 0; t < 3; t++) {
-      Ok(db->Begin());
-      for (int i = 0; i < 600; i++) {
-        Remember(db.get(), users[i % 3], "s" + std::to_string(i % 5), Text(users[i % 3], t * 600 + i));
-      }
-      Ok(db->Commit());
-    }
+    RememberForThreeUsers(db.get(), 600, 5);
     Ok(db->Close());
   }
   auto db = MustOpen(path, o);
@@ -1219,13 +1226,7 @@ TEST_CASE("a VACUUM of several batches copies the same records whether the next 
   const std::string first = dir.File("a.agentmem"), second = dir.File("b.agentmem");
   {
     auto db = MustOpen(first, o);
-    for (int t = 0; t < 3; t++) {
-      Ok(db->Begin());
-      for (int i = 0; i < 900; i++) {
-        Remember(db.get(), users[i % 3], "s" + std::to_string(i % 4), Text(users[i % 3], t * 900 + i));
-      }
-      Ok(db->Commit());
-    }
+    RememberForThreeUsers(db.get(), 900, 4);
     for (const std::string& u : users) {
       agentmem::format::BlockRecord b;
       b.user_id = u;
