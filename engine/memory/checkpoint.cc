@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <type_traits>
 #include <unordered_map>
 
@@ -387,17 +388,122 @@ class NodeVectorSource {
   std::vector<uint64_t> hidden_;
 };
 
+// The graph's vectors of a mapped file, read when a search or an insert
+// first needs each (HnswIndex::MapVectors::read), not at open: the node's
+// episodes page is checked then (checksum, records, the record's id against
+// the node's label), on whichever thread needs it. A float32 vector in a page
+// stored uncompressed is used where it lies; any other is copied into new
+// memory (no memory for it throws std::bad_alloc). A page that fails its
+// checks makes the node unreadable (never a hit), as the open does for the
+// pages it reads.
+class LazyVectors {
+ public:
+  struct Where {
+    uint64_t page;  // the episodes page's offset
+    uint32_t slot;  // the record's index in the page
+  };
+  LazyVectors(std::shared_ptr<const MappedBytes> map, uint64_t file_size, uint64_t salt,
+              uint32_t dim, index::Metric metric, std::vector<Where> where)
+      : map_(std::move(map)), file_size_(file_size), salt_(salt), dim_(dim), metric_(metric),
+        where_(std::move(where)) {}
+
+  const float* Read(uint32_t node, uint64_t label, float* scale) {
+    if (node >= where_.size()) return nullptr;
+    const Where& w = where_[node];
+    // The page read last on this thread, for the other nodes on it.
+    thread_local Page page;
+    if (page.reader != id_ || page.at != w.page) Load(w.page, &page);
+    if (!page.ok || w.slot >= page.records.size()) return nullptr;
+    uint64_t id = 0;
+    std::string_view bytes;
+    format::VectorType type;
+    if (!format::EpisodeVectorOf(page.records[w.slot], page.page_no, &id, &bytes, &type).ok() || id != label) {
+      return nullptr;
+    }
+    const char* in_map = map_->data();
+    if (type == format::VectorType::kF32 && bytes.size() == size_t{4} * dim_ && bytes.data() >= in_map &&
+        bytes.data() < in_map + file_size_) {
+      const float* v = reinterpret_cast<const float*>(bytes.data());
+      Result<float> s = index::HnswIndex::ScaleFor(metric_, v, dim_);
+      if (s.ok() && *s != 0) {
+        *scale = *s;
+        return v;
+      }
+    }
+    std::vector<float> v(dim_);
+    if (!format::StoredToFloats(type, bytes, dim_, v.data())) return nullptr;
+    Result<float> s = index::HnswIndex::ScaleFor(metric_, v.data(), dim_);
+    if (!s.ok()) return nullptr;
+    float* row = NewRow();
+    if (row == nullptr) throw std::bad_alloc();  // the search or insert fails, kNoMem
+    *scale = index::HnswIndex::KeepCopy(v.data(), dim_, *s, row);
+    return row;
+  }
+
+ private:
+  // An episodes page, checked, and its records (views of the mapping, or
+  // of `storage` for a page stored compressed).
+  struct Page {
+    uint64_t reader = 0, at = 0;  // whose and which page: 0 for none
+    bool ok = false;
+    int64_t page_no = 0;
+    std::string storage;
+    std::vector<std::string_view> records;
+  };
+  // (An exception -- no memory -- leaves *page naming no page.)
+  void Load(uint64_t at, Page* page) const {
+    page->reader = 0;
+    PageReader reader(nullptr, file_size_, salt_, map_->data());  // reads the mapping only
+    format::PageHeader header;
+    std::string_view payload;
+    page->ok = reader.ReadView(at, &header, &page->storage, &payload).ok() &&
+               header.type == static_cast<uint8_t>(format::PageType::kEpisodes) &&
+               format::SplitRecords(payload, header.record_count, static_cast<int64_t>(header.page_no),
+                                    &page->records)
+                   .ok();
+    page->page_no = static_cast<int64_t>(header.page_no);
+    page->at = at;
+    page->reader = id_;
+  }
+  static uint64_t NextId() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
+  }
+
+  static constexpr size_t kBlockRows = 1024;
+  // Room for one copied vector, kept until the index goes; null without memory.
+  float* NewRow() {
+    std::lock_guard lock(mu_);
+    if (blocks_.empty() || used_ == kBlockRows) {
+      std::shared_ptr<MappedBytes> block = NewPrivateBytes(kBlockRows * dim_ * sizeof(float));
+      if (!block) return nullptr;
+      blocks_.push_back(std::move(block));
+      used_ = 0;
+    }
+    return reinterpret_cast<float*>(blocks_.back()->data()) + used_++ * dim_;
+  }
+
+  const std::shared_ptr<const MappedBytes> map_;
+  const uint64_t file_size_, salt_;
+  const uint32_t dim_;
+  const index::Metric metric_;
+  const std::vector<Where> where_;  // of each node
+  const uint64_t id_ = NextId();     // this reader's, among all a process makes
+  std::mutex mu_;
+  std::vector<std::shared_ptr<MappedBytes>> blocks_;  // the copies
+  size_t used_ = 0;  // rows taken in the last block
+};
+
 // The graph's vectors, for a checkpoint's image without them (the image
 // itself is used where it was read): where each node's vector lies, and its
 // scale (HnswIndex::ScaleFor), by every thread that calls Help()
 // (ReadCheckpoint's two), in chunks of kChunk nodes taken in order, each
-// thread with its own read window. A float32 vector in a page stored
-// uncompressed is used where it lies in the file, mapped (File::MapShared):
-// the system's cached pages, shared with every process that has the file
-// open, no copy. Other vectors -- float16 or int8, in a compressed page, one
-// kept normalised, or every vector when the file cannot be mapped -- are
-// copied into new memory, a block per chunk. A page that fails its checks is
-// reported as itself.
+// thread with its own read window. A file mapped (File::MapShared) has only
+// its nodes placed: where each node's record lies, its label checked against
+// the state section; the vectors are read on first use (LazyVectors). A file
+// that cannot be mapped has every vector read now and copied into new
+// memory, a block per chunk. A page that fails its checks is reported as
+// itself.
 class GraphFill {
  public:
   GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
@@ -430,11 +536,18 @@ class GraphFill {
   // in it. After Done().
   index::HnswIndex::MapVectors TakeVectors() {
     auto owner = std::make_shared<Owner>();
+    if (lazy_) {
+      auto lazy = std::make_shared<LazyVectors>(map_, file_size_, salt_, dim_, metric_, std::move(where_));
+      owner->map = map_;
+      return {std::move(rows_), std::move(scales_), std::move(owner),
+              [lazy](uint32_t node, uint64_t label, float* scale) { return lazy->Read(node, label, scale); },
+              /*read_ahead=*/true};
+    }
     for (Chunk& c : chunks_) {
       if (c.copies) owner->copies.push_back(std::move(c.copies));
       if (c.in_place > 0) owner->map = map_;
     }
-    return {std::move(rows_), std::move(scales_), std::move(owner)};
+    return {std::move(rows_), std::move(scales_), std::move(owner), nullptr, false};
   }
   // Nodes whose episode page was damaged, in each chunk.
   std::vector<uint64_t> hidden() const {
@@ -491,9 +604,36 @@ class GraphFill {
       chunks_.clear();
       return Status(kNoMem, "checkpoint graph: out of memory");
     }
-    // A file that cannot be mapped is read instead.
+    // A file that cannot be mapped is read instead, every vector now; a
+    // mapped one's vectors are read on first use (LazyVectors).
     if (file_size_ > 0 && !file_->MapShared(file_size_, &map_).ok()) map_ = nullptr;
+    lazy_ = map_ != nullptr;
+    if (lazy_) {
+      try {
+        where_.resize(nodes_);
+      } catch (const std::bad_alloc&) {
+        chunks_.clear();
+        return Status(kNoMem, "checkpoint graph: out of memory");
+      }
+    }
     return Status::OK();
+  }
+  // Where each node of chunk c lies (LazyVectors), each node's label checked
+  // against its episode in the state section.
+  void PlaceChunk(size_t c) {
+    Chunk& chunk = chunks_[c];
+    const size_t from = c * kChunk, to = std::min<size_t>(from + kChunk, nodes_);
+    size_t at = chunk.entry;
+    const std::vector<format::CheckpointEpisode>& episodes = state_.episodes;
+    Status s = index::HnswIndex::ForEachNodeLabel(Image(), from, to, [&](size_t node, uint64_t label) {
+      while (at < episodes.size() && episodes[at].node == UINT32_MAX) at++;
+      if (at == episodes.size() || episodes[at].id != label) return false;
+      where_[node] = {episodes[at].page_offset, episodes[at].slot};
+      at++;
+      return true;
+    });
+    chunk.status = s.ok() ? s : bad_graph_(std::move(s));
+    if (!chunk.status.ok()) stop_.store(true);
   }
   // Row `row` of the chunk's copies, made on first use; null without memory.
   float* CopyRow(Chunk* chunk, size_t row) {
@@ -502,6 +642,7 @@ class GraphFill {
     return reinterpret_cast<float*>(chunk->copies->data()) + row * dim_;
   }
   void FillChunk(size_t c) {
+    if (lazy_) return PlaceChunk(c);
     Chunk& chunk = chunks_[c];
     const size_t from = c * kChunk, to = std::min<size_t>(from + kChunk, nodes_);
     NodeVectorSource source(file_, file_size_, salt_, state_.episodes, dim_, chunk.entry,
@@ -547,6 +688,8 @@ class GraphFill {
   std::shared_ptr<const MappedBytes> map_;
   std::vector<const float*> rows_;
   std::vector<float> scales_;
+  bool lazy_ = false;                        // the vectors are read on first use
+  std::vector<LazyVectors::Where> where_;   // then, where each node's lies
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};  // a chunk failed, or cancelled
 };

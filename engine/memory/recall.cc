@@ -943,6 +943,7 @@ void RecallIndex::VectorSearch(const RecallQuery& q, const std::vector<float>& q
     if (node != EpisodeAttrs::kNoNode) rows.push_back(node);
   }
   if (hidden_nodes_) std::erase_if(rows, [&](uint32_t node) { return graph_->NodeDeleted(node); });
+  if (graph_) graph_->ReadVectors(&rows);  // those unread since the open; unreadable ones go
   out->clear();
   // Node order is episode id order (a commit inserts its episodes in id
   // order), so ties between equal distances still go to the smaller id.
@@ -1211,6 +1212,10 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
     *legs = "one thread: the metadata filter reads records";
   } else if (candidates <= kParallelMin) {
     *legs = "one thread: " + std::to_string(candidates) + " candidates";
+  } else if (graph_ && graph_->ReadingAhead()) {
+    // That thread takes a CPU; asking the worker now would also count it
+    // among the runnable threads for seconds after it is done.
+    *legs = "one thread: the graph's vectors are being read since the open";
   } else {
     switch (legs_->TryStart(&VectorLeg::RunOn, leg)) {
       case LegWorker::Start::kStarted: return legs_;

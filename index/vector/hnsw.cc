@@ -36,6 +36,7 @@
 #include <numeric>
 #include <queue>
 #include <shared_mutex>
+#include <system_error>
 #include <thread>
 
 #include <sys/mman.h>
@@ -49,6 +50,7 @@ namespace {
 // hnswlib's graph, where each node's vector lies (one pointer per slot of
 // capacity: dim floats, any alignment) and its scale (KeptScale()), and the
 // kernels the distances use.
+struct Unread;
 struct Graph : hnswlib::HierarchicalNSW<float> {
   using hnswlib::HierarchicalNSW<float>::HierarchicalNSW;
   std::vector<const float*> vectors;
@@ -56,6 +58,25 @@ struct Graph : hnswlib::HierarchicalNSW<float> {
   const DistanceKernels* kernels = nullptr;
   size_t dim = 0;
   bool l2 = false;
+  Unread* unread = nullptr;  // vectors Map() left to read on first use, if any
+};
+
+// The vectors of a mapped image that Map() left unread (null in
+// Graph::vectors): each is read by `read` the first time a search or an
+// insert needs it, on whichever thread that is, and stored under `mu` (a
+// pointer is stored once, after its scale, and never changes after). With
+// read_ahead, the index's own `reader` thread reads them all meanwhile. A
+// node whose vector cannot be read gets `zeros`: a waypoint, never a hit.
+struct Unread {
+  HnswIndex::ReadVector read;
+  std::mutex mu;
+  std::vector<float> zeros;
+  size_t nodes = 0;  // the mapped nodes: the only ones that can be unread
+  std::atomic<size_t> unreadable{0};  // nodes given `zeros`
+  bool read_ahead = false;
+  std::thread reader;
+  std::atomic<bool> reading{false};  // the reader has not returned
+  std::atomic<bool> stop{false};     // the reader leaves the rest: the index goes
 };
 using hnsw::GraphShape;
 using hnsw::kNoNode;
@@ -67,6 +88,7 @@ constexpr size_t kMinCapacity = 16;
 
 #ifdef AGENTMEM_TEST_HOOKS
 std::atomic<bool> g_grow_fails{false};
+std::atomic<bool> g_read_ahead{true};
 #endif
 
 // ---- hnswlib's space: distance.h's kernels in hnswlib's callback shape ----
@@ -115,7 +137,40 @@ std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
   return {reinterpret_cast<const uint32_t*>(list + 1), g.getListCount(list)};
 }
 
-const float* VectorOf(const Graph& g, uint32_t node) { return g.vectors[node]; }
+// Node's vector as stored: null while Map() left it unread.
+const float* StoredVector(const Graph& g, uint32_t node) {
+  return __atomic_load_n(&g.vectors[node], __ATOMIC_ACQUIRE);
+}
+
+// Reads and stores an unread node's vector (Unread).
+__attribute__((noinline)) const float* ReadUnread(const Graph& g, uint32_t node) {
+  Unread* u = g.unread;
+  if (u == nullptr || node >= u->nodes) return nullptr;
+  float scale = 1.0f;
+  const float* v = u->read(node, g.getExternalLabel(node), &scale);
+  std::lock_guard lock(u->mu);
+  Graph& w = const_cast<Graph&>(g);  // the slots Map() left null are written here only
+  if (const float* first = __atomic_load_n(&w.vectors[node], __ATOMIC_RELAXED)) return first;
+  if (v == nullptr) {
+    v = u->zeros.data();
+    scale = 1.0f;
+    u->unreadable.fetch_add(1, std::memory_order_relaxed);  // before the store below
+  }
+  w.scales[node] = scale;
+  __atomic_store_n(&w.vectors[node], v, __ATOMIC_RELEASE);
+  return v;
+}
+
+__attribute__((always_inline)) inline const float* VectorOf(const Graph& g, uint32_t node) {
+  const float* v = StoredVector(g, node);
+  return v != nullptr ? v : ReadUnread(g, node);
+}
+
+// Whether node's vector could not be read (Unread): it is never a hit.
+bool Unreadable(const Graph& g, uint32_t node) {
+  return g.unread != nullptr && g.unread->unreadable.load(std::memory_order_relaxed) != 0 &&
+         VectorOf(g, node) == g.unread->zeros.data();
+}
 
 // The lengths of a cosine vector that the graph keeps as it is, with the
 // inverse of its length as its scale: within them the product of two such
@@ -145,11 +200,15 @@ struct Query {
   float scale;
 };
 
-Query NodeQuery(const Graph& g, uint32_t node) { return {g.vectors[node], g.scales[node]}; }
+Query NodeQuery(const Graph& g, uint32_t node) {
+  const float* v = VectorOf(g, node);
+  return {v, g.scales[node]};
+}
 
-float DistanceTo(const Graph& g, const Query& q, uint32_t node) {
-  if (g.l2) return g.kernels->l2_sqr(q.v, g.vectors[node], g.dim);
-  return 1.0f - g.kernels->dot(q.v, g.vectors[node], g.dim) * (q.scale * g.scales[node]);
+__attribute__((always_inline)) inline float DistanceTo(const Graph& g, const Query& q, uint32_t node) {
+  const float* v = VectorOf(g, node);
+  if (g.l2) return g.kernels->l2_sqr(q.v, v, g.dim);
+  return 1.0f - g.kernels->dot(q.v, v, g.dim) * (q.scale * g.scales[node]);
 }
 
 // The node holding `label`. Nodes inserted or applied in this process are in
@@ -276,8 +335,10 @@ Candidate Descend(const Graph& g, const Query& query, Candidate at, int top, int
 }
 
 // Asks for a node's whole vector to be brought into the cache.
+// A vector not read yet is not asked for.
 void PrefetchVector(const Graph& g, uint32_t node) {
-  const char* v = reinterpret_cast<const char*>(VectorOf(g, node));
+  const char* v = reinterpret_cast<const char*>(StoredVector(g, node));
+  if (v == nullptr) return;
   for (size_t at = 0; at < g.data_size_; at += 64) __builtin_prefetch(v + at);
 }
 
@@ -309,7 +370,7 @@ std::vector<Candidate> SearchLayer(const Graph& g, const Query& query, Candidate
     for (uint32_t n : links) {
       if (visited.TestAndSet(n)) continue;
       fresh.push_back(n);
-      __builtin_prefetch(VectorOf(g, n));
+      __builtin_prefetch(StoredVector(g, n));
     }
     for (size_t i = 0; i < fresh.size(); ++i) {
       if (i + 1 < fresh.size()) PrefetchVector(g, fresh[i + 1]);
@@ -719,6 +780,7 @@ struct HnswIndex::Impl {
   Status CheckMark(const ChangeMark& mark) const;
   Status CheckVector(std::span<const float> v, const char* what) const;
   GraphView View() const { return GraphView(*graph, shape, mapped); }
+  void ReadUnreadVectors();
   // Starts change seq + 1. The change log is emptied first when it has
   // grown past twice the graph, so that it stays proportional to the graph.
   void BeginChange() {
@@ -773,6 +835,7 @@ struct HnswIndex::Impl {
   // the graph must not free.
   std::shared_ptr<void> region;
   std::shared_ptr<void> vectors_owner;  // where the mapped nodes' vectors lie, if not in region
+  std::unique_ptr<Unread> unread;       // those of them read on first use
   size_t mapped = 0;
   bool level0_mapped = false;
   // The mapped nodes' upper-layer lists when they do not start 4-byte
@@ -782,12 +845,33 @@ struct HnswIndex::Impl {
 };
 
 HnswIndex::Impl::~Impl() {
+  if (unread && unread->reader.joinable()) {
+    unread->stop.store(true);
+    unread->reader.join();
+  }
   if (!graph) return;
   Graph& g = *graph;
   for (size_t i = 0; i < mapped; ++i) {
     if (g.element_levels_[i] > 0) g.linkLists_[i] = nullptr;
   }
   if (level0_mapped) g.data_level0_memory_ = nullptr;
+}
+
+// The reader thread (Unread): every unread vector in node order, a few
+// hundred under each shared lock, so that an insert or a growth waits for
+// one such run at most. A read that throws (no memory) ends the thread: the
+// rest are read when first needed.
+void HnswIndex::Impl::ReadUnreadVectors() {
+  constexpr size_t kRun = 256;
+  try {
+    for (size_t from = 0; from < unread->nodes && !unread->stop.load(std::memory_order_relaxed); from += kRun) {
+      std::shared_lock lock(mu);
+      const Graph& g = *graph;
+      for (size_t i = from; i < std::min(unread->nodes, from + kRun); ++i) VectorOf(g, static_cast<uint32_t>(i));
+    }
+  } catch (...) {
+  }
+  unread->reading.store(false);
 }
 
 Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) const {
@@ -1025,10 +1109,11 @@ std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* vector, size_t 
   const Candidate entry = Descend(g, query, {DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_},
                                   g.maxlevel_, 0, lists);
   if (!filter && g.num_deleted_ == 0) {
-    return SearchLayer(g, query, entry, ef, 0, lists, [](uint32_t) { return true; });
+    if (g.unread == nullptr) return SearchLayer(g, query, entry, ef, 0, lists, [](uint32_t) { return true; });
+    return SearchLayer(g, query, entry, ef, 0, lists, [&](uint32_t n) { return !Unreadable(g, n); });
   }
   return SearchLayer(g, query, entry, ef, 0, lists, [&](uint32_t n) {
-    return !g.isMarkedDeleted(n) && (!filter || filter(g.getExternalLabel(n)));
+    return !g.isMarkedDeleted(n) && !Unreadable(g, n) && (!filter || filter(g.getExternalLabel(n)));
   });
 }
 
@@ -1305,8 +1390,8 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Without(std::span<const uint64_t> 
       r.node = new_id[i];
       r.label = g.getExternalLabel(old);
       r.level = g.element_levels_[i];
-      r.deleted = g.isMarkedDeleted(old);
       r.vector = reinterpret_cast<const char*>(VectorOf(g, old));
+      r.deleted = g.isMarkedDeleted(old) || Unreadable(g, old);  // the copy never makes it a hit
       links.clear();
       for (int layer = 0; layer <= r.level; ++layer) RepairedList(g, old, layer, gone, new_id, &scratch, &links);
       r.links = links.data();
@@ -1688,11 +1773,31 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
       g.scales[i] = scale != 0 ? scale : 1.0f;
     }
     impl->vectors_owner = std::move(vectors.owner);
+    if (!holds_vectors && vectors.read) {
+      impl->unread = std::make_unique<Unread>();
+      impl->unread->read = std::move(vectors.read);
+      impl->unread->zeros.assign(shape.dim, 0.0f);
+      impl->unread->nodes = n;
+      impl->unread->read_ahead = vectors.read_ahead;
+#ifdef AGENTMEM_TEST_HOOKS
+      impl->unread->read_ahead &= g_read_ahead.load();
+#endif
+      g.unread = impl->unread.get();
+    }
     impl->level0_mapped = true;
     g.cur_element_count = n;
     return Status::OK();
   });
   if (!s.ok()) return s;
+  if (impl->unread && impl->unread->read_ahead) {
+    Impl* i = impl.get();
+    try {
+      impl->unread->reading.store(true);
+      impl->unread->reader = std::thread([i] { i->ReadUnreadVectors(); });
+    } catch (const std::system_error&) {
+      impl->unread->reading.store(false);  // no thread: each vector is read when first needed
+    }
+  }
   return std::unique_ptr<HnswIndex>(new HnswIndex(std::move(impl)));
 }
 
@@ -1710,6 +1815,7 @@ Status HnswIndex::MarkDeleted(uint64_t label) {
 
 #ifdef AGENTMEM_TEST_HOOKS
 void HnswIndex::SetGrowFailsForTest(bool on) { g_grow_fails.store(on); }
+void HnswIndex::SetReadAheadForTest(bool on) { g_read_ahead.store(on); }
 #endif
 
 Status HnswIndex::Reserve(size_t capacity) {
@@ -1748,6 +1854,18 @@ VectorBlock HnswIndex::NodeVectors() const {
   b.count = g.cur_element_count;
   b.dim = impl_->shape.dim;
   return b;
+}
+
+void HnswIndex::ReadVectors(std::vector<uint32_t>* nodes) const {
+  std::shared_lock lock(impl_->mu);
+  const Graph& g = *impl_->graph;
+  if (g.unread == nullptr) return;
+  for (uint32_t node : *nodes) VectorOf(g, node);
+  std::erase_if(*nodes, [&](uint32_t node) { return Unreadable(g, node); });
+}
+
+bool HnswIndex::ReadingAhead() const {
+  return impl_->unread != nullptr && impl_->unread->reading.load(std::memory_order_relaxed);
 }
 
 uint64_t HnswIndex::NodeLabel(uint32_t node) const {

@@ -106,6 +106,28 @@ struct ChangeMark {
   bool operator==(const ChangeMark&) const = default;
 };
 
+// Reads the vector of node `node` (labelled `label`) of a mapped image
+// when it is first needed: where it lies (dim floats, any alignment, kept
+// alive as long as the index) with *scale set as HnswIndex::ScaleFor() says, or
+// nullptr when it cannot be read. Called from whichever thread first
+// needs the vector, possibly from two at once for one node: both must give
+// the same floats and scale (the index keeps the first).
+using HnswReadVector = std::function<const float*(uint32_t node, uint64_t label, float* scale)>;
+// The vectors of a mappable image that leaves them out: node i's at
+// rows[i] (any alignment) with scales[i] (as HnswIndex::ScaleFor() says), kept alive
+// by `owner` as long as the index uses them. A null row is given by `read`
+// when a search or an insert first reaches the node, and, with
+// `read_ahead`, by a thread of the index meanwhile, all of them in node
+// order (joined when the index goes). A node whose vector cannot be read
+// stays a waypoint with a zero vector and is never a hit.
+struct HnswMapVectors {
+  std::vector<const float*> rows;
+  std::vector<float> scales;
+  std::shared_ptr<void> owner;
+  HnswReadVector read;
+  bool read_ahead = true;
+};
+
 class HnswIndex {
  public:
   // A vector by its label, for the deltas that leave them out (ApplyDelta):
@@ -159,6 +181,10 @@ class HnswIndex {
   // process find no memory when it must grow (kNoMem, as when the
   // allocation fails). false restores.
   static void SetGrowFailsForTest(bool on);
+  // false makes every later Map() of the process leave its unread vectors
+  // to be read on first use only, as without MapVectors::read_ahead. true
+  // restores.
+  static void SetReadAheadForTest(bool on);
 #endif
 
   // A new index of this one's nodes less those labelled in `removed`, in the
@@ -189,10 +215,16 @@ class HnswIndex {
 
   // The stored vectors, node by node in insertion order (node n's vector at
   // row n; for cosine, as given or normalised: ScaleFor()), and each node's
-  // label. Valid until the
-  // next Add(), Reserve() or ApplyDelta(); the caller must not run those
-  // concurrently with reading through them.
+  // label; a row Map() left unread is null until ReadVectors() or a search
+  // reads it. Valid until the next Add(), Reserve() or ApplyDelta(); the
+  // caller must not run those concurrently with reading through them.
   VectorBlock NodeVectors() const;
+  // Reads the vectors of `nodes` that Map() left to read on first use
+  // (MapVectors::read) and drops from *nodes those that cannot be read:
+  // NodeVectors() then holds a vector for each node left.
+  void ReadVectors(std::vector<uint32_t>* nodes) const;
+  // Whether the thread of MapVectors::read_ahead is still reading.
+  bool ReadingAhead() const;
   uint64_t NodeLabel(uint32_t node) const;
   // Whether a node (below size()) is marked deleted.
   bool NodeDeleted(uint32_t node) const;
@@ -236,14 +268,8 @@ class HnswIndex {
   // returned false (no usable vector for its label).
   static Status ForEachNodeLabel(std::string_view image, size_t first, size_t end,
                                  const std::function<bool(size_t node, uint64_t label)>& place);
-  // The vectors of a mappable image that leaves them out: node i's at
-  // rows[i] (any alignment) with scales[i] (as ScaleFor() says), kept alive
-  // by `owner` as long as the index uses them.
-  struct MapVectors {
-    std::vector<const float*> rows;
-    std::vector<float> scales;
-    std::shared_ptr<void> owner;
-  };
+  using ReadVector = HnswReadVector;
+  using MapVectors = HnswMapVectors;
   // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
   // writable and private to this process, followed by `spare` writable bytes
   // that new nodes may use before the index moves to the heap. `owner` is kept

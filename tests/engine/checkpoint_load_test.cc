@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "format/file_header.h"
 #include "format/records.h"
 #include "format/page.h"
+#include "index/vector/hnsw.h"
 #include "tests/util/bm25_old_images.h"
 #include "tests/util/fault_env.h"
 #include "tests/util/open_helpers.h"
@@ -1030,6 +1032,37 @@ TEST_CASE("a damaged episodes page that a checkpoint's graph needs still opens, 
     ann.erase(std::find(ann.begin(), ann.end(), "1"));
     CHECK(hidden == ann);
   }
+}
+
+TEST_CASE("an episodes page damaged after a mapped open is found when a recall first needs its vector") {
+  const Checkpointed& c = Original();
+  const uint64_t at = FirstPageOf(c.bytes, PageType::kEpisodes);  // episode 1 (ann)
+  std::string bad = c.bytes;
+  bad[at + format::kPageHeaderSize + 3] ^= 0x10;
+  Opened damaged_before = OpenBytes(bad, false);  // read at open: episode 1 hidden then
+  REQUIRE(damaged_before.status.ok());
+  const std::vector<std::string> want = Recall(damaged_before.db.get(), "ann", "cat", engine::RecallMode::kVector);
+  REQUIRE(std::find(want.begin(), want.end(), "1") == want.end());
+  // Opened whole from a file on disk, the graph's vectors left to read on
+  // first use; then the page changes on disk, under the open handle.
+  index::HnswIndex::SetReadAheadForTest(false);
+  Opened o = OpenBytes(c.bytes, true);
+  index::HnswIndex::SetReadAheadForTest(true);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  {
+    std::fstream f(o.dir->path() + "/checkpoint.agentmem", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + format::kPageHeaderSize + 3));
+    f.put(bad[at + format::kPageHeaderSize + 3]);
+    REQUIRE(f.good());
+  }
+  // The recall checks the page before using its vector: episode 1 is not a
+  // hit, and the rest are those of a file damaged before its open.
+  CHECK(Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector) == want);
+  CHECK(Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector) == want);
+  format::EpisodeRecord e;
+  const Status s = o.db->GetEpisode(1, &e);
+  CHECK(s.code() == kCorruptChecksum);
+  CHECK(s.page_no() == PageNo(at));
 }
 
 namespace {

@@ -626,6 +626,121 @@ TEST_CASE("a mappable image without vectors maps the same graph with its vectors
   }
 }
 
+TEST_CASE("a mapped image's vectors left unread are read on first use, and one that cannot be read is never a hit") {
+  auto rng = SeededRng(35);
+  const size_t n = 1500, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  for (Metric metric : kMetrics) {
+   for (bool read_ahead : {false, true}) {
+    CAPTURE(MetricName(metric));
+    CAPTURE(read_ahead);
+    auto index = NewIndex(metric, dim);
+    AddRows(index.get(), data, dim, 0, n, 1);  // labels 1..n
+    std::string without;
+    REQUIRE(index->SerializeMappable(&without, false).ok());
+    // Every row left null: `read` gives each when first asked, and none for
+    // label 700, as for an episodes page that fails its checksum.
+    constexpr uint64_t kUnreadable = 700;
+    std::vector<std::atomic<int>> reads(n);
+    HnswIndex::MapVectors vectors;
+    vectors.rows.assign(n, nullptr);
+    vectors.scales.assign(n, 0.0f);
+    vectors.read_ahead = read_ahead;  // the index's own thread reads them all meanwhile
+    vectors.read = [&](uint32_t node, uint64_t label, float* scale) -> const float* {
+      reads[node]++;
+      if (label != node + 1 || label == kUnreadable) return nullptr;
+      const float* v = data.data() + node * dim;
+      Result<float> s = HnswIndex::ScaleFor(metric, v, dim);
+      if (!s.ok() || *s == 0) return nullptr;
+      *scale = *s;
+      return v;
+    };
+    MappedCopy copy = MappedCopy::Of(without, 4096);
+    Result<std::unique_ptr<HnswIndex>> mapped =
+        HnswIndex::Map(copy.memory.get(), copy.size, 4096, copy.memory, 64, false, std::move(vectors));
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    auto read_so_far = [&] {
+      size_t r = 0;
+      for (const auto& c : reads) r += c.load() > 0;
+      return r;
+    };
+    if (!read_ahead) {
+      CHECK(read_so_far() == 0);  // nothing read by the map itself
+      // The exact scan's rows are read when asked for.
+      std::vector<uint32_t> some = {3, 1, 2};
+      (*mapped)->ReadVectors(&some);
+      CHECK(some == std::vector<uint32_t>{3, 1, 2});
+      CHECK(read_so_far() == 3);
+      CHECK((*mapped)->NodeVectors().rows[1] == data.data() + dim);
+      // One search reads a part of the graph.
+      const std::vector<float> first = RandomFloats(rng, dim, -1.0f, 1.0f);
+      REQUIRE((*mapped)->Search(first, Top(10, 40)).ok());
+      CHECK(read_so_far() > 0);
+      CHECK(read_so_far() < n);
+    }
+    // Searches from two threads at once: the same answers as the index the
+    // image came from, without the unreadable label.
+    std::vector<std::vector<float>> queries;
+    for (int t = 0; t < 40; ++t) queries.push_back(RandomFloats(rng, dim, -1.0f, 1.0f));
+    queries.push_back(std::vector<float>(data.begin() + (kUnreadable - 1) * dim,
+                                         data.begin() + kUnreadable * dim));
+    std::atomic<int> differ{0}, returned_unreadable{0};
+    auto search = [&](size_t from) {
+      for (size_t q = from; q < queries.size(); q += 2) {
+        auto want = index->Search(queries[q], Top(10, 200));
+        auto got = (*mapped)->Search(queries[q], Top(10, 200));
+        if (!want.ok() || !got.ok()) {
+          differ++;
+          continue;
+        }
+        std::erase_if(*want, [](const Neighbor& h) { return h.id == kUnreadable; });
+        for (const Neighbor& h : *got) returned_unreadable += h.id == kUnreadable;
+        got->resize(std::min(got->size(), want->size()));
+        for (size_t i = 0; i < got->size(); ++i) differ += (*got)[i].id != (*want)[i].id;
+      }
+    };
+    std::thread other(search, 1);
+    search(0);
+    other.join();
+    CHECK(returned_unreadable == 0);
+    CHECK(differ <= 2);  // a graph without one node's vector may route a query apart
+    // A search for every node returns all but the unreadable one.
+    auto all = (*mapped)->Search(queries.back(), Top(n, n));
+    REQUIRE(all.ok());
+    CHECK(all->size() == n - 1);
+    for (const Neighbor& h : *all) CHECK(h.id != kUnreadable);
+    // The exact scan's rows: the unreadable node goes, the rest are read.
+    std::vector<uint32_t> rows(n);
+    std::iota(rows.begin(), rows.end(), 0u);
+    (*mapped)->ReadVectors(&rows);
+    CHECK(rows.size() == n - 1);
+    CHECK(std::find(rows.begin(), rows.end(), kUnreadable - 1) == rows.end());
+    const VectorBlock block = (*mapped)->NodeVectors();
+    for (uint32_t r : rows) CHECK(block.rows[r] == data.data() + r * dim);
+    for (size_t i = 0; i < n; ++i) CHECK(reads[i].load() >= 1);
+    // Once read, never read again; new nodes link to the mapped ones.
+    std::vector<int> before(n);
+    for (size_t i = 0; i < n; ++i) before[i] = reads[i].load();
+    const std::vector<float> extra = RandomFloats(rng, 100 * dim, -1.0f, 1.0f);
+    AddRows(mapped->get(), extra, dim, 0, 100, n + 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (i + 1 != kUnreadable) CHECK(reads[i].load() == before[i]);
+    }
+    auto found = (*mapped)->Search(std::span<const float>(extra.data() + 42 * dim, dim), Top(1, 64));
+    REQUIRE(found.ok());
+    REQUIRE(found->size() == 1);
+    CHECK((*found)[0].id == n + 43);
+    // Without() copies every node, the unreadable one deleted.
+    const uint64_t removed[] = {5};
+    auto smaller = (*mapped)->Without(removed);
+    REQUIRE(smaller.ok());
+    auto hits = (*smaller)->Search(queries.back(), Top(n, n));
+    REQUIRE(hits.ok());
+    for (const Neighbor& h : *hits) CHECK((h.id != kUnreadable && h.id != 5));
+   }
+  }
+}
+
 TEST_CASE("an image without vectors whose vectors cannot all be found, or that is cut short, is refused") {
   auto rng = SeededRng(34);
   const size_t n = 300, dim = 8;
