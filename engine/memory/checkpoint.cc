@@ -410,9 +410,8 @@ class LazyVectors {
   const float* Read(uint32_t node, uint64_t label, float* scale) {
     if (node >= where_.size()) return nullptr;
     const Where& w = where_[node];
-    // The page read last on this thread, for the other nodes on it.
-    thread_local Page page;
-    if (page.reader != id_ || page.at != w.page) Load(w.page, &page);
+    Page page;
+    Load(w.page, &page);
     if (!page.ok || w.slot >= page.records.size()) return nullptr;
     uint64_t id = 0;
     std::string_view bytes;
@@ -444,15 +443,12 @@ class LazyVectors {
   // An episodes page, checked, and its records (views of the mapping, or
   // of `storage` for a page stored compressed).
   struct Page {
-    uint64_t reader = 0, at = 0;  // whose and which page: 0 for none
     bool ok = false;
     int64_t page_no = 0;
     std::string storage;
     std::vector<std::string_view> records;
   };
-  // (An exception -- no memory -- leaves *page naming no page.)
   void Load(uint64_t at, Page* page) const {
-    page->reader = 0;
     PageReader reader(nullptr, file_size_, salt_, map_->data());  // reads the mapping only
     format::PageHeader header;
     std::string_view payload;
@@ -462,12 +458,6 @@ class LazyVectors {
                                     &page->records)
                    .ok();
     page->page_no = static_cast<int64_t>(header.page_no);
-    page->at = at;
-    page->reader = id_;
-  }
-  static uint64_t NextId() {
-    static std::atomic<uint64_t> last{0};
-    return ++last;
   }
 
   static constexpr size_t kBlockRows = 1024;
@@ -488,7 +478,6 @@ class LazyVectors {
   const uint32_t dim_;
   const index::Metric metric_;
   const std::vector<Where> where_;  // of each node
-  const uint64_t id_ = NextId();     // this reader's, among all a process makes
   std::mutex mu_;
   std::vector<std::shared_ptr<MappedBytes>> blocks_;  // the copies
   size_t used_ = 0;  // rows taken in the last block

@@ -36,7 +36,6 @@
 #include <numeric>
 #include <queue>
 #include <shared_mutex>
-#include <system_error>
 #include <thread>
 
 #include <sys/mman.h>
@@ -1747,6 +1746,16 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     if (g.linkLists_ == nullptr) throw std::bad_alloc();
     g.visited_list_pool_ =
         new hnswlib::VisitedListPool(0, static_cast<int>(std::max<size_t>(capacity, 1)));  // as in Grow
+    if (!holds_vectors && vectors.read) {
+      impl->unread = std::make_unique<Unread>();
+      impl->unread->zeros.assign(shape.dim, 0.0f);
+      impl->unread->read = std::move(vectors.read);
+      impl->unread->nodes = n;
+      impl->unread->read_ahead = vectors.read_ahead;
+#ifdef AGENTMEM_TEST_HOOKS
+      impl->unread->read_ahead &= g_read_ahead.load();
+#endif
+    }
     impl->region = std::move(owner);
     impl->mapped = n;
     char* lists = image + kMapHeader + n;
@@ -1773,17 +1782,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
       g.scales[i] = scale != 0 ? scale : 1.0f;
     }
     impl->vectors_owner = std::move(vectors.owner);
-    if (!holds_vectors && vectors.read) {
-      impl->unread = std::make_unique<Unread>();
-      impl->unread->read = std::move(vectors.read);
-      impl->unread->zeros.assign(shape.dim, 0.0f);
-      impl->unread->nodes = n;
-      impl->unread->read_ahead = vectors.read_ahead;
-#ifdef AGENTMEM_TEST_HOOKS
-      impl->unread->read_ahead &= g_read_ahead.load();
-#endif
-      g.unread = impl->unread.get();
-    }
+    g.unread = impl->unread.get();
     impl->level0_mapped = true;
     g.cur_element_count = n;
     return Status::OK();
@@ -1794,7 +1793,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     try {
       impl->unread->reading.store(true);
       impl->unread->reader = std::thread([i] { i->ReadUnreadVectors(); });
-    } catch (const std::system_error&) {
+    } catch (...) {
       impl->unread->reading.store(false);  // no thread: each vector is read when first needed
     }
   }
