@@ -410,13 +410,27 @@ class LazyVectors {
   const float* Read(uint32_t node, uint64_t label, float* scale) {
     if (node >= where_.size()) return nullptr;
     const Where& w = where_[node];
-    Page page;
-    Load(w.page, &page);
-    if (!page.ok || w.slot >= page.records.size()) return nullptr;
+    // The page read last, when no other thread holds it: the index's reader
+    // thread goes through the nodes in file order. Otherwise the page is
+    // read for this node alone.
+    std::unique_lock last(last_mu_, std::try_to_lock);
+    Page own;
+    Page* page = &own;
+    if (last.owns_lock()) {
+      page = &last_;
+      if (last_at_ != w.page) {
+        last_at_ = 0;
+        Load(w.page, &last_);
+        last_at_ = w.page;
+      }
+    } else {
+      Load(w.page, &own);
+    }
+    if (!page->ok || w.slot >= page->records.size()) return nullptr;
     uint64_t id = 0;
     std::string_view bytes;
     format::VectorType type;
-    if (!format::EpisodeVectorOf(page.records[w.slot], page.page_no, &id, &bytes, &type).ok() || id != label) {
+    if (!format::EpisodeVectorOf(page->records[w.slot], page->page_no, &id, &bytes, &type).ok() || id != label) {
       return nullptr;
     }
     const char* in_map = map_->data();
@@ -478,6 +492,9 @@ class LazyVectors {
   const uint32_t dim_;
   const index::Metric metric_;
   const std::vector<Where> where_;  // of each node
+  std::mutex last_mu_;
+  uint64_t last_at_ = 0;  // the offset of last_ (0: none)
+  Page last_;
   std::mutex mu_;
   std::vector<std::shared_ptr<MappedBytes>> blocks_;  // the copies
   size_t used_ = 0;  // rows taken in the last block

@@ -131,11 +131,12 @@ LegWorker::~LegWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
-LegWorker::Start LegWorker::TryStart(void (*task)(void*), void* arg) {
+LegWorker::Start LegWorker::TryStart(void (*task)(void*), void* arg, bool cpu_taken) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (busy_) return Start::kBusy;
     if (unavailable_ || stop_) return Start::kUnavailable;
+    if (cpu_taken && !AlwaysParallel()) return Start::kCpuTaken;
     if (refuse_ > 0 && !AlwaysParallel()) {
       refuse_--;
       return Start::kBackingOff;

@@ -28,10 +28,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <string_view>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 namespace agentmem::engine {
@@ -49,10 +49,14 @@ class LegWorker {
     kUnavailable, // one CPU, or the thread could not start
     kBackingOff,  // refusing tasks after late ones
     kNoIdleCpu,   // the runnable threads leave no CPU idle (NoIdleCpu())
+    kCpuTaken,    // the caller said another thread of its own takes a CPU
   };
   // Starts task(arg) on the worker thread (kStarted); any other answer means
-  // nothing was run and the caller runs the task itself.
-  Start TryStart(void (*task)(void*), void* arg);
+  // nothing was run and the caller runs the task itself. `cpu_taken`: a
+  // thread of the caller's own is running, so no CPU is idle for the worker
+  // (kCpuTaken, without reading the runnable threads, which would count that
+  // thread for seconds after).
+  Start TryStart(void (*task)(void*), void* arg, bool cpu_taken = false);
   // Returns once the task TryStart() started has run: true when the worker
   // ran it, false when it had not begun it and the calling thread did.
   bool Finish();

@@ -1212,12 +1212,8 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
     *legs = "one thread: the metadata filter reads records";
   } else if (candidates <= kParallelMin) {
     *legs = "one thread: " + std::to_string(candidates) + " candidates";
-  } else if (graph_ && graph_->ReadingAhead()) {
-    // That thread takes a CPU; asking the worker now would also count it
-    // among the runnable threads for seconds after it is done.
-    *legs = "one thread: the graph's vectors are being read since the open";
   } else {
-    switch (legs_->TryStart(&VectorLeg::RunOn, leg)) {
+    switch (legs_->TryStart(&VectorLeg::RunOn, leg, graph_ && graph_->ReadingAhead())) {
       case LegWorker::Start::kStarted: return legs_;
       case LegWorker::Start::kBusy: *legs = "one thread: the worker is busy"; break;
       case LegWorker::Start::kUnavailable:
@@ -1228,6 +1224,9 @@ LegWorker* RecallIndex::StartVectorLeg(const RecallQuery& q, uint64_t candidates
         break;
       case LegWorker::Start::kNoIdleCpu:
         *legs = "one thread: the runnable threads leave no CPU idle";
+        break;
+      case LegWorker::Start::kCpuTaken:
+        *legs = "one thread: the graph's vectors are being read since the open";
         break;
     }
   }

@@ -72,6 +72,7 @@ struct Unread {
   std::vector<float> zeros;
   size_t nodes = 0;  // the mapped nodes: the only ones that can be unread
   std::atomic<size_t> unreadable{0};  // nodes given `zeros`
+  std::atomic<bool> all_read{false};  // no node is unread any more
   bool read_ahead = false;
   std::thread reader;
   std::atomic<bool> reading{false};  // the reader has not returned
@@ -140,6 +141,10 @@ std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
 const float* StoredVector(const Graph& g, uint32_t node) {
   return __atomic_load_n(&g.vectors[node], __ATOMIC_ACQUIRE);
 }
+// The same for a prefetch, which reads nothing through it.
+const float* VectorToPrefetch(const Graph& g, uint32_t node) {
+  return __atomic_load_n(&g.vectors[node], __ATOMIC_RELAXED);
+}
 
 // Reads and stores an unread node's vector (Unread).
 __attribute__((noinline)) const float* ReadUnread(const Graph& g, uint32_t node) {
@@ -162,7 +167,7 @@ __attribute__((noinline)) const float* ReadUnread(const Graph& g, uint32_t node)
 
 __attribute__((always_inline)) inline const float* VectorOf(const Graph& g, uint32_t node) {
   const float* v = StoredVector(g, node);
-  return v != nullptr ? v : ReadUnread(g, node);
+  return __builtin_expect(v != nullptr, 1) ? v : ReadUnread(g, node);
 }
 
 // Whether node's vector could not be read (Unread): it is never a hit.
@@ -336,7 +341,7 @@ Candidate Descend(const Graph& g, const Query& query, Candidate at, int top, int
 // Asks for a node's whole vector to be brought into the cache.
 // A vector not read yet is not asked for.
 void PrefetchVector(const Graph& g, uint32_t node) {
-  const char* v = reinterpret_cast<const char*>(StoredVector(g, node));
+  const char* v = reinterpret_cast<const char*>(VectorToPrefetch(g, node));
   if (v == nullptr) return;
   for (size_t at = 0; at < g.data_size_; at += 64) __builtin_prefetch(v + at);
 }
@@ -369,7 +374,7 @@ std::vector<Candidate> SearchLayer(const Graph& g, const Query& query, Candidate
     for (uint32_t n : links) {
       if (visited.TestAndSet(n)) continue;
       fresh.push_back(n);
-      __builtin_prefetch(StoredVector(g, n));
+      __builtin_prefetch(VectorToPrefetch(g, n));
     }
     for (size_t i = 0; i < fresh.size(); ++i) {
       if (i + 1 < fresh.size()) PrefetchVector(g, fresh[i + 1]);
@@ -654,14 +659,16 @@ void PlanLinks(const Graph& g, uint32_t node, uint32_t round_first, uint32_t ent
   DirectLists lists{g};
   Candidate at{0, entry};
   if (top >= 0) at = Descend(g, q, {DistanceTo(g, q, entry), entry}, top, level, lists);
-  auto live = [&](uint32_t n) { return !g.isMarkedDeleted(n); };
+  auto live = [&](uint32_t n) { return !g.isMarkedDeleted(n) && !Unreadable(g, n); };
+  const bool all_live = g.num_deleted_ == 0 && (g.unread == nullptr || g.unread->unreadable.load() == 0);
   std::vector<Candidate> c;
   for (int layer = level; layer >= 0; --layer) {
     c.clear();
     if (layer <= top) {
-      // Without deleted nodes every node is live: no need to read each
-      // met node's flags (a cache line the search does not otherwise need).
-      c = g.num_deleted_ == 0
+      // Without deleted or unreadable nodes every node is live: no need to
+      // read each met node's flags (a cache line the search does not
+      // otherwise need).
+      c = all_live
               ? SearchLayer(g, q, at, g.ef_construction_, layer, lists, [](uint32_t) { return true; })
               : SearchLayer(g, q, at, g.ef_construction_, layer, lists, live);
       // Every node met is deleted: link to the entry all the same, which
@@ -780,6 +787,7 @@ struct HnswIndex::Impl {
   Status CheckVector(std::span<const float> v, const char* what) const;
   GraphView View() const { return GraphView(*graph, shape, mapped); }
   void ReadUnreadVectors();
+  Status ReadAllUnread();
   // Starts change seq + 1. The change log is emptied first when it has
   // grown past twice the graph, so that it stays proportional to the graph.
   void BeginChange() {
@@ -857,20 +865,37 @@ HnswIndex::Impl::~Impl() {
 }
 
 // The reader thread (Unread): every unread vector in node order, a few
-// hundred under each shared lock, so that an insert or a growth waits for
-// one such run at most. A read that throws (no memory) ends the thread: the
+// dozen under each shared lock, so that an insert or a growth (and the
+// searches queued behind it) wait for one such run at most: a few page
+// faults when the file is not in the page cache. A read that throws (no memory) ends the thread: the
 // rest are read when first needed.
 void HnswIndex::Impl::ReadUnreadVectors() {
-  constexpr size_t kRun = 256;
+  constexpr size_t kRun = 32;
   try {
-    for (size_t from = 0; from < unread->nodes && !unread->stop.load(std::memory_order_relaxed); from += kRun) {
+    size_t from = 0;
+    for (; from < unread->nodes && !unread->stop.load(std::memory_order_relaxed); from += kRun) {
       std::shared_lock lock(mu);
       const Graph& g = *graph;
       for (size_t i = from; i < std::min(unread->nodes, from + kRun); ++i) VectorOf(g, static_cast<uint32_t>(i));
     }
+    if (from >= unread->nodes) unread->all_read.store(true);
   } catch (...) {
   }
   unread->reading.store(false);
+}
+
+// Every vector still unread, before an insert links (its searches read
+// them, and a failure there would leave the graph half linked). REQUIRES:
+// the exclusive lock.
+Status HnswIndex::Impl::ReadAllUnread() {
+  if (unread == nullptr || unread->all_read.load()) return Status::OK();
+  try {
+    for (size_t i = 0; i < unread->nodes; ++i) VectorOf(*graph, static_cast<uint32_t>(i));
+  } catch (const std::bad_alloc&) {
+    return Status(kNoMem, "hnsw: no memory to read the mapped graph's vectors");
+  }
+  unread->all_read.store(true);
+  return Status::OK();
 }
 
 Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) const {
@@ -970,6 +995,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
   }
   if (node_seq.size() < first + count) node_seq.resize(first + count);
   if (!arena.Reserve(count)) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
+  AGENTMEM_RETURN_IF_ERROR(ReadAllUnread());
   std::vector<int> levels(count);
   MallocBlocks upper;
   upper.blocks.assign(count, nullptr);

@@ -107,6 +107,22 @@ TEST_CASE("a leg worker starts on its first task, refuses a second caller while 
 }
 #endif
 
+#ifdef AGENTMEM_TEST_HOOKS
+TEST_CASE("a leg worker refuses a task while the caller's own thread takes a CPU, unless the hook says run") {
+  if (std::thread::hardware_concurrency() == 1) return;  // no worker at all
+  LegWorker w;
+  std::atomic<int> n{0};
+  CHECK(w.TryStart(&Increment, &n, /*cpu_taken=*/true) == LegWorker::Start::kCpuTaken);
+  CHECK_FALSE(w.started());  // refused before any thread
+  CHECK(n.load() == 0);
+  LegWorker::SetAlwaysParallelForTest(true);
+  REQUIRE(w.TryStart(&Increment, &n, /*cpu_taken=*/true) == LegWorker::Start::kStarted);
+  CHECK(w.Finish());
+  LegWorker::SetAlwaysParallelForTest(false);
+  CHECK(n.load() == 1);
+}
+#endif
+
 TEST_CASE("the runnable threads are read from the fourth field of /proc/loadavg's text") {
   CHECK(LegWorker::RunnableThreads("0.52 0.58 0.59 2/345 6789\n") == 2);
   CHECK(LegWorker::RunnableThreads("12.00 8.25 3.10 17/1024 1") == 17);
