@@ -726,10 +726,13 @@ TEST_CASE("a mapped image's vectors left unread are read on first use, and one t
     for (size_t i = 0; i < n; ++i) {
       if (i + 1 != kUnreadable) CHECK(reads[i].load() == before[i]);
     }
-    auto found = (*mapped)->Search(std::span<const float>(extra.data() + 42 * dim, dim), Top(1, 64));
+    // (A beam of most of the graph: the check is of the links, not of the
+    // search's approximation. Under inner product a vector need not be its
+    // own nearest.)
+    auto found = (*mapped)->Search(std::span<const float>(extra.data() + 42 * dim, dim), Top(1, 1000));
     REQUIRE(found.ok());
     REQUIRE(found->size() == 1);
-    CHECK((*found)[0].id == n + 43);
+    if (metric != Metric::kInnerProduct) CHECK((*found)[0].id == n + 43);
     // Without() copies every node, the unreadable one deleted.
     const uint64_t removed[] = {5};
     auto smaller = (*mapped)->Without(removed);
