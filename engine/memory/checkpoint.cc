@@ -290,6 +290,32 @@ Status Database::ImportCheckpointState(const CheckpointState& st) {
 
 namespace {
 
+// Reads the episodes page at `offset`, checked, and splits its records
+// (views of the mapping, or of *storage for a page stored compressed).
+Status ReadEpisodesPage(PageReader* reader, uint64_t offset, format::PageHeader* header,
+                        std::string* storage, std::vector<std::string_view>* records) {
+  std::string_view payload;
+  AGENTMEM_RETURN_IF_ERROR(reader->ReadView(offset, header, storage, &payload));
+  if (header->type != static_cast<uint8_t>(format::PageType::kEpisodes)) {
+    return Status(kCorruptIndex, "a node's episode is not on an episodes page");
+  }
+  return format::SplitRecords(payload, header->record_count, static_cast<int64_t>(header->page_no),
+                              records);
+}
+
+// The stored vector `bytes` where it lies, when it is float32 of `dim`
+// components inside the mapping [begin, end) (a page stored uncompressed);
+// null otherwise.
+const float* InMapping(format::VectorType type, std::string_view bytes, uint32_t dim, const char* begin,
+                       const char* end) {
+  const auto at = reinterpret_cast<uintptr_t>(bytes.data());
+  if (type != format::VectorType::kF32 || bytes.size() != size_t{4} * dim || begin == nullptr ||
+      at < reinterpret_cast<uintptr_t>(begin) || at >= reinterpret_cast<uintptr_t>(end)) {
+    return nullptr;
+  }
+  return reinterpret_cast<const float*>(bytes.data());
+}
+
 // The vectors of the graph's nodes, from their episodes' records: node n is
 // the n-th episode of the state section with a node, and its label is that
 // episode's id. Pages are read in file order, each checked as the scan
@@ -324,7 +350,8 @@ class NodeVectorSource {
     if (!status_.ok() || at_ == episodes_.size() || episodes_[at_].id != label) return nullptr;
     const format::CheckpointEpisode& e = episodes_[at_++];
     if (page_at_ != e.page_offset) {
-      page_status_ = ReadEpisodesPage(e.page_offset);
+      page_at_ = e.page_offset;
+      page_status_ = ReadEpisodesPage(&reader_, e.page_offset, &header_, &storage_, &records_);
       if (!page_status_.ok() && page_status_.primary() != kCorrupt) status_ = page_status_;
     }
     if (!status_.ok()) return nullptr;
@@ -339,11 +366,9 @@ class NodeVectorSource {
       return Hide(label);
     }
     if (id != label) return nullptr;
-    const auto at = reinterpret_cast<uintptr_t>(bytes.data());
-    if (type == format::VectorType::kF32 && bytes.size() == size_t{4} * dim_ &&
-        at >= reinterpret_cast<uintptr_t>(mapped_) && at < reinterpret_cast<uintptr_t>(mapped_end_)) {
-      in_place_ = true;  // float32 in a page stored uncompressed, in the mapping
-      return reinterpret_cast<const float*>(bytes.data());
+    if (const float* v = InMapping(type, bytes, dim_, mapped_, mapped_end_)) {
+      in_place_ = true;
+      return v;
     }
     if (!format::StoredToFloats(type, bytes, dim_, vector_.data())) return nullptr;
     return vector_.data();
@@ -355,16 +380,6 @@ class NodeVectorSource {
   const std::vector<uint64_t>& hidden() const { return hidden_; }
 
  private:
-  Status ReadEpisodesPage(uint64_t offset) {
-    page_at_ = offset;
-    std::string_view payload;
-    AGENTMEM_RETURN_IF_ERROR(reader_.ReadView(offset, &header_, &storage_, &payload));
-    if (header_.type != static_cast<uint8_t>(format::PageType::kEpisodes)) {
-      return Status(kCorruptIndex, "a node's episode is not on an episodes page");
-    }
-    return format::SplitRecords(payload, header_.record_count, static_cast<int64_t>(header_.page_no),
-                                &records_);
-  }
   const float* Hide(uint64_t label) {
     hidden_.push_back(label);
     std::fill(vector_.begin(), vector_.end(), 0.0f);
@@ -433,10 +448,7 @@ class LazyVectors {
     if (!format::EpisodeVectorOf(page->records[w.slot], page->page_no, &id, &bytes, &type).ok() || id != label) {
       return nullptr;
     }
-    const char* in_map = map_->data();
-    if (type == format::VectorType::kF32 && bytes.size() == size_t{4} * dim_ && bytes.data() >= in_map &&
-        bytes.data() < in_map + file_size_) {
-      const float* v = reinterpret_cast<const float*>(bytes.data());
+    if (const float* v = InMapping(type, bytes, dim_, map_->data(), map_->data() + file_size_)) {
       Result<float> s = index::HnswIndex::ScaleFor(metric_, v, dim_);
       if (s.ok() && *s != 0) {
         *scale = *s;
@@ -465,12 +477,7 @@ class LazyVectors {
   void Load(uint64_t at, Page* page) const {
     PageReader reader(nullptr, file_size_, salt_, map_->data());  // reads the mapping only
     format::PageHeader header;
-    std::string_view payload;
-    page->ok = reader.ReadView(at, &header, &page->storage, &payload).ok() &&
-               header.type == static_cast<uint8_t>(format::PageType::kEpisodes) &&
-               format::SplitRecords(payload, header.record_count, static_cast<int64_t>(header.page_no),
-                                    &page->records)
-                   .ok();
+    page->ok = ReadEpisodesPage(&reader, at, &header, &page->storage, &page->records).ok();
     page->page_no = static_cast<int64_t>(header.page_no);
   }
 

@@ -64,8 +64,9 @@ struct Graph : hnswlib::HierarchicalNSW<float> {
 // Graph::vectors): each is read by `read` the first time a search or an
 // insert needs it, on whichever thread that is, and stored under `mu` (a
 // pointer is stored once, after its scale, and never changes after). With
-// read_ahead, the index's own `reader` thread reads them all meanwhile. A
-// node whose vector cannot be read gets `zeros`: a waypoint, never a hit.
+// MapVectors::read_ahead, the index's own `reader` thread reads them all
+// meanwhile. A node whose vector cannot be read gets `zeros`: a waypoint,
+// never a hit.
 struct Unread {
   HnswIndex::ReadVector read;
   std::mutex mu;
@@ -73,7 +74,6 @@ struct Unread {
   size_t nodes = 0;  // the mapped nodes: the only ones that can be unread
   std::atomic<size_t> unreadable{0};  // nodes given `zeros`
   std::atomic<bool> all_read{false};  // no node is unread any more
-  bool read_ahead = false;
   std::thread reader;
   std::atomic<bool> reading{false};  // the reader has not returned
   std::atomic<bool> stop{false};     // the reader leaves the rest: the index goes
@@ -174,6 +174,26 @@ __attribute__((always_inline)) inline const float* VectorOf(const Graph& g, uint
 bool Unreadable(const Graph& g, uint32_t node) {
   return g.unread != nullptr && g.unread->unreadable.load(std::memory_order_relaxed) != 0 &&
          VectorOf(g, node) == g.unread->zeros.data();
+}
+
+// Whether no node is left unread and none could not be read: every node
+// that is not deleted is then a hit.
+bool EveryVectorRead(const Graph& g) {
+  return g.unread == nullptr || (g.unread->all_read.load(std::memory_order_acquire) &&
+                                 g.unread->unreadable.load(std::memory_order_relaxed) == 0);
+}
+
+// An image that carries vectors cannot hold a node whose vector could not be
+// read: its zero vector would be written as if it were the node's own.
+Status CheckVectorsReadable(const Graph& g) {
+  if (g.unread == nullptr) return Status::OK();
+  for (uint32_t node = 0; node < g.unread->nodes; ++node) {
+    if (VectorOf(g, node) == g.unread->zeros.data()) {  // reads it if unread
+      return StatusF(kCorruptIndex, "hnsw: node %u (label %llu): its vector could not be read", node,
+                     static_cast<unsigned long long>(g.getExternalLabel(node)));
+    }
+  }
+  return Status::OK();
 }
 
 // The lengths of a cosine vector that the graph keeps as it is, with the
@@ -1134,7 +1154,7 @@ std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* vector, size_t 
   const Candidate entry = Descend(g, query, {DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_},
                                   g.maxlevel_, 0, lists);
   if (!filter && g.num_deleted_ == 0) {
-    if (g.unread == nullptr) return SearchLayer(g, query, entry, ef, 0, lists, [](uint32_t) { return true; });
+    if (EveryVectorRead(g)) return SearchLayer(g, query, entry, ef, 0, lists, [](uint32_t) { return true; });
     return SearchLayer(g, query, entry, ef, 0, lists, [&](uint32_t n) { return !Unreadable(g, n); });
   }
   return SearchLayer(g, query, entry, ef, 0, lists, [&](uint32_t n) {
@@ -1578,6 +1598,7 @@ Status HnswIndex::EmitMappable(bool with_vectors,
                                const std::function<Status(std::string_view)>& emit) const {
   std::shared_lock lock(impl_->mu);
   const Graph& g = *impl_->graph;
+  if (with_vectors) AGENTMEM_RETURN_IF_ERROR(CheckVectorsReadable(g));
   MapLayout m;
   AGENTMEM_RETURN_IF_ERROR(LayOut(g, with_vectors, &m));
   const size_t n = m.nodes;
@@ -1747,6 +1768,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
 
   HnswOptions o{shape.metric, shape.dim, shape.m, shape.ef_construction, n, default_ef};
   std::unique_ptr<Impl> impl;
+  bool read_ahead = false;  // a reader thread is to read the unread vectors
   Status s = Guarded("map", [&] {
     impl = std::make_unique<Impl>(o, shape);
     impl->graph = std::make_unique<Graph>(&impl->space);  // members set below
@@ -1777,9 +1799,9 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
       impl->unread->zeros.assign(shape.dim, 0.0f);
       impl->unread->read = std::move(vectors.read);
       impl->unread->nodes = n;
-      impl->unread->read_ahead = vectors.read_ahead;
+      read_ahead = vectors.read_ahead;
 #ifdef AGENTMEM_TEST_HOOKS
-      impl->unread->read_ahead &= g_read_ahead.load();
+      read_ahead &= g_read_ahead.load();
 #endif
     }
     impl->region = std::move(owner);
@@ -1814,7 +1836,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     return Status::OK();
   });
   if (!s.ok()) return s;
-  if (impl->unread && impl->unread->read_ahead) {
+  if (read_ahead) {
     Impl* i = impl.get();
     try {
       impl->unread->reading.store(true);
@@ -1939,6 +1961,7 @@ Status HnswIndex::Serialize(std::string* out) const {
   return Guarded("serialize", [&] {
     std::shared_lock lock(impl_->mu);
     if (!impl_->sticky.ok()) return impl_->sticky;
+    AGENTMEM_RETURN_IF_ERROR(CheckVectorsReadable(*impl_->graph));
     std::vector<uint32_t> all(impl_->graph->cur_element_count);
     std::iota(all.begin(), all.end(), 0u);
     hnsw::EncodeImage(impl_->View(), 0, all, out);

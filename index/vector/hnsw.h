@@ -222,6 +222,7 @@ class HnswIndex {
   // Reads the vectors of `nodes` that Map() left to read on first use
   // (MapVectors::read) and drops from *nodes those that cannot be read:
   // NodeVectors() then holds a vector for each node left.
+  // Throws std::bad_alloc when a vector needs copying and no memory is left.
   void ReadVectors(std::vector<uint32_t>* nodes) const;
   // Whether the thread of MapVectors::read_ahead is still reading.
   bool ReadingAhead() const;
@@ -236,7 +237,9 @@ class HnswIndex {
   // its label) at a 64-byte aligned offset. Node labels must increase with
   // the node id (the engine inserts episodes in id order); kMisuse otherwise.
   // `with_vectors` false leaves the vectors out of the records (image version
-  // 2): the caller keeps them elsewhere and gives them to Map().
+  // 2): the caller keeps them elsewhere and gives them to Map(). With the
+  // vectors, a node of a mapped image whose vector could not be read
+  // (MapVectors::read) fails it with kCorruptIndex.
   Status SerializeMappable(std::string* out, bool with_vectors = true) const;
   // The same bytes for a writer that never holds them whole: their size,
   // then emit(piece) in order, in pieces of at most a few hundred KiB. The
@@ -288,6 +291,8 @@ class HnswIndex {
                                                 MapVectors vectors = {});
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
+  // Errors: kCorruptIndex for a node whose vector could not be read, as
+  // SerializeMappable() with the vectors.
   Status Serialize(std::string* out) const;
 
   // The current point in the change history.

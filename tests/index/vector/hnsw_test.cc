@@ -740,6 +740,15 @@ TEST_CASE("a mapped image's vectors left unread are read on first use, and one t
     auto hits = (*smaller)->Search(queries.back(), Top(n, n));
     REQUIRE(hits.ok());
     for (const Neighbor& h : *hits) CHECK((h.id != kUnreadable && h.id != 5));
+    // An image that carries the vectors is refused: it would hold the zero
+    // vector the unreadable node got as if it were its own. One without
+    // them is written.
+    std::string image;
+    CHECK((*mapped)->Serialize(&image).code() == kCorruptIndex);
+    image.clear();
+    CHECK((*mapped)->SerializeMappable(&image, true).code() == kCorruptIndex);
+    image.clear();
+    CHECK((*mapped)->SerializeMappable(&image, false).ok());
    }
   }
 }
