@@ -519,9 +519,13 @@ class LazyVectors {
 // itself.
 class GraphFill {
  public:
-  GraphFill(File* file, uint64_t salt, const CheckpointState& state, const CheckpointSections& sec,
+  // `map`: the file's first `file_size` bytes mapped (File::MapShared), or
+  // null when the file cannot be mapped.
+  GraphFill(File* file, uint64_t file_size, std::shared_ptr<const MappedBytes> map, uint64_t salt,
+            const CheckpointState& state, const CheckpointSections& sec,
             std::function<Status(Status)> bad_graph)
-      : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(std::move(bad_graph)) {}
+      : file_(file), salt_(salt), state_(state), sec_(sec), bad_graph_(std::move(bad_graph)),
+        file_size_(file_size), map_(std::move(map)) {}
 
   // Sets the fill up (once, on the first thread here), then fills chunks
   // until none is left or one has failed.
@@ -594,7 +598,6 @@ class GraphFill {
     if (*size == 0) return Status::OK();  // vectors included
     // Memory is sized only for vectors the file can hold: one per node of the
     // state section, in pages that decompress to at most 32 times their size.
-    AGENTMEM_RETURN_IF_ERROR(file_->Size(&file_size_));
     nodes_ = format::DecodeFixed32(image.data() + 24);
     dim_ = format::DecodeFixed32(image.data() + 12);
     metric_ = static_cast<index::Metric>(format::DecodeFixed32(image.data() + 8));
@@ -619,7 +622,6 @@ class GraphFill {
     }
     // A file that cannot be mapped is read instead, every vector now; a
     // mapped one's vectors are read on first use (LazyVectors).
-    if (file_size_ > 0 && !file_->MapShared(file_size_, &map_).ok()) map_ = nullptr;
     lazy_ = map_ != nullptr;
     if (lazy_) {
       try {
@@ -694,11 +696,12 @@ class GraphFill {
   const std::function<Status(Status)> bad_graph_;
   std::once_flag once_;
   Status prepared_;
-  uint64_t file_size_ = 0, nodes_ = 0;
+  const uint64_t file_size_;
+  const std::shared_ptr<const MappedBytes> map_;
+  uint64_t nodes_ = 0;
   uint32_t dim_ = 0;
   index::Metric metric_ = index::Metric::kCosine;
   std::vector<Chunk> chunks_;
-  std::shared_ptr<const MappedBytes> map_;
   std::vector<const float*> rows_;
   std::vector<float> scales_;
   bool lazy_ = false;                        // the vectors are read on first use
@@ -721,13 +724,19 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     return AGENTMEM_CORRUPTION_FROM(std::move(cause), kCorruptIndex, sec.graph_page,
                                     "checkpoint graph");
   };
-  GraphFill fill(log_->file(), log_->header().salt, state, sec, bad_graph);
+  // The file mapped read-only and shared when the Env can: the graph section
+  // is then used where it lies, and the vectors read from it on first use.
+  uint64_t file_size = 0;
+  AGENTMEM_RETURN_IF_ERROR(log_->file()->Size(&file_size));
+  std::shared_ptr<const MappedBytes> map;
+  if (file_size == 0 || !log_->file()->MapShared(file_size, &map).ok()) map = nullptr;
+  GraphFill fill(log_->file(), file_size, map, log_->header().salt, state, sec, bad_graph);
   auto import = [&](const CheckpointState& st) {
     Status s = ImportCheckpointState(st);
     if (!s.ok()) fill.Cancel();  // the open fails: the other thread stops filling
     return s;
   };
-  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(log_->file(), &log_->pager(), log_->header().salt, sb,
+  AGENTMEM_RETURN_IF_ERROR(ReadCheckpoint(log_->file(), &log_->pager(), log_->header().salt, sb, map,
                                           &state, import, [&fill] { fill.Help(); }, &sec));
   std::vector<format::Bm25Partition> parts;
   AGENTMEM_RETURN_IF_ERROR(
@@ -750,9 +759,10 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
     }
   } else {
     // The links and labels were checked as the section was read.
-    const size_t spare = sec.graph->size() - sec.graph_at - sec.graph_size;
-    Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare, sec.graph,
-                                 sec.graph_checked, fill.TakeVectors());
+    const size_t spare = sec.graph_in_file ? 0 : sec.graph->size() - sec.graph_at - sec.graph_size;
+    Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare,
+                                 std::const_pointer_cast<MappedBytes>(sec.graph), sec.graph_checked,
+                                 fill.TakeVectors(), sec.graph_in_file);
     if (!s.ok()) return bad_graph(std::move(s));
     AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
   }

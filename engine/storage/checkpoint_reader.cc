@@ -31,7 +31,8 @@ Status BadChecksum(int64_t page_no) {
 constexpr size_t kHeadSize = format::kPageHeaderSize + format::kSectionHeaderSize;
 
 // The graph image's level-0 records, checked from the pieces ReadPrivate
-// hands out as they arrive (the image starts kHeadSize bytes into the page).
+// hands out as they arrive, or that the mapping is walked in (the image
+// starts kHeadSize bytes into the page).
 class GraphCheck {
  public:
   explicit GraphCheck(uint64_t image_size) : image_size_(image_size) {}
@@ -74,17 +75,18 @@ struct PageAt {
 
 // Walks the page heads first, then reads the pages on two threads: this one
 // takes the state section (decoded, then imported) and any unknown page, the
-// other the bm25 and graph sections (File::ReadPrivate, no pager). Errors are
+// other the bm25 and graph sections (File::ReadPrivate, no pager; the graph
+// where it lies in the file's mapping when there is one). Errors are
 // reported in file order, as a reading from first page to last would meet
 // them; import's error comes after every page's.
 class Reader {
  public:
   Reader(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
-         format::CheckpointState* state,
+         std::shared_ptr<const MappedBytes> map, format::CheckpointState* state,
          const std::function<Status(const format::CheckpointState&)>& import,
          const std::function<void()>& help, CheckpointSections* out)
-      : file_(file), pager_(pager), salt_(salt), sb_(sb), state_(state), import_(import),
-        help_(help), out_(out) {}
+      : file_(file), pager_(pager), salt_(salt), sb_(sb), map_(std::move(map)), state_(state),
+        import_(import), help_(help), out_(out) {}
   // Whatever happens (an exception too), the other thread is told and waited
   // for before `state` goes away.
   ~Reader() {
@@ -259,30 +261,44 @@ class Reader {
   }
 
   // The graph's level-0 records are checked from the same pieces that are
-  // checksummed, and not read again when the image is mapped.
+  // checksummed, and not read again when the image is mapped. With the
+  // file's mapping, the pieces are where the page lies in it: no copy, no
+  // new memory.
   Status ReadGraph(uint64_t pos, const format::PageHeader& h, uint64_t padded) {
     if (out_->graph) return Damaged(pos, "a section repeats");
     const int64_t page_no = static_cast<int64_t>(h.page_no);
     GraphCheck check(h.length - format::kSectionHeaderSize);
     format::PageChecksum sum;
-    std::shared_ptr<MappedBytes> bytes;  // spare room lets the graph take new nodes in place
-    AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(
-        pos, padded, padded / 4 + (size_t{1} << 20),
-        [&](uint64_t at, std::string_view piece) {
-          check.Feed(at, piece);
-          sum.Update(piece);
-          return Status::OK();
-        },
-        &bytes));
+    const File::PieceFn feed = [&](uint64_t at, std::string_view piece) {
+      check.Feed(at, piece);
+      sum.Update(piece);
+      return Status::OK();
+    };
+    std::shared_ptr<const MappedBytes> bytes;
+    size_t page_at = 0;  // where the page starts in *bytes
+    const bool in_file = map_ != nullptr && pos + padded <= map_->size();
+    if (in_file) {
+      for (uint64_t at = 0; at < padded; at += kReadPiece) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadPiece, padded - at));
+        AGENTMEM_RETURN_IF_ERROR(feed(at, std::string_view(map_->data() + pos + at, n)));
+      }
+      bytes = map_;
+      page_at = static_cast<size_t>(pos);
+    } else {
+      std::shared_ptr<MappedBytes> read;  // spare room lets the graph take new nodes in place
+      AGENTMEM_RETURN_IF_ERROR(file_->ReadPrivate(pos, padded, padded / 4 + (size_t{1} << 20), feed, &read));
+      bytes = std::move(read);
+    }
     if (!sum.Matches()) return BadChecksum(page_no);
     if (Status s = check.Finish(&out_->graph_checked); !s.ok()) {
       return AGENTMEM_CORRUPTION_FROM(std::move(s), kCorruptIndex, page_no, "checkpoint graph");
     }
-    std::string_view payload(bytes->data() + format::kPageHeaderSize, h.length);
+    std::string_view payload(bytes->data() + page_at + format::kPageHeaderSize, h.length);
     format::CheckpointSection kind;
     std::string_view body;
     AGENTMEM_RETURN_IF_ERROR(format::SplitSection(payload, page_no, &kind, &body));
-    out_->graph_at = kHeadSize;
+    out_->graph_at = page_at + kHeadSize;
+    out_->graph_in_file = in_file;
     out_->graph_size = body.size();
     out_->graph_page = page_no;
     out_->graph = std::move(bytes);
@@ -293,6 +309,7 @@ class Reader {
   Pager* pager_;
   uint64_t salt_;
   const format::Superblock& sb_;
+  const std::shared_ptr<const MappedBytes> map_;  // the file's, or null
   format::CheckpointState* state_;
   const std::function<Status(const format::CheckpointState&)>& import_;
   const std::function<void()>& help_;
@@ -311,10 +328,10 @@ class Reader {
 }  // namespace
 
 Status ReadCheckpoint(File* file, Pager* pager, uint64_t salt, const format::Superblock& sb,
-                      format::CheckpointState* state,
+                      std::shared_ptr<const MappedBytes> map, format::CheckpointState* state,
                       const std::function<Status(const format::CheckpointState&)>& import,
                       const std::function<void()>& help, CheckpointSections* out) {
-  Reader r(file, pager, salt, sb, state, import, help, out);
+  Reader r(file, pager, salt, sb, std::move(map), state, import, help, out);
   return r.Run();
 }
 

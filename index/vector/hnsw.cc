@@ -26,6 +26,7 @@
 #include <hnswlib/hnswlib.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -132,9 +133,19 @@ class KernelSpace final : public hnswlib::SpaceInterface<float> {
 
 // ---- graph access ----
 
+// A node's list on a layer: never more ids than the layer holds, so that
+// the span stays inside the node's list even when its count was written by
+// another program (a graph whose records lie in the file: Map()'s in_file).
 std::span<const uint32_t> Links(const Graph& g, uint32_t node, int layer) {
   hnswlib::linklistsizeint* list = g.get_linklist_at_level(node, layer);
-  return {reinterpret_cast<const uint32_t*>(list + 1), g.getListCount(list)};
+  const size_t count = __atomic_load_n(reinterpret_cast<const uint16_t*>(list), __ATOMIC_RELAXED);
+  const size_t capacity = layer == 0 ? g.maxM0_ : g.maxM_;
+  return {reinterpret_cast<const uint32_t*>(list + 1), std::min(count, capacity)};
+}
+
+// Whether `to`, read from a list on `layer`, names a node on that layer.
+bool OnLayer(const Graph& g, uint32_t to, int layer) {
+  return to < g.cur_element_count && (layer == 0 || g.element_levels_[to] >= layer);
 }
 
 // Node's vector as stored: null while Map() left it unread.
@@ -335,6 +346,24 @@ struct DirectLists {
   const Graph& g;
   std::span<const uint32_t> operator()(uint32_t node, int layer) const {
     return Links(g, node, layer);
+  }
+};
+
+// The same for a graph whose records lie in the file (Map()'s in_file):
+// Map() checked every list, but another program could write the file after,
+// so each id is read once, into a copy, and kept only when it names a node
+// on the layer. The span is valid until the next call.
+struct FileLists {
+  const Graph& g;
+  std::array<uint32_t, 2 * hnsw::kMaxM> ids;
+  std::span<const uint32_t> operator()(uint32_t node, int layer) {
+    std::span<const uint32_t> in = Links(g, node, layer);
+    size_t kept = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const uint32_t to = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+      if (OnLayer(g, to, layer)) ids[kept++] = to;
+    }
+    return {ids.data(), kept};
   }
 };
 
@@ -798,6 +827,10 @@ struct HnswIndex::Impl {
                                        const HnswSearchOptions& o) const;
   std::vector<Candidate> SearchGraph(const float* query, size_t ef,
                                      const LabelFilter& filter) const;
+  template <class Lists>
+  std::vector<Candidate> SearchGraphWith(const float* query, size_t ef, const LabelFilter& filter,
+                                         Lists& lists) const;
+  Status Privatize();
   Status Apply(const hnsw::ParsedImage& image);
   void InstallRecord(const hnsw::NodeRecordView& r, char** upper_block);
   void WriteLinks(const hnsw::NodeRecordView& r);
@@ -865,6 +898,9 @@ struct HnswIndex::Impl {
   std::unique_ptr<Unread> unread;       // those of them read on first use
   size_t mapped = 0;
   bool level0_mapped = false;
+  // The region is the file's own pages, read-only (Map()'s in_file): until
+  // Privatize(), searches read lists through FileLists and nothing writes.
+  bool in_file = false;
   // The mapped nodes' upper-layer lists when they do not start 4-byte
   // aligned in the image (they follow one level byte per node): a copy
   // that is, so that no link is read from a misaligned address.
@@ -932,6 +968,53 @@ Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) 
 // Grows the graph to `capacity` nodes. The steps that can fail run first, so
 // that a failure leaves a consistent graph (hnswlib's resizeIndex deletes the
 // visited-list pool before allocating its successor). REQUIRES: exclusive lock.
+// A graph whose records lie in the file (Map()'s in_file) moves them -- the
+// mapped nodes' level-0 records and upper-layer lists -- into memory before
+// its first change, and checks every list again there: Map() checked the
+// file's bytes, which another program could have written since. A list that
+// fails leaves the index refusing everything (sticky). REQUIRES: the
+// exclusive lock.
+Status HnswIndex::Impl::Privatize() {
+  if (!in_file) return Status::OK();
+  Graph& g = *graph;
+  size_t upper_bytes = 0;
+  for (size_t i = 0; i < mapped; ++i) upper_bytes += static_cast<size_t>(g.element_levels_[i]) * g.size_links_per_element_;
+  std::unique_ptr<uint32_t[]> upper(new (std::nothrow) uint32_t[(upper_bytes + kListSlack) / 4 + 1]());
+  void* level0 = std::malloc(std::max<size_t>(g.max_elements_, 1) * g.size_data_per_element_);
+  if (!upper || level0 == nullptr) {
+    std::free(level0);
+    return Status(kNoMem, "hnsw: no memory to copy the graph out of the file");
+  }
+  std::memcpy(level0, g.data_level0_memory_, mapped * g.size_data_per_element_);
+  AdviseHugePages(level0, std::max<size_t>(g.max_elements_, 1) * g.size_data_per_element_);
+  char* at = reinterpret_cast<char*>(upper.get());
+  for (size_t i = 0; i < mapped; ++i) {
+    const size_t bytes = static_cast<size_t>(g.element_levels_[i]) * g.size_links_per_element_;
+    if (bytes == 0) continue;
+    std::memcpy(at, g.linkLists_[i], bytes);
+    g.linkLists_[i] = at;
+    at += bytes;
+  }
+  g.data_level0_memory_ = static_cast<char*>(level0);
+  level0_mapped = false;
+  upper_lists = std::move(upper);
+  in_file = false;
+  for (size_t i = 0; i < mapped; ++i) {
+    for (int layer = 0; layer <= g.element_levels_[i]; ++layer) {
+      hnswlib::linklistsizeint* list = g.get_linklist_at_level(static_cast<uint32_t>(i), layer);
+      const size_t count = g.getListCount(list);
+      const uint32_t* ids = reinterpret_cast<const uint32_t*>(list + 1);
+      bool good = count <= (layer == 0 ? g.maxM0_ : g.maxM_);
+      for (size_t j = 0; good && j < count; ++j) good = OnLayer(g, ids[j], layer);
+      if (!good) {
+        sticky = StatusF(kCorruptIndex, "hnsw: node %zu: its links were changed in the file after it was mapped", i);
+        return sticky;
+      }
+    }
+  }
+  return Status::OK();
+}
+
 Status HnswIndex::Impl::Grow(size_t capacity) {
   Graph& g = *graph;
   if (capacity <= g.max_elements_) return Status::OK();
@@ -941,6 +1024,7 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
   }
 #endif
   if (capacity > hnsw::kMaxNodes) capacity = hnsw::kMaxNodes;
+  AGENTMEM_RETURN_IF_ERROR(Privatize());
   // No list made up front: hnswlib's pool constructor leaks the list it has
   // just made when putting it in its deque fails. Lists are made on demand.
   auto pool = std::make_unique<hnswlib::VisitedListPool>(0, static_cast<int>(capacity));
@@ -996,6 +1080,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
   if (count == 0) return Status::OK();
+  AGENTMEM_RETURN_IF_ERROR(Privatize());
   Graph& g = *graph;
   for (size_t i = 0; i < count; ++i) {
     uint32_t existing;
@@ -1133,6 +1218,7 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
 Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
   std::unique_lock lock(mu);
   if (!sticky.ok()) return sticky;
+  AGENTMEM_RETURN_IF_ERROR(Privatize());
   uint32_t node;
   if (!FindNode(*graph, mapped, label, &node)) {
     return StatusF(kNotFound, "hnsw: label %llu is not in the index",
@@ -1148,9 +1234,19 @@ Status HnswIndex::Impl::MarkDeleted(uint64_t label) {
 
 std::vector<Candidate> HnswIndex::Impl::SearchGraph(const float* vector, size_t ef,
                                                     const LabelFilter& filter) const {
+  if (in_file) {
+    FileLists lists{*graph, {}};
+    return SearchGraphWith(vector, ef, filter, lists);
+  }
+  DirectLists lists{*graph};
+  return SearchGraphWith(vector, ef, filter, lists);
+}
+
+template <class Lists>
+std::vector<Candidate> HnswIndex::Impl::SearchGraphWith(const float* vector, size_t ef,
+                                                        const LabelFilter& filter, Lists& lists) const {
   const Graph& g = *graph;
   const Query query{vector, 1.0f};
-  DirectLists lists{g};
   const Candidate entry = Descend(g, query, {DistanceTo(g, query, g.enterpoint_node_), g.enterpoint_node_},
                                   g.maxlevel_, 0, lists);
   if (!filter && g.num_deleted_ == 0) {
@@ -1228,6 +1324,7 @@ void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_
 Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
   const hnsw::ImageHeader& h = image.header;
   Graph& g = *graph;
+  AGENTMEM_RETURN_IF_ERROR(Privatize());
   AGENTMEM_RETURN_IF_ERROR(Grow(std::max<size_t>(h.node_count, g.max_elements_)));
   ReserveLabels(&g, h.node_count - std::min<size_t>(h.node_count, mapped));
   size_t created = 0;
@@ -1354,17 +1451,27 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Create(const HnswOptions& options)
 static void RepairedList(const Graph& g, uint32_t node, int layer, const std::vector<bool>& gone,
                          const std::vector<uint32_t>& new_id, std::vector<Candidate>* c,
                          std::string* out) {
+  // Each id read once and checked (the lists of a graph in the file could
+  // have been written since Map() checked them: FileLists).
+  auto id_at = [&](std::span<const uint32_t> list, size_t i, uint32_t* id) {
+    *id = __atomic_load_n(&list[i], __ATOMIC_RELAXED);
+    return OnLayer(g, *id, layer);
+  };
   std::span<const uint32_t> had = Links(g, node, layer);
   c->clear();
   bool lost = false;
-  for (uint32_t x : had) {
+  for (size_t i = 0; i < had.size(); ++i) {
+    uint32_t x;
+    if (!id_at(had, i, &x)) continue;
     if (!gone[x]) {
       c->push_back({0, x});
       continue;
     }
     lost = true;
-    for (uint32_t y : Links(g, x, layer)) {
-      if (!gone[y] && y != node) c->push_back({0, y});
+    std::span<const uint32_t> theirs = Links(g, x, layer);
+    for (size_t j = 0; j < theirs.size(); ++j) {
+      uint32_t y;
+      if (id_at(theirs, j, &y) && !gone[y] && y != node) c->push_back({0, y});
     }
   }
   if (lost) {
@@ -1693,7 +1800,8 @@ Status HnswIndex::ForEachNodeLabel(std::string_view image, size_t first, size_t 
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
                                                   size_t default_ef, bool records_checked,
-                                                  MapVectors vectors) {
+                                                  MapVectors vectors, bool in_file) {
+  if (in_file && spare != 0) return Status(kMisuse, "hnsw: an image in the file has no spare room");
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
   }
@@ -1731,7 +1839,16 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
       (n > 0 && (entry >= n || max_level < 0 || max_level > hnsw::kMaxLevel))) {
     return MapCorrupt("entry point %llu or top level out of range", entry);
   }
-  const uint8_t* levels = reinterpret_cast<const uint8_t*>(image + kMapHeader);
+  // Each level read once, into a copy: the checks below and the graph use
+  // the same values even if the image's bytes change meanwhile (in_file).
+  std::vector<uint8_t> level_copy;
+  try {
+    level_copy.assign(reinterpret_cast<const uint8_t*>(image + kMapHeader),
+                      reinterpret_cast<const uint8_t*>(image + kMapHeader) + n);
+  } catch (const std::bad_alloc&) {
+    return Status(kNoMem, "hnsw: out of memory in map");
+  }
+  const uint8_t* levels = level_copy.data();
   uint64_t upper_sum = 0;
   for (size_t i = 0; i < n; ++i) {
     if (levels[i] > max_level) return MapCorrupt("node %llu: level above the top level", i);
@@ -1832,6 +1949,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     impl->vectors_owner = std::move(vectors.owner);
     g.unread = impl->unread.get();
     impl->level0_mapped = true;
+    impl->in_file = in_file;
     g.cur_element_count = n;
     return Status::OK();
   });

@@ -284,11 +284,17 @@ class HnswIndex {
   // in `vectors`.
   // `records_checked`: the caller has put the level-0 records through
   // MappedRecordCheck (hnsw_mapped.h), so they are not read again here.
+  // `in_file`: the image is the file's own pages, read-only (`spare` 0),
+  // which another program could write after the checks: searches then read
+  // each list's ids once and follow only those that name a node on the
+  // layer, and the first change (an insert, a delete, a delta, a Reserve())
+  // copies the records into memory and checks every list again there (an
+  // error then, kCorruptIndex, leaves the index refusing everything).
   static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
                                                 std::shared_ptr<void> owner,
                                                 size_t default_ef = 64,
                                                 bool records_checked = false,
-                                                MapVectors vectors = {});
+                                                MapVectors vectors = {}, bool in_file = false);
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   // Errors: kCorruptIndex for a node whose vector could not be read, as

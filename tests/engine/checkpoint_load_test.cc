@@ -1065,6 +1065,75 @@ TEST_CASE("an episodes page damaged after a mapped open is found when a recall f
   CHECK(s.page_no() == PageNo(at));
 }
 
+TEST_CASE("a graph section changed on disk after a mapped open is searched without leaving the graph, and the next insert finds it") {
+  const Checkpointed& c = Original();
+  // The graph's page: the checkpoint's page of that section kind.
+  uint64_t graph_at = 0;
+  for (uint64_t pos = c.sb.checkpoint; pos < c.sb.scan_from;
+       pos += format::PaddedPageSize(format::DecodeFixed32(c.bytes.data() + pos + 12))) {
+    if (format::DecodeFixed32(c.bytes.data() + pos + format::kPageHeaderSize) ==
+        static_cast<uint32_t>(CheckpointSection::kGraph)) {
+      graph_at = pos;
+    }
+  }
+  REQUIRE(graph_at != 0);
+  const uint64_t image = graph_at + format::kPageHeaderSize + format::kSectionHeaderSize;
+  const uint64_t level0 = format::DecodeFixed64(c.bytes.data() + image + 48);
+  Opened whole = OpenBytes(c.bytes, false);
+  const std::vector<std::string> want = Recall(whole.db.get(), "ann", "cat", engine::RecallMode::kVector);
+  Opened o;  // from a file on disk, for writing
+  o.dir = std::make_unique<test::TempDir>();
+  REQUIRE(engine::Env::Posix()->CreateAtomic(o.dir->path() + "/checkpoint.agentmem", c.bytes).ok());
+  o.status = Database::Open(o.dir->path() + "/checkpoint.agentmem",
+                            CheckpointOptions(engine::Env::Posix(), o.clock.get(), false), &o.db);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.ToString());
+  {
+    // Another program writes node 0's first link out of range, in place.
+    std::fstream f(o.dir->path() + "/checkpoint.agentmem", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(image + level0 + 4));
+    const char far[4] = {'\xf0', '\xff', '\xff', '\x7f'};
+    f.write(far, 4);
+    REQUIRE(f.good());
+  }
+  // The open used the section where it lies: the search sees the change and
+  // skips the link (five nodes: every hit still found).
+  std::vector<std::string> got = Recall(o.db.get(), "ann", "cat", engine::RecallMode::kVector);
+  std::sort(got.begin(), got.end());
+  std::vector<std::string> sorted = want;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(got == sorted);
+  // The first change copies the graph and checks it again: the changed link
+  // is found, and the handle refuses to build on it (reopen); the next open
+  // finds the page's checksum wrong.
+  format::EpisodeRecord e;
+  e.user_id = "ann";
+  e.session_id = "s1";
+  e.role = "user";
+  e.text = "a new cat";
+  for (uint32_t d = 0; d < kDim; d++) e.vector.push_back(static_cast<float>(d % 3) - 1);
+  uint64_t id = 0;
+  Status s = o.db->Remember(e, &id);
+  if (s.ok()) {
+    engine::RecallQuery q;
+    q.user_id = "ann";
+    q.mode = engine::RecallMode::kVector;
+    q.vector = e.vector;
+    std::vector<engine::RecallHit> hits;
+    engine::RecallPlan plan;
+    s = o.db->Recall(q, &hits, &plan);
+  }
+  CHECK_FALSE(s.ok());
+  CHECK_MESSAGE(s.ToString().find("node 0: its links were changed in the file after it was mapped") !=
+                    std::string::npos,
+                s.ToString());
+  o.db.reset();
+  std::unique_ptr<Database> again;
+  const Status reopened = Database::Open(o.dir->path() + "/checkpoint.agentmem",
+                                         CheckpointOptions(engine::Env::Posix(), o.clock.get(), true), &again);
+  CHECK(reopened.code() == kCorruptChecksum);
+  CHECK(reopened.page_no() == PageNo(graph_at));
+}
+
 namespace {
 
 // Episode i's vector: eight numbers of a fixed sequence.

@@ -565,6 +565,66 @@ TEST_CASE("a mapped image with a damaged link or header is refused with kCorrupt
   CHECK(unordered->SerializeMappable(&out).code() == kMisuse);
 }
 
+TEST_CASE("an image in the file is never written, a list changed under it is never followed out of bounds, and its first change checks it again") {
+  auto rng = SeededRng(36);
+  const size_t n = 800, dim = 8;  // n a multiple of four: the upper lists stay in place
+  std::vector<float> data = RandomFloats(rng, (n + 200) * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);
+  std::string image;
+  REQUIRE(index->SerializeMappable(&image).ok());
+  auto map_in_file = [&](const MappedCopy& copy) {
+    return HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory, 64, false, {}, /*in_file=*/true);
+  };
+  CHECK(HnswIndex::Map(image.data(), image.size(), 4096, nullptr, 64, false, {}, true).status().code() ==
+        kMisuse);  // no spare room in a file
+  SUBCASE("unchanged: it searches, and takes changes in memory of its own") {
+    MappedCopy copy = MappedCopy::Of(image, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = map_in_file(copy);
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    HnswIndex& m = **mapped;
+    for (int t = 0; t < 20; ++t) {
+      CheckSameAnswers(*index, m, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40), true);
+    }
+    AddRows(&m, data, dim, n, n + 200, 1);
+    REQUIRE(m.MarkDeleted(2).ok());
+    CHECK(std::string_view(copy.memory.get(), copy.size) == image);  // not a byte written
+    for (size_t r = n; r < n + 200; r += 20) {
+      CHECK(MustSearch(m, std::span<const float>(data.data() + r * dim, dim), Top(1, 64))[0].id == r + 1);
+    }
+  }
+  SUBCASE("changed after the map: searches stay inside the graph, the first change fails") {
+    MappedCopy copy = MappedCopy::Of(image, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = map_in_file(copy);
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    HnswIndex& m = **mapped;
+    // Another program writes the file: a level-0 link out of range on every
+    // tenth node, a count above 2m on others, and an upper-layer link to a
+    // node that is not there.
+    uint64_t level0 = 0;
+    std::memcpy(&level0, image.data() + 48, 8);
+    const size_t record = 2 * 16 * 4 + 4 + dim * 4 + 8;
+    char* bytes = copy.memory.get();
+    for (size_t node = 0; node < n; node += 10) {
+      const uint32_t far = 0xfffffff0u, many = 0xffffu;
+      std::memcpy(bytes + level0 + node * record + 4, &far, 4);
+      std::memcpy(bytes + level0 + (node + 5) * record, &many, 4);
+    }
+    const uint32_t missing = static_cast<uint32_t>(n + 5);
+    std::memcpy(bytes + 64 + n + 4, &missing, 4);  // the first upper list's first link
+    size_t hits = 0;
+    for (int t = 0; t < 40; ++t) {
+      auto got = m.Search(RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40));
+      REQUIRE(got.ok());
+      for (const Neighbor& h : *got) CHECK((h.id >= 1 && h.id <= n));
+      hits += got->size();
+    }
+    CHECK(hits > 0);
+    CHECK(m.Add(n + 1, std::span<const float>(data.data() + n * dim, dim)).code() == kCorruptIndex);
+    CHECK(m.Search(RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40)).status().code() == kCorruptIndex);
+  }
+}
+
 TEST_CASE("a mappable image without vectors maps the same graph with its vectors given beside it") {
   auto rng = SeededRng(33);
   const size_t n = 1200, dim = 16;
