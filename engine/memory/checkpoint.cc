@@ -758,11 +758,17 @@ Status Database::LoadCheckpoint(const format::Superblock& sb) {
       }
     }
   } else {
-    // The links and labels were checked as the section was read.
+    // The links and labels were checked as the section was read. A graph in
+    // the file is copied out of it after the open by a handle that can write
+    // (its first commit would), and left there by a read-only one.
+    using Place = index::HnswImagePlace;
+    const Place place = !sec.graph_in_file ? Place::kMemory
+                        : opts_.read_only  ? Place::kFile
+                                           : Place::kFileCopiedAhead;
     const size_t spare = sec.graph_in_file ? 0 : sec.graph->size() - sec.graph_at - sec.graph_size;
     Status s = recall_->MapGraph(sec.graph->data() + sec.graph_at, sec.graph_size, spare,
                                  std::const_pointer_cast<MappedBytes>(sec.graph), sec.graph_checked,
-                                 fill.TakeVectors(), sec.graph_in_file);
+                                 fill.TakeVectors(), place);
     if (!s.ok()) return bad_graph(std::move(s));
     AGENTMEM_RETURN_IF_ERROR(recall_->HideNodes(fill.hidden()));
   }

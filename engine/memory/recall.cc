@@ -269,9 +269,9 @@ Status RecallIndex::EmitGraph(const std::function<Status(std::string_view)>& emi
 
 Status RecallIndex::MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                              bool records_checked, index::HnswIndex::MapVectors vectors,
-                             bool in_file) {
+                             index::HnswImagePlace place) {
   auto g = index::HnswIndex::Map(image, size, spare, std::move(owner), index::HnswOptions{}.default_ef,
-                                 records_checked, std::move(vectors), in_file);
+                                 records_checked, std::move(vectors), place);
   AGENTMEM_RETURN_IF_ERROR(g.status());
   std::unique_ptr<index::HnswIndex> graph = std::move(g.value());
   if (!NodesAgree(graph->size())) {

@@ -190,10 +190,10 @@ class RecallIndex {
   Status VerifyBm25() const;
   // The episodes' nodes come from their entries (AddEntry's `node`): every
   // node must belong to exactly one episode.
-  // `records_checked`, `vectors`, `in_file`: as HnswIndex::Map's.
+  // `records_checked`, `vectors`, `place`: as HnswIndex::Map's.
   Status MapGraph(char* image, size_t size, size_t spare, std::shared_ptr<void> owner,
                   bool records_checked = false, index::HnswIndex::MapVectors vectors = {},
-                  bool in_file = false);
+                  index::HnswImagePlace place = index::HnswImagePlace::kMemory);
   // Compaction: the graph for the copy when none of its nodes is deleted or
   // hidden -- the graph itself, handed over, when each node is an episode
   // the copy keeps; a copy without the forgotten episodes' nodes

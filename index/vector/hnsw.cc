@@ -830,7 +830,29 @@ struct HnswIndex::Impl {
   template <class Lists>
   std::vector<Candidate> SearchGraphWith(const float* query, size_t ef, const LabelFilter& filter,
                                          Lists& lists) const;
+  // A graph in the file (in_file): its copy out of it.
+  struct FileCopy {
+    std::vector<uint8_t> levels;  // of the mapped nodes
+    char* level0 = nullptr;       // room for max_elements_ records (malloc)
+    size_t level0_bytes = 0;
+    std::unique_ptr<uint32_t[]> upper;  // the upper-layer lists, node after node
+    char* upper_next = nullptr;         // where the next node's go
+    ~FileCopy() { std::free(level0); }
+  };
+  // Room for the copy. REQUIRES: a lock, in_file. Errors: kNoMem.
+  Status StartCopy(FileCopy* c) const;
+  // Copies nodes [from, to), in order after those copied before. REQUIRES:
+  // a lock, in_file.
+  void CopyNodes(FileCopy* c, size_t from, size_t to) const;
+  // Every list of the copy within its layer's capacity and naming mapped
+  // nodes on the layer; kCorruptIndex naming the node otherwise.
+  Status CheckCopy(const FileCopy& c) const;
+  // The graph reads the copy from now on. REQUIRES: exclusive lock, in_file.
+  void UseCopy(FileCopy* c);
+  // Copies, checks and uses the copy, before a change; a check that fails
+  // makes the index refuse everything (sticky). REQUIRES: exclusive lock.
   Status Privatize();
+  void CopyAhead();
   Status Apply(const hnsw::ParsedImage& image);
   void InstallRecord(const hnsw::NodeRecordView& r, char** upper_block);
   void WriteLinks(const hnsw::NodeRecordView& r);
@@ -898,9 +920,11 @@ struct HnswIndex::Impl {
   std::unique_ptr<Unread> unread;       // those of them read on first use
   size_t mapped = 0;
   bool level0_mapped = false;
-  // The region is the file's own pages, read-only (Map()'s in_file): until
-  // Privatize(), searches read lists through FileLists and nothing writes.
+  // The region is the file's own pages, read-only (Map()'s place): until
+  // Privatize() or CopyAhead(), searches read lists through FileLists and
+  // nothing writes.
   bool in_file = false;
+  bool copy_ahead = false;  // the reader thread copies it after the vectors
   // The mapped nodes' upper-layer lists when they do not start 4-byte
   // aligned in the image (they follow one level byte per node): a copy
   // that is, so that no link is read from a misaligned address.
@@ -935,6 +959,7 @@ void HnswIndex::Impl::ReadUnreadVectors() {
       for (size_t i = from; i < std::min(unread->nodes, from + kRun); ++i) VectorOf(g, static_cast<uint32_t>(i));
     }
     if (from >= unread->nodes) unread->all_read.store(true);
+    if (copy_ahead) CopyAhead();
   } catch (...) {
   }
   unread->reading.store(false);
@@ -965,56 +990,121 @@ Status HnswIndex::Impl::CheckVector(std::span<const float> v, const char* what) 
   return Status::OK();
 }
 
-// Grows the graph to `capacity` nodes. The steps that can fail run first, so
-// that a failure leaves a consistent graph (hnswlib's resizeIndex deletes the
-// visited-list pool before allocating its successor). REQUIRES: exclusive lock.
-// A graph whose records lie in the file (Map()'s in_file) moves them -- the
-// mapped nodes' level-0 records and upper-layer lists -- into memory before
-// its first change, and checks every list again there: Map() checked the
-// file's bytes, which another program could have written since. A list that
-// fails leaves the index refusing everything (sticky). REQUIRES: the
-// exclusive lock.
-Status HnswIndex::Impl::Privatize() {
-  if (!in_file) return Status::OK();
-  Graph& g = *graph;
-  size_t upper_bytes = 0;
-  for (size_t i = 0; i < mapped; ++i) upper_bytes += static_cast<size_t>(g.element_levels_[i]) * g.size_links_per_element_;
-  std::unique_ptr<uint32_t[]> upper(new (std::nothrow) uint32_t[(upper_bytes + kListSlack) / 4 + 1]());
-  void* level0 = std::malloc(std::max<size_t>(g.max_elements_, 1) * g.size_data_per_element_);
-  if (!upper || level0 == nullptr) {
-    std::free(level0);
+// ---- a graph in the file (Map()'s place kFile, kFileCopiedAhead) ----
+//
+// The mapped nodes' level-0 records and upper-layer lists move into memory
+// before the graph's first change, and every list is checked again there:
+// Map() checked the file's bytes, which another program could have written
+// since. Nothing in this process writes them meanwhile: every change
+// privatizes first, under the exclusive lock.
+
+Status HnswIndex::Impl::StartCopy(FileCopy* c) const {
+  const Graph& g = *graph;
+  try {
+    c->levels.assign(g.element_levels_.begin(), g.element_levels_.begin() + static_cast<ptrdiff_t>(mapped));
+  } catch (const std::bad_alloc&) {
     return Status(kNoMem, "hnsw: no memory to copy the graph out of the file");
   }
-  std::memcpy(level0, g.data_level0_memory_, mapped * g.size_data_per_element_);
-  AdviseHugePages(level0, std::max<size_t>(g.max_elements_, 1) * g.size_data_per_element_);
-  char* at = reinterpret_cast<char*>(upper.get());
-  for (size_t i = 0; i < mapped; ++i) {
-    const size_t bytes = static_cast<size_t>(g.element_levels_[i]) * g.size_links_per_element_;
+  size_t upper_bytes = 0;
+  for (uint8_t level : c->levels) upper_bytes += size_t{level} * g.size_links_per_element_;
+  c->upper.reset(new (std::nothrow) uint32_t[(upper_bytes + kListSlack) / 4 + 1]());
+  c->level0_bytes = std::max<size_t>(g.max_elements_, 1) * g.size_data_per_element_;
+  c->level0 = static_cast<char*>(std::malloc(c->level0_bytes));
+  if (!c->upper || c->level0 == nullptr) return Status(kNoMem, "hnsw: no memory to copy the graph out of the file");
+  AdviseHugePages(c->level0, c->level0_bytes);
+  c->upper_next = reinterpret_cast<char*>(c->upper.get());
+  return Status::OK();
+}
+
+void HnswIndex::Impl::CopyNodes(FileCopy* c, size_t from, size_t to) const {
+  const Graph& g = *graph;
+  std::memcpy(c->level0 + from * g.size_data_per_element_, g.data_level0_memory_ + from * g.size_data_per_element_,
+              (to - from) * g.size_data_per_element_);
+  for (size_t i = from; i < to; ++i) {
+    const size_t bytes = size_t{c->levels[i]} * g.size_links_per_element_;
     if (bytes == 0) continue;
-    std::memcpy(at, g.linkLists_[i], bytes);
-    g.linkLists_[i] = at;
-    at += bytes;
+    std::memcpy(c->upper_next, g.linkLists_[i], bytes);
+    c->upper_next += bytes;
   }
-  g.data_level0_memory_ = static_cast<char*>(level0);
-  level0_mapped = false;
-  upper_lists = std::move(upper);
-  in_file = false;
+}
+
+Status HnswIndex::Impl::CheckCopy(const FileCopy& c) const {
+  const Graph& g = *graph;  // (its sizes only: they do not change while in_file)
+  const char* upper = reinterpret_cast<const char*>(c.upper.get());
   for (size_t i = 0; i < mapped; ++i) {
-    for (int layer = 0; layer <= g.element_levels_[i]; ++layer) {
-      hnswlib::linklistsizeint* list = g.get_linklist_at_level(static_cast<uint32_t>(i), layer);
-      const size_t count = g.getListCount(list);
-      const uint32_t* ids = reinterpret_cast<const uint32_t*>(list + 1);
+    for (int layer = 0; layer <= c.levels[i]; ++layer) {
+      const char* list = layer == 0 ? c.level0 + i * g.size_data_per_element_
+                                    : upper + size_t(layer - 1) * g.size_links_per_element_;
+      uint16_t count;
+      std::memcpy(&count, list, 2);
       bool good = count <= (layer == 0 ? g.maxM0_ : g.maxM_);
-      for (size_t j = 0; good && j < count; ++j) good = OnLayer(g, ids[j], layer);
+      for (size_t j = 0; good && j < count; ++j) {
+        uint32_t to;
+        std::memcpy(&to, list + 4 + 4 * j, 4);
+        good = to < mapped && (layer == 0 || c.levels[to] >= layer);
+      }
       if (!good) {
-        sticky = StatusF(kCorruptIndex, "hnsw: node %zu: its links were changed in the file after it was mapped", i);
-        return sticky;
+        return StatusF(kCorruptIndex, "hnsw: node %zu: its links were changed in the file after it was mapped", i);
       }
     }
+    upper += size_t{c.levels[i]} * g.size_links_per_element_;
   }
   return Status::OK();
 }
 
+void HnswIndex::Impl::UseCopy(FileCopy* c) {
+  Graph& g = *graph;
+  char* upper = reinterpret_cast<char*>(c->upper.get());
+  for (size_t i = 0; i < mapped; ++i) {
+    if (c->levels[i] == 0) continue;
+    g.linkLists_[i] = upper;
+    upper += size_t{c->levels[i]} * g.size_links_per_element_;
+  }
+  g.data_level0_memory_ = std::exchange(c->level0, nullptr);
+  level0_mapped = false;
+  upper_lists = std::move(c->upper);
+  in_file = false;
+}
+
+Status HnswIndex::Impl::Privatize() {
+  if (!in_file) return Status::OK();
+  FileCopy c;
+  AGENTMEM_RETURN_IF_ERROR(StartCopy(&c));
+  CopyNodes(&c, 0, mapped);
+  if (Status s = CheckCopy(c); !s.ok()) {
+    sticky = s;  // the file changed under the handle
+    return s;
+  }
+  UseCopy(&c);
+  return Status::OK();
+}
+
+// The copy of kFileCopiedAhead, on the reader thread once the vectors are
+// read: a few thousand nodes under each shared lock, checked with no lock
+// held, put in place under the exclusive lock if the graph is still in the
+// file. A copy that cannot be made or fails its check is dropped: the
+// first change then copies, and fails, itself.
+void HnswIndex::Impl::CopyAhead() {
+  constexpr size_t kRun = 4096;
+  FileCopy c;
+  {
+    std::shared_lock lock(mu);
+    if (!in_file || !StartCopy(&c).ok()) return;
+  }
+  for (size_t from = 0; from < mapped; from += kRun) {
+    if (unread->stop.load(std::memory_order_relaxed)) return;
+    std::shared_lock lock(mu);
+    if (!in_file) return;
+    CopyNodes(&c, from, std::min(mapped, from + kRun));
+  }
+  if (!CheckCopy(c).ok()) return;
+  std::unique_lock lock(mu);
+  if (in_file && sticky.ok()) UseCopy(&c);
+}
+
+// Grows the graph to `capacity` nodes. The steps that can fail run first, so
+// that a failure leaves a consistent graph (hnswlib's resizeIndex deletes the
+// visited-list pool before allocating its successor). REQUIRES: exclusive lock.
 Status HnswIndex::Impl::Grow(size_t capacity) {
   Graph& g = *graph;
   if (capacity <= g.max_elements_) return Status::OK();
@@ -1800,7 +1890,8 @@ Status HnswIndex::ForEachNodeLabel(std::string_view image, size_t first, size_t 
 Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size_t spare,
                                                   std::shared_ptr<void> owner,
                                                   size_t default_ef, bool records_checked,
-                                                  MapVectors vectors, bool in_file) {
+                                                  MapVectors vectors, ImagePlace place) {
+  const bool in_file = place != ImagePlace::kMemory;
   if (in_file && spare != 0) return Status(kMisuse, "hnsw: an image in the file has no spare room");
   if (size < kMapHeader || reinterpret_cast<uintptr_t>(image) % 4 != 0) {
     return MapCorrupt("%llu bytes, too short or misaligned", size);
@@ -1950,6 +2041,7 @@ Result<std::unique_ptr<HnswIndex>> HnswIndex::Map(char* image, size_t size, size
     g.unread = impl->unread.get();
     impl->level0_mapped = true;
     impl->in_file = in_file;
+    impl->copy_ahead = place == ImagePlace::kFileCopiedAhead;
     g.cur_element_count = n;
     return Status::OK();
   });
@@ -2030,7 +2122,7 @@ void HnswIndex::ReadVectors(std::vector<uint32_t>* nodes) const {
 }
 
 bool HnswIndex::ReadingAhead() const {
-  return impl_->unread != nullptr && impl_->unread->reading.load(std::memory_order_relaxed);
+  return impl_->unread != nullptr && impl_->unread->reading.load(std::memory_order_acquire);
 }
 
 uint64_t HnswIndex::NodeLabel(uint32_t node) const {

@@ -120,6 +120,13 @@ using HnswReadVector = std::function<const float*(uint32_t node, uint64_t label,
 // `read_ahead`, by a thread of the index meanwhile, all of them in node
 // order (joined when the index goes). A node whose vector cannot be read
 // stays a waypoint with a zero vector and is never a hit.
+// Where the image given to HnswIndex::Map() lies.
+enum class HnswImagePlace {
+  kMemory,           // memory of this process's own, writable
+  kFile,             // a file's pages, read-only, which another program could write
+  kFileCopiedAhead,  // the same, copied into memory by the reader thread (read_ahead)
+};
+
 struct HnswMapVectors {
   std::vector<const float*> rows;
   std::vector<float> scales;
@@ -224,7 +231,8 @@ class HnswIndex {
   // NodeVectors() then holds a vector for each node left.
   // Throws std::bad_alloc when a vector needs copying and no memory is left.
   void ReadVectors(std::vector<uint32_t>* nodes) const;
-  // Whether the thread of MapVectors::read_ahead is still reading.
+  // Whether the thread of MapVectors::read_ahead is still at work (reading,
+  // or copying for kFileCopiedAhead); once false, what it did is seen here.
   bool ReadingAhead() const;
   uint64_t NodeLabel(uint32_t node) const;
   // Whether a node (below size()) is marked deleted.
@@ -273,6 +281,7 @@ class HnswIndex {
                                  const std::function<bool(size_t node, uint64_t label)>& place);
   using ReadVector = HnswReadVector;
   using MapVectors = HnswMapVectors;
+  using ImagePlace = HnswImagePlace;
   // An index over a mappable image at `image` (`size` bytes, 4-byte aligned),
   // writable and private to this process, followed by `spare` writable bytes
   // that new nodes may use before the index moves to the heap. `owner` is kept
@@ -284,17 +293,22 @@ class HnswIndex {
   // in `vectors`.
   // `records_checked`: the caller has put the level-0 records through
   // MappedRecordCheck (hnsw_mapped.h), so they are not read again here.
-  // `in_file`: the image is the file's own pages, read-only (`spare` 0),
+  // `place` kFile: the image is the file's own pages, read-only (`spare` 0),
   // which another program could write after the checks: searches then read
   // each list's ids once and follow only those that name a node on the
   // layer, and the first change (an insert, a delete, a delta, a Reserve())
   // copies the records into memory and checks every list again there (an
   // error then, kCorruptIndex, leaves the index refusing everything).
+  // kFileCopiedAhead: the same, and the thread of `vectors.read_ahead`, once
+  // it has read the vectors, makes that copy and check itself, a few
+  // thousand nodes under each shared lock, and puts it in place (a copy
+  // that fails is dropped: the first change finds it).
   static Result<std::unique_ptr<HnswIndex>> Map(char* image, size_t size, size_t spare,
                                                 std::shared_ptr<void> owner,
                                                 size_t default_ef = 64,
                                                 bool records_checked = false,
-                                                MapVectors vectors = {}, bool in_file = false);
+                                                MapVectors vectors = {},
+                                                ImagePlace place = ImagePlace::kMemory);
 
   // Appends a full image of the graph to *out (format: hnsw_format.h).
   // Errors: kCorruptIndex for a node whose vector could not be read, as

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -574,9 +575,9 @@ TEST_CASE("an image in the file is never written, a list changed under it is nev
   std::string image;
   REQUIRE(index->SerializeMappable(&image).ok());
   auto map_in_file = [&](const MappedCopy& copy) {
-    return HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory, 64, false, {}, /*in_file=*/true);
+    return HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory, 64, false, {}, HnswImagePlace::kFile);
   };
-  CHECK(HnswIndex::Map(image.data(), image.size(), 4096, nullptr, 64, false, {}, true).status().code() ==
+  CHECK(HnswIndex::Map(image.data(), image.size(), 4096, nullptr, 64, false, {}, HnswImagePlace::kFile).status().code() ==
         kMisuse);  // no spare room in a file
   SUBCASE("unchanged: it searches, and takes changes in memory of its own") {
     MappedCopy copy = MappedCopy::Of(image, 0);
@@ -622,6 +623,66 @@ TEST_CASE("an image in the file is never written, a list changed under it is nev
     CHECK(hits > 0);
     CHECK(m.Add(n + 1, std::span<const float>(data.data() + n * dim, dim)).code() == kCorruptIndex);
     CHECK(m.Search(RandomFloats(rng, dim, -1.0f, 1.0f), Top(10, 40)).status().code() == kCorruptIndex);
+  }
+}
+
+// An image without vectors, in "the file" (`copy`), mapped with the reader
+// thread's copy ahead: node i's vector is row i of `data`, its label i +
+// `first_label`.
+Result<std::unique_ptr<HnswIndex>> MapCopiedAhead(const MappedCopy& copy, const std::vector<float>& data,
+                                                  size_t n, size_t dim, uint64_t first_label) {
+  HnswIndex::MapVectors vectors;
+  vectors.rows.assign(n, nullptr);
+  vectors.scales.assign(n, 0.0f);
+  vectors.read_ahead = true;
+  vectors.read = [&data, dim, first_label](uint32_t node, uint64_t label, float* scale) -> const float* {
+    if (label != node + first_label) return nullptr;
+    *scale = 1.0f;
+    return data.data() + node * dim;
+  };
+  return HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory, 64, false, std::move(vectors),
+                        HnswImagePlace::kFileCopiedAhead);
+}
+
+TEST_CASE("an image in the file copied ahead leaves the file once its vectors are read, and later writes to the file change nothing") {
+  auto rng = SeededRng(37);
+  const size_t n = 800, dim = 8;
+  std::vector<float> data = RandomFloats(rng, (n + 100) * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim);
+  AddRows(index.get(), data, dim, 0, n, 1);  // labels 1..n
+  std::string without;
+  REQUIRE(index->SerializeMappable(&without, false).ok());
+  for (bool change_first : {false, true}) {
+    CAPTURE(change_first);
+    MappedCopy copy = MappedCopy::Of(without, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = MapCopiedAhead(copy, data, n, dim, 1);
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    HnswIndex& m = **mapped;
+    // A change while the thread may still be copying: one of the two copies
+    // is used, never both.
+    if (change_first) AddRows(&m, data, dim, n, n + 100, 1);
+    while (m.ReadingAhead()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(std::string_view(copy.memory.get(), copy.size) == without);  // not a byte written
+    // Another program writes every list in the file: the graph reads its copy.
+    uint64_t level0 = 0;
+    std::memcpy(&level0, without.data() + 48, 8);
+    const size_t record = 2 * 16 * 4 + 4 + 8;
+    for (size_t node = 0; node < n; ++node) {
+      const uint32_t far = 0xfffffff0u;
+      std::memcpy(copy.memory.get() + level0 + node * record + 4, &far, 4);
+    }
+    std::memset(copy.memory.get() + 64 + n, 0xff, level0 - 64 - n);  // the upper lists
+    if (!change_first) AddRows(&m, data, dim, n, n + 100, 1);
+    for (int t = 0; t < 20; ++t) {
+      const std::vector<float> q = RandomFloats(rng, dim, -1.0f, 1.0f);
+      auto got = m.Search(q, Top(10, 64));
+      REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+      CHECK(got->size() == 10);
+    }
+    for (size_t r = 0; r < n + 100; r += 50) {
+      auto got = MustSearch(m, std::span<const float>(data.data() + r * dim, dim), Top(1, 64));
+      CHECK(got[0].id == r + 1);
+    }
   }
 }
 
@@ -1007,6 +1068,30 @@ TEST_CASE("searches running during inserts see a consistent graph") {
   size_t searches = SearchWhile(*index, n, dim, [&] { AddRows(index.get(), data, dim, 100, n); });
   CHECK(index->size() == n);
   MESSAGE(searches << " searches ran during " << n - 100 << " inserts");
+}
+
+TEST_CASE("searches running during the copy ahead of a graph in the file and the inserts after it see a consistent graph") {
+  auto rng = SeededRng(34);
+  const size_t n = 3000, mapped_n = 1000, dim = 16;
+  std::vector<float> data = RandomFloats(rng, n * dim, -1.0f, 1.0f);
+  auto index = NewIndex(Metric::kL2, dim, 16);
+  AddRows(index.get(), data, dim, 0, mapped_n);  // labels 0..
+  std::string without;
+  REQUIRE(index->SerializeMappable(&without, false).ok());
+  for (bool wait : {false, true}) {
+    CAPTURE(wait);
+    MappedCopy copy = MappedCopy::Of(without, 0);
+    Result<std::unique_ptr<HnswIndex>> mapped = MapCopiedAhead(copy, data, mapped_n, dim, 0);
+    REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+    HnswIndex& m = **mapped;
+    // The inserts start while the thread copies, or once it is done.
+    SearchWhile(m, n, dim, [&] {
+      while (wait && m.ReadingAhead()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      AddRows(&m, data, dim, mapped_n, n);
+    });
+    CHECK(m.size() == n);
+    CHECK(std::string_view(copy.memory.get(), copy.size) == without);
+  }
 }
 
 // ---- batch inserts (AddBatch)
