@@ -44,8 +44,22 @@ bool Bm25Index::Contains(uint64_t doc_id) const {
          std::binary_search(frozen_docs_.begin(), frozen_docs_.end(), doc_id);
 }
 
+// The frozen terms that `counts` would move into the ordinary index,
+// checked before anything changes (a damaged one would move as empty); the
+// rest of the image is left to its first use or Verify().
+Status Bm25Index::CheckTermsToMove(std::span<const TermCount> counts) const {
+  AGENTMEM_RETURN_IF_ERROR(status());
+  if (!frozen_ || verified_.load(std::memory_order_acquire)) return Status::OK();
+  for (const TermCount& c : counts) {
+    if (term_ids_.find(c.term) != term_ids_.end()) continue;  // moved already
+    const int64_t frozen = FindFrozen(c.term);
+    if (frozen >= 0 && !TermHolds(static_cast<size_t>(frozen))) return status();
+  }
+  return Status::OK();
+}
+
 Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const TermCount> counts) {
-  AGENTMEM_RETURN_IF_ERROR(Verify());  // a damaged term would read as empty
+  AGENTMEM_RETURN_IF_ERROR(status());
   if (Contains(doc_id)) {
     return StatusF(kConstraint, "bm25: document %llu is already indexed",
                    static_cast<unsigned long long>(doc_id));
@@ -69,6 +83,7 @@ Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const T
                    static_cast<unsigned long long>(doc_id), static_cast<unsigned long long>(sum),
                    doc_len);
   }
+  AGENTMEM_RETURN_IF_ERROR(CheckTermsToMove(counts));
   Doc doc{doc_len, {}};
   doc.term_ids.reserve(counts.size());
   size_t gained = 0;
@@ -83,9 +98,11 @@ Status Bm25Index::AddCounts(uint64_t doc_id, uint32_t doc_len, std::span<const T
   total_length_ += doc_len;
   ordinary_bytes_ += OrdinaryBytes(gained, counts.size());
   if (ordinary_bytes_ >= freeze_at_) {
-    // Without the memory to freeze, the document stays ordinary.
+    // Without the memory to freeze, or with damage found in the image
+    // (status() keeps it for the next write and the checkpoint), the
+    // document stays ordinary.
     Status s = Freeze();
-    if (!s.ok() && s.code() != kNoMem) return s;
+    if (!s.ok() && s.code() != kNoMem && s.code() != kCorruptIndex) return s;
   }
   return Status::OK();
 }

@@ -99,13 +99,15 @@ class Bm25Index {
   // |d|; an empty list is a document of length 0). Doc ids need not arrive in
   // order, but increasing ids are the fast path.
   // Returns kConstraint if doc_id is already indexed, kTooBig for more than
-  // 2^32-1 tokens, Verify()'s errors; the index is unchanged on failure.
+  // 2^32-1 tokens, kCorruptIndex for a damaged term of the attached image
+  // that the document would move, or for damage found before (status());
+  // the index is unchanged on failure.
   Status Add(uint64_t doc_id, std::span<const std::string> tokens);
 
   // The same, from a document's term counts (as persisted in the file):
   // `doc_len` tokens in all, `counts` its distinct terms with their tf >= 1.
   // Returns kConstraint for a known doc_id, kRange when the counts do not add
-  // up to doc_len or a term repeats, Verify()'s errors; the index is
+  // up to doc_len or a term repeats, Add()'s kCorruptIndex; the index is
   // unchanged on failure.
   struct TermCount {
     std::string_view term;
@@ -155,7 +157,8 @@ class Bm25Index {
   // What lies in a term's ranges (each posting's document and tf, the block
   // and peak summaries) is checked on the term's first use, once: a term that
   // fails reads as empty and status() reports it; or whole by Verify(),
-  // which every write calls first. (A version 1 image is checked whole
+  // which Remove(), Thaw(), Freeze() and a checkpoint call first (Add()
+  // checks the terms it moves). (A version 1 image is checked whole
   // here.) Errors: kCorruptIndex; kFormatVersion for an unknown version;
   // kMisuse on a non-empty index; kNoMem. Removing a document of the image
   // thaws it first.
@@ -314,6 +317,8 @@ class Bm25Index {
   // `hash`: std::hash of the term.
   const PostingList* FindListInto(std::string_view term, size_t hash,
                                   std::deque<PostingList>* views) const;
+  // status(), then the frozen terms `counts` would move (TermHolds()).
+  Status CheckTermsToMove(std::span<const TermCount> counts) const;
   // The frozen term at `index` in the table, or -1.
   // By binary search of the term table.
   int64_t FindFrozen(std::string_view term) const;

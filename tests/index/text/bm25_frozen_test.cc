@@ -463,25 +463,39 @@ TEST_CASE("a damaged version 3 or 2 image is refused, naming the check that fail
   SUBCASE("version 2") { CheckDamagedRefused(test::Bm25ImageV2(good)); }
 }
 
+// The image of 300 random documents (`live`), and a copy with one term
+// damaged: the first with two postings or more, its second posting's tf
+// made 0.
+struct DamagedTerm {
+  Bm25Index live;
+  std::string good;
+  Image bad;
+  std::string term;
+  std::vector<std::string> others;  // every other term
+  explicit DamagedTerm(std::mt19937_64& rng) {
+    for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
+    live.EncodeFrozen(&good);
+    const Layout l(good);
+    const size_t t = l.TermWhere(good, 16, [](uint32_t n) { return n >= 2; });
+    term.assign(good.data() + l.text_at + l.Term(good, t, 0), l.Term(good, t, 4));
+    std::string bytes = good;
+    const size_t second = l.Term(good, t, 8) + 1;
+    l.SetPosting(&bytes, second, l.PostingDoc(good, second), 0);
+    bad = Image::FromBytes(bytes);
+    for (size_t i = 0; i < l.terms; i++) {
+      if (i != t) others.emplace_back(good.data() + l.text_at + l.Term(good, i, 0), l.Term(good, i, 4));
+    }
+  }
+};
+
 TEST_CASE("a damaged term of an attached image reads as empty from its first use on, and is reported") {
   std::mt19937_64 rng(test::Seed());
-  Bm25Index live;
-  for (uint64_t id = 1; id <= 300; id++) REQUIRE(live.Add(id, RandomDoc(rng, 80)).ok());
-  std::string good;
-  live.EncodeFrozen(&good);
-  const Layout l(good);
-  // The damaged term: the first with two postings or more, its second
-  // posting's tf made 0.
-  const size_t t = l.TermWhere(good, 16, [](uint32_t n) { return n >= 2; });
-  const std::string damaged_term(good.data() + l.text_at + l.Term(good, t, 0), l.Term(good, t, 4));
-  std::string bytes = good;
-  const size_t second = l.Term(good, t, 8) + 1;
-  l.SetPosting(&bytes, second, l.PostingDoc(good, second), 0);
-  Image bad = Image::FromBytes(bytes);
-  std::vector<std::string> others;  // every other term
-  for (size_t i = 0; i < l.terms; i++) {
-    if (i != t) others.emplace_back(good.data() + l.text_at + l.Term(good, i, 0), l.Term(good, i, 4));
-  }
+  DamagedTerm d(rng);
+  Bm25Index& live = d.live;
+  const std::string& good = d.good;
+  const Image& bad = d.bad;
+  const std::string& damaged_term = d.term;
+  const std::vector<std::string>& others = d.others;
   CAPTURE(damaged_term);
   SUBCASE("one thread") {
     Bm25Index index;
@@ -524,6 +538,43 @@ TEST_CASE("a damaged term of an attached image reads as empty from its first use
     REQUIRE(live.Add(301, Tokens{damaged_term}).ok());
     CheckSame(index, live, rng, 80);
   }
+}
+
+TEST_CASE("a write to an attached image checks the terms it moves: one damaged there refuses it, and any damage found refuses every later write") {
+  std::mt19937_64 rng(test::Seed());
+  DamagedTerm d(rng);
+  Bm25Index& live = d.live;
+  const Image& bad = d.bad;
+  const std::string& damaged_term = d.term;
+  const std::vector<std::string>& others = d.others;
+  CAPTURE(damaged_term);
+  Bm25Index index;
+  REQUIRE(index.AttachFrozen(bad.data(), bad.size, 1000).ok());
+  // A document of good terms goes in without the whole image being read,
+  // and reads as it does in the index the image came from.
+  REQUIRE(index.Add(301, Tokens{others[0], others[1], others[0]}).ok());
+  REQUIRE(live.Add(301, Tokens{others[0], others[1], others[0]}).ok());
+  CHECK(index.status().ok());
+  for (const std::string& term : others) CheckSameHits(index.TopK(Tokens{term}, 10), live.TopK(Tokens{term}, 10));
+  // One that would move the damaged term is refused, the index unchanged.
+  const uint64_t docs = index.doc_count(), length = index.total_length();
+  const Status s = index.Add(302, Tokens{others[2], damaged_term});
+  CHECK(s.code() == kCorruptIndex);
+  CHECK_MESSAGE(s.message().find("tf is 0") != std::string::npos, s.ToString());
+  CHECK_FALSE(index.Contains(302));
+  CHECK(index.doc_count() == docs);
+  CHECK(index.total_length() == length);
+  CheckSameHits(index.TopK(Tokens{others[2]}, 10), live.TopK(Tokens{others[2]}, 10));
+  // From then on every write and the whole check report it.
+  CHECK(index.Add(303, Tokens{others[0]}).code() == kCorruptIndex);
+  CHECK(index.Remove(301).code() == kCorruptIndex);
+  CHECK(index.Verify().code() == kCorruptIndex);
+  // Damage a write never met is found by the whole check a checkpoint makes.
+  Bm25Index unmet;
+  REQUIRE(unmet.AttachFrozen(bad.data(), bad.size, 1000).ok());
+  REQUIRE(unmet.Add(301, Tokens{others[0]}).ok());
+  CHECK(unmet.Verify().code() == kCorruptIndex);
+  CHECK(unmet.Add(302, Tokens{others[1]}).code() == kCorruptIndex);
 }
 
 TEST_CASE("a damaged version 1 image is refused") {
