@@ -953,6 +953,40 @@ TEST_CASE("deltas applied to a checkpoint reproduce the index byte for byte") {
   CheckSameAnswers(*live, **replica, RandomFloats(rng, dim, -1.0f, 1.0f), Top(10));
 }
 
+TEST_CASE("deltas of one node each grow a graph in memory or in the file by doubling and rebuild it byte for byte") {
+  auto rng = SeededRng(38);
+  const size_t n = 500, more = 200, dim = 8;
+  std::vector<float> data = RandomFloats(rng, (n + more) * dim, -1.0f, 1.0f);
+  auto live = NewIndex(Metric::kL2, dim);
+  AddRows(live.get(), data, dim, 0, n, 1);
+  std::string image;
+  REQUIRE(live->SerializeMappable(&image).ok());
+  MappedCopy copy = MappedCopy::Of(image, 0);
+  Result<std::unique_ptr<HnswIndex>> in_file =
+      HnswIndex::Map(copy.memory.get(), copy.size, 0, copy.memory, 64, false, {}, HnswImagePlace::kFile);
+  REQUIRE_MESSAGE(in_file.ok(), in_file.status().ToString());
+  Result<std::unique_ptr<HnswIndex>> in_memory = HnswIndex::Deserialize(ImageOf(*live));
+  REQUIRE(in_memory.ok());
+  std::vector<std::string> deltas(more);
+  for (size_t i = 0; i < more; ++i) {
+    const ChangeMark mark = live->Mark();
+    AddRows(live.get(), data, dim, n + i, n + i + 1, 1);
+    REQUIRE(live->EncodeDelta(mark, &deltas[i]).ok());
+  }
+  for (HnswIndex* replica : {in_file->get(), in_memory->get()}) {
+    size_t growths = 0, capacity = replica->Stats().capacity;
+    for (const std::string& delta : deltas) {
+      REQUIRE(replica->ApplyDelta(delta).ok());
+      growths += replica->Stats().capacity != capacity;
+      capacity = replica->Stats().capacity;
+    }
+    CHECK(growths == 1);  // 500 nodes to room for 1,000 at the first delta
+    CHECK(capacity >= 2 * n);
+    CHECK(ImageOf(*replica) == ImageOf(*live));
+  }
+  CHECK(std::string_view(copy.memory.get(), copy.size) == image);  // not a byte written
+}
+
 TEST_CASE("a delta applied twice or to the wrong base is refused and changes nothing") {
   auto rng = SeededRng(31);
   const size_t dim = 8;
