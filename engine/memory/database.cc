@@ -102,11 +102,10 @@ Status Database::OpenFile() {
                              "(%u): the file was opened read-only",
                              log_->header().write_version, format::kWriteVersion);
   }
+  // The vectors of the last transactions that no delta gave a node yet stay
+  // pending (searched exactly): the graph gets them when it next changes,
+  // as their writer inserted them (docs/format.md §5.6).
   AGENTMEM_RETURN_IF_ERROR(Refresh(false));
-  // The vectors of the last transactions that no delta gave a node yet go
-  // into the graph as their writer inserts them: the graph is then the one
-  // the writer held (a later delta that holds them is skipped).
-  if (recall_) recall_->FlushGraph().IgnoreError();
   if (log_->seq() == 0 && !opts_.read_only && write_refused_.ok()) {
     AGENTMEM_RETURN_IF_ERROR(WriteInitialMeta());
   }

@@ -931,6 +931,38 @@ TEST_CASE("handles that inserted a writer's pending vectors themselves keep the 
   agentmem_close(b);
 }
 
+TEST_CASE("an open leaves a writer's last vectors pending, and its own next commit gives them the writer's nodes") {
+  TempDir dir;
+  const std::string path = dir.File("pending.agentmem");
+  auto vecs = PendingVectors(1003);
+  auto queries = PendingVectors(20, 1);
+  // w's last transaction is small: its insert is deferred, and no delta
+  // holds its node when w closes (no checkpoint).
+  agentmem_db* w = WriteThousands(path, vecs, 1);
+  const int64_t last = RememberVectors(w, vecs, 1000, 1001);
+  REQUIRE(agentmem_close(w) == AGENTMEM_OK);
+  agentmem_db* a = OpenPending(path);
+  CHECK(VectorPlan(a, queries[0]).find("exact scan of 1 vectors not yet in the graph") !=
+        std::string::npos);
+  std::vector<Hit> hits = VectorRecall(a, "a", vecs[1000], 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == last);
+  // a writes: its insert puts in the pending vector first, then its own, as
+  // w would have; a block then gives both their nodes in the file.
+  RememberVectors(a, vecs, 1001, 1002);
+  RememberVectors(a, vecs, 1002, 1003);
+  REQUIRE(agentmem_block_set(a, "a", "note", "x", 0, 0) == AGENTMEM_OK);
+  CHECK(VectorPlan(a, queries[0]).find("not yet in the graph") == std::string::npos);
+  agentmem_db* b = OpenPending(path);  // replays the whole log
+  CHECK(VectorPlan(b, queries[0]).find("not yet in the graph") == std::string::npos);
+  CheckSameHits({a, b}, queries);
+  hits = VectorRecall(b, "a", vecs[1000], 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].id == last);
+  agentmem_close(b);
+  agentmem_close(a);
+}
+
 TEST_CASE("a deferred insert makes the page of the next commit's graph delta ahead") {
   using agentmem::engine::RecallIndex;
   RecallIndex index(agentmem::index::TokenizerOptions{}, kPendingDim, agentmem::index::Metric::kCosine,
