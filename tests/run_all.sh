@@ -29,6 +29,9 @@
 #                 two writer handles in one process
 #   --valgrind    runs format_tests and sql_tests of BUILD_DIR under valgrind
 #                 memcheck (any error or leak fails the suite)
+# With BUILD_DIR and --sanitizers, the ASan + UBSan suites run beside the
+# others when the machine has two cores or more (AGENTMEM_TEST_JOBS, default
+# nproc; 1 runs them one after the other), and print their output after them.
 set -uo pipefail
 build=""
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
@@ -115,7 +118,9 @@ suite_exe() {
   echo "$exe"
 }
 
-if [ -n "$build" ]; then
+# The plain build's suites, then format_tests and sql_tests under valgrind.
+plain_lane() {
+  [ -n "$build" ] || return 0
   for suite in format_tests index_tests engine_tests sql_tests cli_tests reliability_tests python_tests \
                install_tests mcp_tests replication_tests sync_lib_tests; do
     exe=$(suite_exe "$build" "$suite")
@@ -133,7 +138,16 @@ if [ -n "$build" ]; then
   fi
   # No function of engine/ over 100 lines.
   run_suite function_lengths tests/function_lengths.py
-fi
+  # valgrind memcheck on the format and SQL suites (the engine suite takes
+  # over an hour there: it runs under ASan + UBSan instead).
+  if [ "$valgrind" = 1 ]; then
+    for suite in format_tests sql_tests; do
+      exe=$(suite_exe "$build" "$suite")
+      run_suite "$suite (valgrind)" valgrind --error-exitcode=99 --leak-check=full \
+        --errors-for-leak-kinds=definite,indirect -q "$exe"
+    done
+  fi
+}
 
 # Under ASan + UBSan: the quick suites, without the exhaustive sweeps that
 # take minutes there (each runs in the plain build above; `make asan` and the
@@ -149,102 +163,132 @@ SAN_EXCLUDE='*hundred thousand*,*reference baseline*,*flipped bit in any page*,*
 # cases (clang's sanitizer runtimes own operator new, so nomem_test cannot
 # replace it there; `make asan` runs them under gcc's ASan and LSan).
 SAN_RELIABILITY='*kept fuzz corpus*,*sync point of a workload that forgets*,*rename of a VACUUM*,*kind that takes none*,*four reader processes*,*writer process is killed*,*threads of one process*'
-if [ -n "$san_dir" ]; then
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
-  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-  # The sanitizer build also carries clang's source-based coverage: each
-  # process writes its counters here, and the report below reads them (R12).
-  rm -rf "$san_dir/profiles"
-  export LLVM_PROFILE_FILE="$(cd "$san_dir" && pwd)/profiles/%p-%m.profraw"
-  # index_tests is left out: clang-14 cannot build it (C++20 structured
-  # bindings captured by lambdas, tests/index/text/english_test.cc); the index
-  # code runs sanitized inside engine_tests and the fuzz targets.
-  for suite in format_tests engine_tests sql_tests reliability_tests; do
-    exe=$(suite_exe "$san_dir" "$suite")
-    if [ ! -x "$exe" ]; then
-      echo "$suite (ASan+UBSan) is not built in $san_dir"
-      failed=$((failed + 1))
-      status=1
-      failures+=("$suite (ASan+UBSan): not built")
-      continue
-    fi
-    if [ "$suite" = reliability_tests ]; then
-      run_suite "$suite (ASan+UBSan)" "$exe" -tc="$SAN_RELIABILITY"
-    else
-      run_suite "$suite (ASan+UBSan)" "$exe" -tce="$SAN_EXCLUDE"
-    fi
-  done
-  tests/coverage_report.sh "$san_dir"
-  # The fuzz runs below write their counters elsewhere: they are not part of
-  # the report.
-  export LLVM_PROFILE_FILE="$(cd "$san_dir" && pwd)/fuzz-profiles/%p-%m.profraw"
-fi
+# The ASan + UBSan suites and the coverage report over their runs.
+sanitizer_lane() {
+  if [ -n "$san_dir" ]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+    # The sanitizer build also carries clang's source-based coverage: each
+    # process writes its counters here, and the report below reads them (R12).
+    rm -rf "$san_dir/profiles"
+    export LLVM_PROFILE_FILE="$(cd "$san_dir" && pwd)/profiles/%p-%m.profraw"
+    # index_tests is left out: clang-14 cannot build it (C++20 structured
+    # bindings captured by lambdas, tests/index/text/english_test.cc); the index
+    # code runs sanitized inside engine_tests and the fuzz targets.
+    for suite in format_tests engine_tests sql_tests reliability_tests; do
+      exe=$(suite_exe "$san_dir" "$suite")
+      if [ ! -x "$exe" ]; then
+        echo "$suite (ASan+UBSan) is not built in $san_dir"
+        failed=$((failed + 1))
+        status=1
+        failures+=("$suite (ASan+UBSan): not built")
+        continue
+      fi
+      if [ "$suite" = reliability_tests ]; then
+        run_suite "$suite (ASan+UBSan)" "$exe" -tc="$SAN_RELIABILITY"
+      else
+        run_suite "$suite (ASan+UBSan)" "$exe" -tce="$SAN_EXCLUDE"
+      fi
+    done
+    tests/coverage_report.sh "$san_dir"
+  fi
+}
 
-# A short libFuzzer budget per target, on a copy of the kept corpus.
-if [ -n "$fuzz_dir" ]; then
-  for corpus in tests/fuzz/corpus/*/; do
-    t=$(basename "$corpus")
-    exe="$fuzz_dir/tests/reliability/fuzz/fuzz_$t"
-    echo "== fuzz_$t ($fuzz_seconds s, ASan+UBSan)"
-    if [ ! -x "$exe" ]; then
-      echo "fuzz_$t is not built in $fuzz_dir"
-      failed=$((failed + 1))
-      status=1
-      failures+=("fuzz_$t: not built")
-      continue
-    fi
-    work="$fuzz_dir/fuzz-corpus/$t" artifacts="$fuzz_dir/fuzz-artifacts/$t"
-    rm -rf "$work" && mkdir -p "$work" "$artifacts"
-    cp "$corpus"* "$work/"
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$exe" -max_total_time="$fuzz_seconds" \
-      -seed="${AGENTMEM_FUZZ_SEED:-1}" -timeout=30 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/" "$work" > "$artifacts/log.txt" 2>&1
-    rc=$?
-    grep -E '^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY|fuzz invariant|artifact)' \
-      "$artifacts/log.txt"
-    if [ "$rc" -eq 0 ]; then
-      passed=$((passed + 1))
-    else
-      echo "fuzz_$t FAILED (exit $rc): see $artifacts/log.txt and the input saved there"
-      failed=$((failed + 1))
-      status=1
-      failures+=("fuzz_$t: exit $rc, input in $artifacts")
-    fi
-  done
-fi
+# The fuzz targets, then the ThreadSanitizer suites.
+fuzz_and_tsan() {
+  # A short libFuzzer budget per target, on a copy of the kept corpus. Their
+  # counters go elsewhere than the suites': they are not part of the report.
+  if [ -n "$fuzz_dir" ]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export LLVM_PROFILE_FILE="$(cd "$fuzz_dir" && pwd)/fuzz-profiles/%p-%m.profraw"
+    for corpus in tests/fuzz/corpus/*/; do
+      t=$(basename "$corpus")
+      exe="$fuzz_dir/tests/reliability/fuzz/fuzz_$t"
+      echo "== fuzz_$t ($fuzz_seconds s, ASan+UBSan)"
+      if [ ! -x "$exe" ]; then
+        echo "fuzz_$t is not built in $fuzz_dir"
+        failed=$((failed + 1))
+        status=1
+        failures+=("fuzz_$t: not built")
+        continue
+      fi
+      work="$fuzz_dir/fuzz-corpus/$t" artifacts="$fuzz_dir/fuzz-artifacts/$t"
+      rm -rf "$work" && mkdir -p "$work" "$artifacts"
+      cp "$corpus"* "$work/"
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$exe" -max_total_time="$fuzz_seconds" \
+        -seed="${AGENTMEM_FUZZ_SEED:-1}" -timeout=30 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/" "$work" > "$artifacts/log.txt" 2>&1
+      rc=$?
+      grep -E '^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY|fuzz invariant|artifact)' \
+        "$artifacts/log.txt"
+      if [ "$rc" -eq 0 ]; then
+        passed=$((passed + 1))
+      else
+        echo "fuzz_$t FAILED (exit $rc): see $artifacts/log.txt and the input saved there"
+        failed=$((failed + 1))
+        status=1
+        failures+=("fuzz_$t: exit $rc, input in $artifacts")
+      fi
+    done
+  fi
 
-# ThreadSanitizer: the cases that run threads. detect_deadlocks=0: potential
-# lock-order inversions are not reported; data races are, and fail.
-if [ -n "$tsan_dir" ]; then
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:detect_deadlocks=0}
-  export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}
-  for spec in "reliability/reliability_tests|*threads of one process*" \
-              "reliability/hnsw_threads_tests|*searches running during*,*several threads*" \
-              "recall_threads_tests|*" \
-              "sql/sql_tests|*" "?engine_tests|*take turns as writers*"; do
-    exe="$tsan_dir/tests/${spec%%|*}"
-    exe=${exe/\?/}
-    # "?": run when built (make tsan builds engine_tests; make test does not).
-    [ "${spec#\?}" != "$spec" ] && [ ! -x "$exe" ] && continue
-    if [ ! -x "$exe" ]; then
-      echo "$(basename "$exe") (TSan) is not built in $tsan_dir"
-      failed=$((failed + 1))
-      status=1
-      failures+=("$(basename "$exe") (TSan): not built")
-      continue
-    fi
-    run_suite "$(basename "$exe") (TSan)" "$exe" -tc="${spec#*|}"
-  done
-fi
+  # ThreadSanitizer: the cases that run threads. detect_deadlocks=0: potential
+  # lock-order inversions are not reported; data races are, and fail.
+  if [ -n "$tsan_dir" ]; then
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:detect_deadlocks=0}
+    export AGENTMEM_R7_TXNS=${AGENTMEM_R7_TXNS:-200}
+    for spec in "reliability/reliability_tests|*threads of one process*" \
+                "reliability/hnsw_threads_tests|*searches running during*,*several threads*" \
+                "recall_threads_tests|*" \
+                "sql/sql_tests|*" "?engine_tests|*take turns as writers*"; do
+      exe="$tsan_dir/tests/${spec%%|*}"
+      exe=${exe/\?/}
+      # "?": run when built (make tsan builds engine_tests; make test does not).
+      [ "${spec#\?}" != "$spec" ] && [ ! -x "$exe" ] && continue
+      if [ ! -x "$exe" ]; then
+        echo "$(basename "$exe") (TSan) is not built in $tsan_dir"
+        failed=$((failed + 1))
+        status=1
+        failures+=("$(basename "$exe") (TSan): not built")
+        continue
+      fi
+      run_suite "$(basename "$exe") (TSan)" "$exe" -tc="${spec#*|}"
+    done
+  fi
+}
 
-# valgrind memcheck on the plain build's format and SQL suites (the engine
-# suite takes over an hour there: it runs under ASan + UBSan above instead).
-if [ "$valgrind" = 1 ] && [ -n "$build" ]; then
-  for suite in format_tests sql_tests; do
-    exe=$(suite_exe "$build" "$suite")
-    run_suite "$suite (valgrind)" valgrind --error-exitcode=99 --leak-check=full \
-      --errors-for-leak-kinds=definite,indirect -q "$exe"
-  done
+# Two lanes run side by side on a machine of two cores or more (most suites
+# use one): the ASan + UBSan suites in the background, their output printed
+# after the others'. AGENTMEM_TEST_JOBS=1 runs one after the other.
+jobs=${AGENTMEM_TEST_JOBS:-$(nproc)}
+if [ "$jobs" -ge 2 ] && [ -n "$build" ] && [ -n "$san_dir" ]; then
+  lane=$(mktemp -d)
+  echo "== the ASan + UBSan suites run beside these; their output follows"
+  (
+    sanitizer_lane
+    { echo "$passed $failed $status"; for f in "${failures[@]}"; do echo "$f"; done; } > "$lane/state"
+  ) > "$lane/log" 2>&1 &
+  lane_pid=$!
+  plain_lane
+  fuzz_and_tsan
+  wait "$lane_pid"
+  cat "$lane/log"
+  if [ -f "$lane/state" ]; then
+    read -r p f st < "$lane/state"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$st" -eq 0 ] || status=1
+    while IFS= read -r f; do failures+=("$f"); done < <(tail -n +2 "$lane/state")
+  else
+    failed=$((failed + 1))
+    status=1
+    failures+=("the sanitizer lane did not finish")
+  fi
+  rm -rf "$lane"
+else
+  plain_lane
+  sanitizer_lane
+  fuzz_and_tsan
 fi
 
 # What failed, named just above the total, where the end of a long log shows it.
