@@ -109,6 +109,14 @@ run_suite() {
   rm -f "$log"
 }
 
+# not_built LABEL DIR: counts LABEL, which build DIR lacks, as a failed suite.
+not_built() {
+  echo "$1 is not built in $2"
+  failed=$((failed + 1))
+  status=1
+  failures+=("$1: not built")
+}
+
 # The suite's executable in a build: BUILD/tests/NAME, BUILD/tests/<dir>/NAME
 # or, for sync_lib_tests, BUILD/tests/replication/NAME.
 suite_exe() {
@@ -178,10 +186,7 @@ sanitizer_lane() {
     for suite in format_tests engine_tests sql_tests reliability_tests; do
       exe=$(suite_exe "$san_dir" "$suite")
       if [ ! -x "$exe" ]; then
-        echo "$suite (ASan+UBSan) is not built in $san_dir"
-        failed=$((failed + 1))
-        status=1
-        failures+=("$suite (ASan+UBSan): not built")
+        not_built "$suite (ASan+UBSan)" "$san_dir"
         continue
       fi
       if [ "$suite" = reliability_tests ]; then
@@ -206,10 +211,7 @@ fuzz_and_tsan() {
       exe="$fuzz_dir/tests/reliability/fuzz/fuzz_$t"
       echo "== fuzz_$t ($fuzz_seconds s, ASan+UBSan)"
       if [ ! -x "$exe" ]; then
-        echo "fuzz_$t is not built in $fuzz_dir"
-        failed=$((failed + 1))
-        status=1
-        failures+=("fuzz_$t: not built")
+        not_built "fuzz_$t" "$fuzz_dir"
         continue
       fi
       work="$fuzz_dir/fuzz-corpus/$t" artifacts="$fuzz_dir/fuzz-artifacts/$t"
@@ -246,10 +248,7 @@ fuzz_and_tsan() {
       # "?": run when built (make tsan builds engine_tests; make test does not).
       [ "${spec#\?}" != "$spec" ] && [ ! -x "$exe" ] && continue
       if [ ! -x "$exe" ]; then
-        echo "$(basename "$exe") (TSan) is not built in $tsan_dir"
-        failed=$((failed + 1))
-        status=1
-        failures+=("$(basename "$exe") (TSan): not built")
+        not_built "$(basename "$exe") (TSan)" "$tsan_dir"
         continue
       fi
       run_suite "$(basename "$exe") (TSan)" "$exe" -tc="${spec#*|}"

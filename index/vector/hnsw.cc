@@ -824,7 +824,9 @@ struct HnswIndex::Impl {
   Status MarkDeleted(uint64_t label);
   Status Grow(size_t capacity);
   size_t RoomFor(size_t nodes) const;
-  Status GrowFor(size_t nodes);  // Grow(RoomFor(nodes))
+  // Room for `nodes` nodes: a graph in the file copied out with it, then
+  // grown to RoomFor(nodes).
+  Status GrowFor(size_t nodes);
   Result<std::vector<Neighbor>> Search(std::span<const float> query,
                                        const HnswSearchOptions& o) const;
   std::vector<Candidate> SearchGraph(const float* query, size_t ef,
@@ -1160,10 +1162,14 @@ Status HnswIndex::Impl::Grow(size_t capacity) {
 size_t HnswIndex::Impl::RoomFor(size_t nodes) const {
   const size_t n = graph->cur_element_count;
   if (nodes <= graph->max_elements_) return graph->max_elements_;
-  return std::min(std::max({2 * n, nodes, n + kMinCapacity}), std::max<size_t>(nodes, hnsw::kMaxNodes));
+  return std::min<size_t>(std::max({2 * n, nodes, n + kMinCapacity}), hnsw::kMaxNodes);
 }
 
-Status HnswIndex::Impl::GrowFor(size_t nodes) { return Grow(RoomFor(nodes)); }
+Status HnswIndex::Impl::GrowFor(size_t nodes) {
+  const size_t capacity = RoomFor(nodes);
+  AGENTMEM_RETURN_IF_ERROR(Privatize(capacity));
+  return Grow(capacity);
+}
 
 // One insert is a batch of one: the same links as AddBatch gives it.
 Status HnswIndex::Impl::Add(uint64_t label, std::span<const float> vector) {
@@ -1206,7 +1212,6 @@ Status HnswIndex::Impl::AddBatch(std::span<const HnswInsert> items, unsigned thr
   if (count > hnsw::kMaxNodes - first) {
     return StatusF(kTooBig, "hnsw: index is full (%zu nodes, %zu more)", first, count);
   }
-  AGENTMEM_RETURN_IF_ERROR(Privatize(RoomFor(first + count)));  // (a graph in the file)
   AGENTMEM_RETURN_IF_ERROR(GrowFor(first + count));
   if (node_seq.size() < first + count) node_seq.resize(first + count);
   if (!arena.Reserve(count)) return StatusF(kNoMem, "hnsw: no memory for a batch of %zu", count);
@@ -1434,7 +1439,6 @@ void HnswIndex::Impl::InstallRecord(const hnsw::NodeRecordView& r, char** upper_
 Status HnswIndex::Impl::Apply(const hnsw::ParsedImage& image) {
   const hnsw::ImageHeader& h = image.header;
   Graph& g = *graph;
-  AGENTMEM_RETURN_IF_ERROR(Privatize(RoomFor(h.node_count)));
   AGENTMEM_RETURN_IF_ERROR(GrowFor(h.node_count));
   ReserveLabels(&g, h.node_count - std::min<size_t>(h.node_count, mapped));
   size_t created = 0;

@@ -113,13 +113,7 @@ struct ChangeMark {
 // needs the vector, possibly from two at once for one node: both must give
 // the same floats and scale (the index keeps the first).
 using HnswReadVector = std::function<const float*(uint32_t node, uint64_t label, float* scale)>;
-// The vectors of a mappable image that leaves them out: node i's at
-// rows[i] (any alignment) with scales[i] (as HnswIndex::ScaleFor() says), kept alive
-// by `owner` as long as the index uses them. A null row is given by `read`
-// when a search or an insert first reaches the node, and, with
-// `read_ahead`, by a thread of the index meanwhile, all of them in node
-// order (joined when the index goes). A node whose vector cannot be read
-// stays a waypoint with a zero vector and is never a hit.
+
 // Where the image given to HnswIndex::Map() lies.
 enum class HnswImagePlace {
   kMemory,           // memory of this process's own, writable
@@ -127,6 +121,13 @@ enum class HnswImagePlace {
   kFileCopiedAhead,  // the same, copied into memory by the reader thread (read_ahead)
 };
 
+// The vectors of a mappable image that leaves them out: node i's at
+// rows[i] (any alignment) with scales[i] (as HnswIndex::ScaleFor() says), kept alive
+// by `owner` as long as the index uses them. A null row is given by `read`
+// when a search or an insert first reaches the node, and, with
+// `read_ahead`, by a thread of the index meanwhile, all of them in node
+// order (joined when the index goes). A node whose vector cannot be read
+// stays a waypoint with a zero vector and is never a hit.
 struct HnswMapVectors {
   std::vector<const float*> rows;
   std::vector<float> scales;
