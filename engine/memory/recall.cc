@@ -1086,17 +1086,6 @@ Status RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
                                         const index::DocFilter& filter, size_t k,
                                         std::vector<index::ScoredDoc>* out,
                                         RecallPlan* plan) const {
-  {
-    std::lock_guard<std::mutex> lock(term_parts_mu_);
-    if (!term_parts_) {
-      auto table = std::make_unique<index::Bm25TermParts>();
-      for (uint32_t u = 0; u < partitions_.size(); u++) {
-        if (partitions_[u]) table->Attach(u, &partitions_[u]->bm25);
-      }
-      table->ShrinkToFit();
-      term_parts_ = std::move(table);
-    }
-  }
   // By user index, as term_parts_ numbers them (null: no partition).
   std::vector<const index::Bm25Index*> parts(partitions_.size(), nullptr);
   size_t users = 0;
@@ -1107,8 +1096,21 @@ Status RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
     users++;
     docs += partitions_[u]->bm25.doc_count();
   }
+  const index::Bm25TermParts* table = nullptr;
+  if (users > kTermTableUsers) {
+    std::lock_guard<std::mutex> lock(term_parts_mu_);
+    if (!term_parts_) {
+      auto built = std::make_unique<index::Bm25TermParts>();
+      for (uint32_t u = 0; u < partitions_.size(); u++) {
+        if (partitions_[u]) built->Attach(u, &partitions_[u]->bm25);
+      }
+      built->ShrinkToFit();
+      term_parts_ = std::move(built);
+    }
+    table = term_parts_.get();
+  }
   index::QueryStats stats;
-  *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats, term_parts_.get());
+  *out = index::Bm25Index::TopKAcross(parts, tokens, k, filter, &stats, table);
   for (uint32_t u = 0; u < partitions_.size(); u++) {
     if (partitions_[u]) AGENTMEM_RETURN_IF_ERROR(Bm25Damage(*partitions_[u], users_.names[u]));
   }
@@ -1118,9 +1120,11 @@ Status RecallIndex::Bm25SearchEveryUser(std::span<const std::string> tokens,
                     std::to_string(stats.parts_searched) + " indexes searched, " +
                     std::to_string(stats.parts_skipped) + " skipped on their bound, " +
                     std::to_string(stats.postings_scored) + " of " +
-                    std::to_string(stats.postings_total) + " postings scored; term table of " +
-                    std::to_string(term_parts_->term_count()) + " terms, " +
-                    std::to_string(term_parts_->pair_count()) + " (term, user) pairs";
+                    std::to_string(stats.postings_total) + " postings scored; " +
+                    (table == nullptr
+                         ? std::string("no term table: each token looked up in every index")
+                         : "term table of " + std::to_string(table->term_count()) + " terms, " +
+                               std::to_string(table->pair_count()) + " (term, user) pairs");
   return Status::OK();
 }
 

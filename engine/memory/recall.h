@@ -360,6 +360,10 @@ class RecallIndex {
   // Up to this many candidates a hybrid query runs both legs on the calling
   // thread: handing a short leg to the worker costs more than it saves.
   static constexpr size_t kParallelMin = kExactScanMax;
+  // A search over more than this many users' BM25 indexes goes through the
+  // term table (term_parts_); over fewer, each query token is looked up in
+  // each index, which costs less than building the table for a few users.
+  static constexpr size_t kTermTableUsers = 8;
   // The worker thread of hybrid queries (nullptr: both legs on the calling
   // thread). Not owned; it must outlive every Recall() call.
   void set_leg_worker(LegWorker* worker) { legs_ = worker; }
@@ -399,7 +403,8 @@ class RecallIndex {
   Status Bm25Search(const RecallQuery& q, std::span<const uint64_t> candidates, size_t k,
                     std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
   // BM25 over every user as one collection (Bm25Index::TopKAcross()),
-  // through term_parts_ (built by the first such search).
+  // through term_parts_ (built by the first such search) when there are more
+  // than kTermTableUsers users.
   Status Bm25SearchEveryUser(std::span<const std::string> tokens, const index::DocFilter& filter,
                            size_t k,
                            std::vector<index::ScoredDoc>* out, RecallPlan* plan) const;
@@ -487,7 +492,8 @@ class RecallIndex {
   // Which users' BM25 indexes hold each term (index/text/term_parts.h; part
   // numbers are user indexes), so that a search over every user looks a
   // query token up only in the indexes that hold it. Built from every
-  // partition by the first such search (under term_parts_mu_: searches are
+  // partition by the first such search over more than kTermTableUsers
+  // users (under term_parts_mu_: searches are
   // const), null until then; from then on every partition is attached and
   // keeps it exact through its inserts, removals and frozen images. Its
   // memory: 4 bytes per (term, user) pair, each of which is at least one

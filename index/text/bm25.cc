@@ -203,13 +203,13 @@ void Bm25Index::PrefetchRef(uint32_t ref) const {
   }
 }
 
-const PostingList* Bm25Index::FindListInto(std::string_view term, size_t hash,
+const PostingList* Bm25Index::FindListInto(std::string_view term,
                                            std::deque<PostingList>* views) const {
   if (!term_ids_.empty()) {
     auto it = term_ids_.find(term);
     if (it != term_ids_.end()) return &terms_[*it].list;
   }
-  const int64_t frozen = FindFrozenHashed(term, hash);
+  const int64_t frozen = FindFrozen(term);
   if (frozen < 0) return nullptr;
   return &views->emplace_back(FrozenList(static_cast<size_t>(frozen)));
 }
@@ -343,10 +343,9 @@ Bm25Index::AcrossQuery Bm25Index::PrepareAcross(std::span<const Bm25Index* const
         take(h.part, t, list);
       }
     } else {
-      const size_t hash = std::hash<std::string_view>{}(distinct[t]);
       for (size_t p = 0; p < parts.size(); p++) {
         if (parts[p] == nullptr) continue;
-        take(p, t, parts[p]->FindListInto(distinct[t], hash, &views));
+        take(p, t, parts[p]->FindListInto(distinct[t], &views));
       }
     }
   }

@@ -246,7 +246,7 @@ class Bm25Index {
   // prunes against the k-th score from its first posting.
   // With `term_parts` (term_parts.h), whose part numbers index `parts`, a
   // query token is looked up only in the parts that table lists for it;
-  // without, in every part.
+  // without, in every part (a binary search of its term table).
   // REQUIRES: doc ids are unique across the parts; every part has the same
   // params; each index attached to `term_parts` as part p is parts[p]. Null
   // parts are ignored.
@@ -314,18 +314,13 @@ class Bm25Index {
   // The same without the cached views of FindList(): a frozen term's list is
   // a view appended to *views (whose elements keep their addresses), so a
   // lookup takes no lock and leaves nothing behind.
-  // `hash`: std::hash of the term.
-  const PostingList* FindListInto(std::string_view term, size_t hash,
+  const PostingList* FindListInto(std::string_view term,
                                   std::deque<PostingList>* views) const;
   // status(), then the frozen terms `counts` would move (TermHolds()).
   Status CheckTermsToMove(std::span<const TermCount> counts) const;
   // The frozen term at `index` in the table, or -1.
   // By binary search of the term table.
   int64_t FindFrozen(std::string_view term) const;
-  // The same through frozen_table_ (built by the first call), given the
-  // term's std::hash: for a caller that looks one term up in many indexes.
-  int64_t FindFrozenHashed(std::string_view term, size_t hash) const;
-  void BuildFrozenTable() const;
   std::string_view FrozenText(size_t index) const;
   PostingList FrozenList(size_t index) const;
   // The checks of AttachFrozen() on the arrays it has placed (`text`: the
@@ -429,14 +424,6 @@ class Bm25Index {
   mutable std::atomic<bool> damaged_{false};  // damage_ is set: status() locks only then
   mutable std::mutex views_mu_;
   mutable std::unordered_map<size_t, std::unique_ptr<PostingList>> frozen_views_;
-  // An open-addressing hash table over the frozen terms, built by the first
-  // FindFrozenHashed() under views_mu_ and immutable until Thaw() drops it. A slot holds
-  // the term's hash in its high 32 bits and its index + 1 in the low 32 (0:
-  // empty); at most two thirds are used. A lookup costs a probe or two
-  // instead of a binary search whose every step is a cache miss, and a term
-  // that is not there is told by the hash alone, without reading any text.
-  mutable std::atomic<bool> frozen_table_ready_{false};
-  mutable std::vector<uint64_t> frozen_table_;
 
   // The table this index reports its gained and lost terms to, as part
   // term_parts_part_ (Bm25TermParts::Attach()); null when not attached.

@@ -623,8 +623,6 @@ void Bm25Index::DetachFrozen() {
   }
   std::lock_guard<std::mutex> lock(views_mu_);
   frozen_views_.clear();
-  frozen_table_.clear();
-  frozen_table_ready_.store(false, std::memory_order_release);
 }
 
 std::string_view Bm25Index::FrozenText(size_t i) const {
@@ -658,39 +656,6 @@ int64_t Bm25Index::FindFrozen(std::string_view term) const {
     if (t < term) lo = mid + 1; else hi = mid;
   }
   return -1;
-}
-
-int64_t Bm25Index::FindFrozenHashed(std::string_view term, size_t hash) const {
-  if (frozen_terms_.empty()) return -1;
-  // Too many terms for the table's 32-bit slots.
-  if (frozen_terms_.size() >= UINT32_MAX) return FindFrozen(term);
-  if (!frozen_table_ready_.load(std::memory_order_acquire)) BuildFrozenTable();
-  const uint64_t tag = uint64_t{hash} >> 32 << 32;
-  const size_t mask = frozen_table_.size() - 1;
-  for (size_t at = hash & mask;; at = (at + 1) & mask) {
-    const uint64_t slot = frozen_table_[at];
-    if (slot == 0) return -1;
-    if ((slot & ~uint64_t{0xffffffff}) != tag) continue;
-    const size_t i = (slot & 0xffffffff) - 1;
-    if (FrozenText(i) == term) return static_cast<int64_t>(i);
-  }
-}
-
-void Bm25Index::BuildFrozenTable() const {
-  std::lock_guard<std::mutex> lock(views_mu_);
-  if (frozen_table_ready_.load(std::memory_order_relaxed)) return;
-  size_t size = 2;
-  while (2 * size < 3 * frozen_terms_.size()) size *= 2;
-  std::vector<uint64_t> table(size, 0);
-  const size_t mask = size - 1;
-  for (size_t i = 0; i < frozen_terms_.size(); i++) {
-    const uint64_t hash = std::hash<std::string_view>{}(FrozenText(i));
-    size_t at = hash & mask;
-    while (table[at] != 0) at = (at + 1) & mask;
-    table[at] = (hash >> 32 << 32) | (i + 1);
-  }
-  frozen_table_ = std::move(table);
-  frozen_table_ready_.store(true, std::memory_order_release);
 }
 
 Status Bm25Index::Thaw() {

@@ -1614,6 +1614,19 @@ TEST_CASE("recall over every user lists candidates only for a filter, and fills 
 // the one user of a second file that holds every episode (same ids, texts and
 // contexts), also under a time and a role filter.
 TEST_CASE("recall over every user keeps up with terms that users gain and lose after its first search") {
+  // Up to kTermTableUsers users each token is looked up in every index; over
+  // more, through the term table the first search builds.
+  static_assert(agentmem::engine::RecallIndex::kTermTableUsers == 8);
+  size_t users = 0;
+  const char* path = nullptr;
+  SUBCASE("six users: no term table") {
+    users = 6;
+    path = "; no term table";
+  }
+  SUBCASE("twenty users: a term table") {
+    users = 20;
+    path = "; term table of ";
+  }
   UsersAndOne f;
   int64_t ts = 1000;
   auto remember = [&](const std::string& user, const std::string& text, const char* role = "user") {
@@ -1623,12 +1636,19 @@ TEST_CASE("recall over every user keeps up with terms that users gain and lose a
   for (int i = 0; i < 60; i++) {
     std::string text = std::string(words[i % 7]) + " " + words[(i * 3 + 1) % 7] + " note " +
                        std::to_string(i % 5);
-    remember("user" + std::to_string(i % 6), text, i % 2 == 0 ? "user" : "assistant");
+    remember("user" + std::to_string(i % users), text, i % 2 == 0 ? "user" : "assistant");
   }
   const std::vector<std::string> queries = {"harbour lantern", "cello winter river", "garden",
                                             "zeppelin harbour", "quokka", "zeppelin quokka cello"};
   auto compare = [&](const char* when) {
     INFO(when);
+    char* plan = nullptr;
+    agentmem_recall_options all = Opts(AGENTMEM_RECALL_BM25, 10);
+    all.all_users = 1;
+    REQUIRE(agentmem_explain_recall(f.users, nullptr, "cello", &all, &plan) == AGENTMEM_OK);
+    const std::string bm25 = nlohmann::json::parse(plan)["bm25"].get<std::string>();
+    agentmem_free(plan);
+    CHECK_MESSAGE(bm25.find(path) != std::string::npos, bm25);
     for (const std::string& query : queries) {
       INFO("query: " << query);
       for (int filter = 0; filter < 3; filter++) {
@@ -1644,10 +1664,10 @@ TEST_CASE("recall over every user keeps up with terms that users gain and lose a
       }
     }
   };
-  compare("the first search builds the table");
+  compare("the first search");
   // A term user2 gains after the table was built, and a user created after it.
   const int64_t zeppelin = remember("user2", "a zeppelin over the harbour");
-  remember("user9", "a quokka in the garden", "assistant");
+  remember("newcomer", "a quokka in the garden", "assistant");
   CHECK(RecallEveryUser(f.users, "zeppelin", AGENTMEM_RECALL_BM25, 10).size() == 1);
   CHECK(RecallEveryUser(f.users, "quokka", AGENTMEM_RECALL_BM25, 10).size() == 1);
   compare("after a new term and a new user");
