@@ -23,8 +23,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <type_traits>
 #include <unordered_map>
 
@@ -230,48 +233,83 @@ Status Database::MaybeCheckpoint(bool closing) {
   return WriteCheckpoint();
 }
 
+namespace {
+
+constexpr uint32_t kUnset = UINT32_MAX;
+
+// Each name is looked up once (per string of the state section), not once
+// per episode: 100,000 entries share a few users, sessions and roles.
+// `ids`: by string index, kUnset until looked up.
+template <class Intern>
+uint32_t NameOf(const CheckpointState& st, std::vector<uint32_t>* ids, uint32_t s, Intern intern) {
+  uint32_t& id = (*ids)[s];
+  if (id == kUnset) id = intern(st.strings[s]);
+  return id;
+}
+
+// The state's episodes into the catalog: their users, sessions and records.
+void ImportCatalogEpisodes(const CheckpointState& st, Catalog* catalog) {
+  std::vector<uint32_t> user(st.strings.size(), kUnset);
+  catalog->ReserveEpisodes(st.episodes.size());
+  std::vector<uint64_t>* session_ids = nullptr;  // of (last_user, last_session)
+  uint32_t last_user = kUnset, last_session = kUnset;
+  for (const format::CheckpointEpisode& e : st.episodes) {
+    const RecordLoc loc{e.page_offset, e.slot};
+    const uint32_t u =
+        NameOf(st, &user, e.user, [&](const std::string& s) { return catalog->UserIndex(s); });
+    if (e.forgotten) {
+      catalog->AddForgottenEntry(e.id, u, e.ts, loc);
+      continue;
+    }
+    // A new user may move the others, but not their session lists (the
+    // nodes of a std::map stay put when it is moved).
+    static_assert(std::is_nothrow_move_constructible_v<UserEntry>);
+    if (u != last_user || e.session != last_session) {
+      session_ids = catalog->SessionIds(u, st.strings[e.session]);
+      last_user = u;
+      last_session = e.session;
+    }
+    catalog->AddEpisodeEntry(e.id, u, session_ids, e.ts, loc);
+  }
+}
+
+// The state's episodes into the recall index: their filter attributes and
+// graph nodes; the forgotten ones' ids appended to *forgotten.
+Status ImportRecallEpisodes(const CheckpointState& st, RecallIndex* recall,
+                            std::vector<uint64_t>* forgotten) {
+  std::vector<uint32_t> user(st.strings.size(), kUnset), session(st.strings.size(), kUnset),
+      role(st.strings.size(), kUnset);
+  recall->ReserveEntries(st.episodes.size());
+  for (const format::CheckpointEpisode& e : st.episodes) {
+    if (e.forgotten) forgotten->push_back(e.id);
+    AGENTMEM_RETURN_IF_ERROR(recall->AddEntry(
+        e.id, NameOf(st, &user, e.user, [&](const std::string& s) { return recall->InternUser(s); }),
+        NameOf(st, &session, e.session,
+               [&](const std::string& s) { return recall->InternSession(s); }),
+        NameOf(st, &role, e.role, [&](const std::string& s) { return recall->InternRole(s); }),
+        e.ts, e.has_vector, e.node));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Database::ImportCheckpointState(const CheckpointState& st) {
   for (const auto& [k, v] : st.meta) catalog_.SetMeta(k, v);
   AGENTMEM_RETURN_IF_ERROR(EnsureRecallIndex());
-  // Each name is looked up once (per string of the state section), not once
-  // per episode: 100,000 entries share a few users, sessions and roles.
-  constexpr uint32_t kUnset = UINT32_MAX;
-  std::vector<uint32_t> catalog_user(st.strings.size(), kUnset), user(st.strings.size(), kUnset),
-      session(st.strings.size(), kUnset), role(st.strings.size(), kUnset);
-  auto name = [&](std::vector<uint32_t>* ids, uint32_t s, auto intern) {
-    uint32_t& id = (*ids)[s];
-    if (id == kUnset) id = intern(st.strings[s]);
-    return id;
-  };
-  catalog_.ReserveEpisodes(st.episodes.size());
-  recall_->ReserveEntries(st.episodes.size());
-  std::vector<uint64_t>* session_ids = nullptr;  // of (last_user, last_session)
-  uint32_t last_user = kUnset, last_session = kUnset;
-  std::vector<uint64_t> forgotten;
-  for (const format::CheckpointEpisode& e : st.episodes) {
-    const uint64_t id = e.id;
-    const RecordLoc loc{e.page_offset, e.slot};
-    const uint32_t cu = name(&catalog_user, e.user, [&](const std::string& s) { return catalog_.UserIndex(s); });
-    if (e.forgotten) {
-      forgotten.push_back(id);
-      catalog_.AddForgottenEntry(id, cu, e.ts, loc);
-    } else {
-      // A new user may move the others, but not their session lists (the
-      // nodes of a std::map stay put when it is moved).
-      static_assert(std::is_nothrow_move_constructible_v<UserEntry>);
-      if (cu != last_user || e.session != last_session) {
-        session_ids = catalog_.SessionIds(cu, st.strings[e.session]);
-        last_user = cu;
-        last_session = e.session;
-      }
-      catalog_.AddEpisodeEntry(id, cu, session_ids, e.ts, loc);
-    }
-    AGENTMEM_RETURN_IF_ERROR(recall_->AddEntry(
-        id, name(&user, e.user, [&](const std::string& s) { return recall_->InternUser(s); }),
-        name(&session, e.session, [&](const std::string& s) { return recall_->InternSession(s); }),
-        name(&role, e.role, [&](const std::string& s) { return recall_->InternRole(s); }), e.ts,
-        e.has_vector, e.node));
+  // The catalog's entries on a thread of their own beside the recall
+  // index's (two structures that share nothing), or here when no thread
+  // can be started.
+  std::future<void> catalog;
+  try {
+    catalog = std::async(std::launch::async, ImportCatalogEpisodes, std::cref(st), &catalog_);
+  } catch (const std::system_error&) {
+    ImportCatalogEpisodes(st, &catalog_);
   }
+  std::vector<uint64_t> forgotten;
+  const Status recall = ImportRecallEpisodes(st, recall_.get(), &forgotten);
+  if (catalog.valid()) catalog.get();
+  AGENTMEM_RETURN_IF_ERROR(recall);
   for (const format::TextRecord& t : st.texts) AGENTMEM_RETURN_IF_ERROR(recall_->AddText(t));
   AGENTMEM_RETURN_IF_ERROR(recall_->Forget(forgotten));
   for (const format::CheckpointBlock& b : st.blocks) {
