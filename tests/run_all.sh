@@ -80,10 +80,11 @@ run_suite() {
   local label=$1 exe=$2
   shift 2
   echo "== $label"
-  local log
+  local log started=$SECONDS
   log=$(mktemp)
   "$exe" "$@" --no-intro=false 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
+  echo "== $label: $((SECONDS - started)) s"
   local line p f
   line=$(grep -E '^\[(doctest|pytest|node|layering|functions)\] test cases:' "$log" | tail -n 1)
   p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
@@ -174,6 +175,7 @@ SAN_RELIABILITY='*kept fuzz corpus*,*sync point of a workload that forgets*,*ren
 # The ASan + UBSan suites and the coverage report over their runs.
 sanitizer_lane() {
   if [ -n "$san_dir" ]; then
+    local lane_started=$SECONDS
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
     # The sanitizer build also carries clang's source-based coverage: each
@@ -196,6 +198,7 @@ sanitizer_lane() {
       fi
     done
     tests/coverage_report.sh "$san_dir"
+    echo "== the ASan + UBSan lane, coverage report included: $((SECONDS - lane_started)) s"
   fi
 }
 
@@ -290,6 +293,7 @@ else
   fuzz_and_tsan
 fi
 
+echo "== the suites: $SECONDS s"
 # What failed, named just above the total, where the end of a long log shows it.
 for f in "${failures[@]}"; do echo "FAILED $f"; done
 echo "$passed passed, $failed failed"
